@@ -1,0 +1,12 @@
+//! tokitai-compiler: `.tk` source to verified-ready `KernelIr`, HIP C++,
+//! Rust CPU oracles, typed bindings and a manifest.
+//!
+//! Pipeline (see `shared/docs/design.md`):
+//! `source --lalrpop--> AST --check--> typed IR --schedule--> KernelIr --print--> HIP / oracle / bindings`.
+
+pub mod diag;
+pub mod span;
+pub mod syntax;
+pub mod types;
+pub mod check;
+pub mod tir;

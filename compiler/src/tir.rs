@@ -1,0 +1,314 @@
+//! The typed IR: a checked kernel with resolved names, a dtype on every
+//! expression, an extent on every index variable, and a petgraph dataflow
+//! graph of its statements.
+//!
+//! Everything here has passed name resolution, dtype rules, shape agreement
+//! and the race rule; the scheduler may rely on it.
+
+use crate::span::Span;
+use crate::syntax::ast::{BinOp, RedOp, UnOp};
+use crate::types::Dtype;
+use petgraph::graph::DiGraph;
+
+pub type DimId = usize;
+pub type TensorId = usize;
+pub type ScalarId = usize;
+pub type VarId = usize;
+pub type LocalId = usize;
+pub type StmtId = usize;
+
+/// One axis length: a symbolic dim (passed at launch) or a literal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Sym(DimId),
+    Lit(i64),
+}
+
+#[derive(Clone, Debug)]
+pub struct DimInfo {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TensorRole {
+    Input,
+    Inout,
+    Output,
+    Intermediate,
+}
+
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: Dtype,
+    pub shape: Vec<Dim>,
+    pub role: TensorRole,
+    pub span: Span,
+    /// Value contract from `requires x in [lo, hi)` (integer tensors used as indices).
+    pub value_range: Option<ValueRange>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ScalarInfo {
+    pub name: String,
+    pub dtype: Dtype,
+    pub span: Span,
+}
+
+/// A kernel parameter in signature order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Param {
+    Tensor(TensorId),
+    Scalar(ScalarId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarKind {
+    /// A left-hand-side index: the statement is defined for every value.
+    Free,
+    /// Bound by `sum(k)`, `max(k)`, ...
+    Reduction,
+}
+
+#[derive(Clone, Debug)]
+pub struct VarInfo {
+    pub name: String,
+    pub extent: Dim,
+    pub kind: VarKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct LocalInfo {
+    pub name: String,
+    pub dtype: Dtype,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Const {
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+}
+
+/// Builtin functions after resolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    Exp,
+    Log,
+    Tanh,
+    Sqrt,
+    Rsqrt,
+    Abs,
+    Min,
+    Max,
+    Select,
+}
+
+impl Builtin {
+    pub fn from_name(s: &str) -> Option<Builtin> {
+        Some(match s {
+            "exp" => Builtin::Exp,
+            "log" => Builtin::Log,
+            "tanh" => Builtin::Tanh,
+            "sqrt" => Builtin::Sqrt,
+            "rsqrt" => Builtin::Rsqrt,
+            "abs" => Builtin::Abs,
+            "min" => Builtin::Min,
+            "max" => Builtin::Max,
+            "select" => Builtin::Select,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Exp => "exp",
+            Builtin::Log => "log",
+            Builtin::Tanh => "tanh",
+            Builtin::Sqrt => "sqrt",
+            Builtin::Rsqrt => "rsqrt",
+            Builtin::Abs => "abs",
+            Builtin::Min => "min",
+            Builtin::Max => "max",
+            Builtin::Select => "select",
+        }
+    }
+    pub const NAMES: [&'static str; 9] = ["exp", "log", "tanh", "sqrt", "rsqrt", "abs", "min", "max", "select"];
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TExpr {
+    pub kind: TExprKind,
+    pub ty: Dtype,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TExprKind {
+    Const(Const),
+    /// Element of a tensor; every index is integer-typed.
+    Load { tensor: TensorId, index: Vec<TExpr> },
+    Scalar(ScalarId),
+    /// A dim's value (i32).
+    Dim(DimId),
+    /// An index variable's value (i32).
+    Var(VarId),
+    Local(LocalId),
+    Unary(UnOp, Box<TExpr>),
+    Binary(BinOp, Box<TExpr>, Box<TExpr>),
+    Call(Builtin, Vec<TExpr>),
+    /// Conversion to `ty` (written, or an implicit widening).
+    Cast(Box<TExpr>),
+    Reduce { op: RedOp, var: VarId, body: Box<TExpr> },
+    Let { local: LocalId, value: Box<TExpr>, body: Box<TExpr> },
+}
+
+impl TExpr {
+    /// Visit every sub-expression, parents first.
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a TExpr)) {
+        f(self);
+        match &self.kind {
+            TExprKind::Load { index, .. } => index.iter().for_each(|e| e.walk(f)),
+            TExprKind::Unary(_, a) | TExprKind::Cast(a) => a.walk(f),
+            TExprKind::Binary(_, a, b) => {
+                a.walk(f);
+                b.walk(f);
+            }
+            TExprKind::Call(_, args) => args.iter().for_each(|e| e.walk(f)),
+            TExprKind::Reduce { body, .. } => body.walk(f),
+            TExprKind::Let { value, body, .. } => {
+                value.walk(f);
+                body.walk(f);
+            }
+            _ => {}
+        }
+    }
+
+    /// The plain variable if this expression is exactly an index variable.
+    pub fn as_var(&self) -> Option<VarId> {
+        match self.kind {
+            TExprKind::Var(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Stmt {
+    pub target: TensorId,
+    /// Free variables, one per axis of the target.
+    pub vars: Vec<VarId>,
+    pub value: TExpr,
+    pub span: Span,
+}
+
+/// `lo <= x < hi` (bounds as closed/open as written, normalised to half-open for ints).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueRange {
+    pub lo: TExpr,
+    pub lo_closed: bool,
+    pub hi: TExpr,
+    pub hi_closed: bool,
+    pub text: String,
+    pub span: Span,
+}
+
+/// A `requires`/`ensures` predicate: a boolean expression over dims and
+/// scalars, or a value range on a tensor.
+#[derive(Clone, Debug)]
+pub enum Contract {
+    Pred { expr: TExpr, text: String, span: Span },
+    Range { tensor: TensorId, range: ValueRange },
+}
+
+impl Contract {
+    pub fn text(&self) -> String {
+        match self {
+            Contract::Pred { text, .. } => text.clone(),
+            Contract::Range { range, .. } => range.text.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DomainRange {
+    pub tensor: Option<TensorId>,
+    pub scalar: Option<ScalarId>,
+    pub lo: f64,
+    pub hi: f64,
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Tolerance {
+    pub tensor: TensorId,
+    pub abs: f64,
+    pub rel: f64,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub name: String,
+    pub doc: String,
+    pub span: Span,
+    pub dims: Vec<DimInfo>,
+    pub tensors: Vec<TensorInfo>,
+    pub scalars: Vec<ScalarInfo>,
+    /// Signature order: inputs (tensors, inouts, scalars as declared), then outputs.
+    pub params: Vec<Param>,
+    pub vars: Vec<VarInfo>,
+    pub locals: Vec<LocalInfo>,
+    pub stmts: Vec<Stmt>,
+    pub requires: Vec<Contract>,
+    pub ensures: Vec<Contract>,
+    pub domain: Vec<DomainRange>,
+    pub tolerance: Vec<Tolerance>,
+    /// Equivalence class of each dim under `requires A == B` (and `A == 4`).
+    pub dim_class: Vec<usize>,
+    /// Literal value known for a dim from `requires A == 4`.
+    pub dim_value: Vec<Option<i64>>,
+    /// Statement dataflow: an edge `w -> r` when statement `r` reads a tensor
+    /// statement `w` writes; the edge weight is that tensor.
+    pub graph: DiGraph<StmtId, TensorId>,
+}
+
+impl Kernel {
+    /// Are two axis lengths equal for every launch that meets `requires`?
+    pub fn dims_equal(&self, a: Dim, b: Dim) -> bool {
+        match (a, b) {
+            (Dim::Lit(x), Dim::Lit(y)) => x == y,
+            (Dim::Sym(x), Dim::Sym(y)) => self.dim_class[x] == self.dim_class[y],
+            (Dim::Sym(x), Dim::Lit(v)) | (Dim::Lit(v), Dim::Sym(x)) => self.dim_value[x] == Some(v),
+        }
+    }
+
+    pub fn dim_name(&self, d: Dim) -> String {
+        match d {
+            Dim::Sym(id) => self.dims[id].name.clone(),
+            Dim::Lit(v) => v.to_string(),
+        }
+    }
+
+    /// The statement that writes a tensor, if any.
+    pub fn writer(&self, t: TensorId) -> Option<StmtId> {
+        self.stmts.iter().position(|s| s.target == t)
+    }
+
+    pub fn tolerance_of(&self, t: TensorId) -> Option<&Tolerance> {
+        self.tolerance.iter().find(|x| x.tensor == t)
+    }
+
+    pub fn outputs(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.tensors.iter().enumerate().filter(|(_, t)| matches!(t.role, TensorRole::Output | TensorRole::Inout)).map(|(i, _)| i)
+    }
+}
+
+/// A checked file: its kernels (helpers are inlined into them).
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub kernels: Vec<Kernel>,
+}
