@@ -10,3 +10,8 @@ pub mod syntax;
 pub mod types;
 pub mod check;
 pub mod tir;
+pub mod driver;
+pub mod kir;
+pub mod target;
+pub mod schedule;
+pub mod codegen;

@@ -312,3 +312,79 @@ impl Kernel {
 pub struct Program {
     pub kernels: Vec<Kernel>,
 }
+
+/// A sum whose body is a product in f32 or f64 accumulates with one fused
+/// multiply-add per term. The scheduler and the mirror oracle both call
+/// this, so that they agree on every rounding.
+pub fn fma_operands(body: &TExpr) -> Option<(&TExpr, &TExpr)> {
+    match &body.kind {
+        TExprKind::Binary(BinOp::Mul, a, b) if matches!(body.ty, Dtype::F32 | Dtype::F64) => Some((a, b)),
+        _ => None,
+    }
+}
+
+/// The reductions of an expression that are not inside another reduction.
+pub fn top_reductions(e: &TExpr) -> Vec<&TExpr> {
+    fn go<'a>(e: &'a TExpr, out: &mut Vec<&'a TExpr>) {
+        match &e.kind {
+            TExprKind::Reduce { .. } => out.push(e),
+            TExprKind::Load { index, .. } => index.iter().for_each(|x| go(x, out)),
+            TExprKind::Unary(_, a) | TExprKind::Cast(a) => go(a, out),
+            TExprKind::Binary(_, a, b) => {
+                go(a, out);
+                go(b, out);
+            }
+            TExprKind::Call(_, args) => args.iter().for_each(|x| go(x, out)),
+            TExprKind::Let { value, body, .. } => {
+                go(value, out);
+                go(body, out);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    go(e, &mut out);
+    out
+}
+
+impl Kernel {
+    /// A literal upper bound on a dim from `requires D <= n` (or `<`, `==`).
+    pub fn dim_upper_bound(&self, d: Dim) -> Option<i64> {
+        let id = match d {
+            Dim::Lit(v) => return Some(v),
+            Dim::Sym(id) => id,
+        };
+        if let Some(v) = self.dim_value[id] {
+            return Some(v);
+        }
+        let mut best: Option<i64> = None;
+        fn conjuncts<'a>(e: &'a TExpr, out: &mut Vec<&'a TExpr>) {
+            match &e.kind {
+                TExprKind::Binary(BinOp::And, a, b) => {
+                    conjuncts(a, out);
+                    conjuncts(b, out);
+                }
+                _ => out.push(e),
+            }
+        }
+        for c in &self.requires {
+            let Contract::Pred { expr, .. } = c else { continue };
+            let mut parts = Vec::new();
+            conjuncts(expr, &mut parts);
+            for p in parts {
+                let TExprKind::Binary(op, a, b) = &p.kind else { continue };
+                let bound = match (op, &a.kind, &b.kind) {
+                    (BinOp::Le, TExprKind::Dim(x), TExprKind::Const(Const::Int(v))) if self.dim_class[*x] == self.dim_class[id] => Some(*v),
+                    (BinOp::Lt, TExprKind::Dim(x), TExprKind::Const(Const::Int(v))) if self.dim_class[*x] == self.dim_class[id] => Some(*v - 1),
+                    (BinOp::Ge, TExprKind::Const(Const::Int(v)), TExprKind::Dim(x)) if self.dim_class[*x] == self.dim_class[id] => Some(*v),
+                    (BinOp::Gt, TExprKind::Const(Const::Int(v)), TExprKind::Dim(x)) if self.dim_class[*x] == self.dim_class[id] => Some(*v - 1),
+                    _ => None,
+                };
+                if let Some(b) = bound {
+                    best = Some(best.map_or(b, |x: i64| x.min(b)));
+                }
+            }
+        }
+        best
+    }
+}

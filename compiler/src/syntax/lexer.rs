@@ -352,8 +352,8 @@ impl<'a> Iterator for Lexer<'a> {
                 Tok::DotDot
             }
             c if c.is_ascii_digit() => return Some(self.number(lo)),
-            c if c.is_alphabetic() || c == '_' => {
-                while matches!(self.peek_char(), Some(c) if c.is_alphanumeric() || c == '_') {
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                while matches!(self.peek_char(), Some(c) if c.is_ascii_alphanumeric() || c == '_') {
                     self.bump();
                 }
                 let word = &self.src[lo..self.pos];

@@ -1,0 +1,427 @@
+//! HIP C++ printer: `KernelIr` to one source text per kernel (the portable
+//! prelude, then the kernel), compiled by hipcc/hiprtc for AMD and by NVRTC
+//! for NVIDIA.
+
+use crate::kir::*;
+use crate::syntax::ast::{BinOp, UnOp};
+use crate::tir::{Builtin, Const};
+use crate::types::Dtype;
+use std::collections::HashSet;
+
+
+pub const PRELUDE: &str = include_str!("prelude.hip");
+
+/// The prelude followed by one kernel: what the runtime compiles.
+pub fn kernel_source(ir: &KernelIr) -> String {
+    format!("{}\n{}", PRELUDE, print_kernel(ir))
+}
+
+/// The prelude followed by every kernel of a file.
+pub fn module_source(irs: &[KernelIr]) -> String {
+    let mut s = String::from(PRELUDE);
+    for ir in irs {
+        s.push('\n');
+        s.push_str(&print_kernel(ir));
+    }
+    s
+}
+
+const CPP_RESERVED: &[&str] = &[
+    "alignas", "alignof", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const", "constexpr", "continue", "default", "delete", "do",
+    "double", "else", "enum", "explicit", "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace",
+    "new", "noexcept", "nullptr", "operator", "private", "protected", "public", "register", "return", "short", "signed", "sizeof", "static", "struct",
+    "switch", "template", "this", "throw", "true", "try", "typedef", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "while",
+    "half", "dim3", "min", "max", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
+];
+
+/// A user name made safe for C++ (keywords and reserved prefixes get `_`).
+pub fn cpp_name(name: &str) -> String {
+    if CPP_RESERVED.contains(&name) || name.starts_with("tk_") || name.starts_with("__") {
+        format!("{}_", name)
+    } else {
+        name.to_string()
+    }
+}
+
+struct Printer<'a> {
+    ir: &'a KernelIr,
+    out: String,
+    indent: usize,
+    vec_arrays: HashSet<LocalId>,
+}
+
+pub fn print_kernel(ir: &KernelIr) -> String {
+    let mut vec_arrays = HashSet::new();
+    collect_vec_arrays(&ir.body, &mut vec_arrays);
+    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays };
+    p.kernel();
+    p.out
+}
+
+fn collect_vec_arrays(body: &[KStmt], out: &mut HashSet<LocalId>) {
+    for s in body {
+        match s {
+            KStmt::VecLoad { arr, .. } | KStmt::VecStore { arr, .. } => {
+                out.insert(*arr);
+            }
+            KStmt::For { body, .. } => collect_vec_arrays(body, out),
+            KStmt::If { then, els, .. } => {
+                collect_vec_arrays(then, out);
+                collect_vec_arrays(els, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<'a> Printer<'a> {
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn local(&self, l: LocalId) -> String {
+        format!("{}_{}", self.ir.locals[l].name, l)
+    }
+
+    fn ivar(&self, v: IVar) -> String {
+        format!("{}_{}", self.ir.ivars[v], v)
+    }
+
+    fn kernel(&mut self) {
+        let ir = self.ir;
+        for l in ir.doc.lines() {
+            self.line(&format!("/// {}", l).trim_end().to_string());
+        }
+        let geometry = ir
+            .grid
+            .iter()
+            .enumerate()
+            .map(|(i, g)| match g {
+                GridDim::Exact(e) => format!("grid.{} = {}", ["x", "y"][i], self.iexpr(e)),
+                GridDim::Stride { work, per_block } => format!("grid.{} = clamp(ceil({} / {}), 1, max_blocks)", ["x", "y"][i], self.iexpr(work), per_block),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.line(&format!("// schedule: {}; block = {} threads; {}; target {}", describe(&ir.schedule), ir.block, geometry, ir.target));
+        let mut params = Vec::new();
+        for p in &ir.params {
+            params.push(match *p {
+                KParam::Buffer(b) => {
+                    let buf = &ir.bufs[b];
+                    let cnst = if buf.written { "" } else { "const " };
+                    format!("{}{}* __restrict__ {}", cnst, buf.dtype.hip_type(), cpp_name(&buf.name))
+                }
+                KParam::Scalar(s) => format!("{} {}", ir.scalars[s].1.hip_type(), cpp_name(&ir.scalars[s].0)),
+                KParam::Dim(d) => format!("{} {}", ir.index_ty.hip_type(), cpp_name(&ir.dims[d])),
+            });
+        }
+        self.line(&format!("extern \"C\" __global__ void __launch_bounds__({}) {}(", ir.block, cpp_name(&ir.name)));
+        self.indent += 1;
+        let n = params.len();
+        for (i, p) in params.into_iter().enumerate() {
+            self.line(&format!("{}{}", p, if i + 1 == n { ")" } else { "," }));
+        }
+        self.indent -= 1;
+        self.line("{");
+        self.indent += 1;
+        for s in &ir.shared {
+            let decl = format!("__shared__ {} {}[{}];", s.ty.hip_type(), s.name, s.len);
+            self.line(&decl);
+        }
+        self.block(&ir.body);
+        self.indent -= 1;
+        self.line("}");
+    }
+
+    fn block(&mut self, body: &[KStmt]) {
+        for s in body {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, s: &KStmt) {
+        match s {
+            KStmt::Decl { local, init } => {
+                let ty = self.ir.locals[*local].ty.hip_type();
+                let l = match init {
+                    Some(v) => format!("{} {} = {};", ty, self.local(*local), self.vexpr(v)),
+                    None => format!("{} {};", ty, self.local(*local)),
+                };
+                self.line(&l);
+            }
+            KStmt::DeclArray { arr, len, init } => {
+                let ty = self.ir.locals[*arr].ty.hip_type();
+                let name = self.local(*arr);
+                if self.vec_arrays.contains(arr) {
+                    self.line(&format!("tk_vec<{}, {}> {};", ty, len, name));
+                } else {
+                    self.line(&format!("{} {}[{}];", ty, name, len));
+                }
+                if let Some(v) = init {
+                    let v = self.vexpr(v);
+                    let elem = if self.vec_arrays.contains(arr) { format!("{}.v[e]", name) } else { format!("{}[e]", name) };
+                    self.line("#pragma unroll");
+                    self.line(&format!("for (int e = 0; e < {}; ++e) {} = {};", len, elem, v));
+                }
+            }
+            KStmt::Assign { local, value } => {
+                let l = format!("{} = {};", self.local(*local), self.vexpr(value));
+                self.line(&l);
+            }
+            KStmt::ArraySet { arr, index, value } => {
+                let l = format!("{} = {};", self.array_elem(*arr, index), self.vexpr(value));
+                self.line(&l);
+            }
+            KStmt::LetInt { var, value } => {
+                let l = format!("const {} {} = {};", self.ir.index_ty.hip_type(), self.ivar(*var), self.iexpr(value));
+                self.line(&l);
+            }
+            KStmt::For { var, start, end, step, unroll, body } => {
+                if *unroll {
+                    self.line("#pragma unroll");
+                }
+                let v = self.ivar(*var);
+                let step = match step {
+                    IExpr::Const(1) => format!("++{}", v),
+                    s => format!("{} += {}", v, self.iexpr(s)),
+                };
+                let l = format!("for ({} {} = {}; {} < {}; {}) {{", self.ir.index_ty.hip_type(), v, self.iexpr(start), v, self.iexpr(end), step);
+                self.line(&l);
+                self.indent += 1;
+                self.block(body);
+                self.indent -= 1;
+                self.line("}");
+            }
+            KStmt::If { cond, then, els } => {
+                let l = format!("if ({}) {{", self.cond(cond));
+                self.line(&l);
+                self.indent += 1;
+                self.block(then);
+                self.indent -= 1;
+                if els.is_empty() {
+                    self.line("}");
+                } else {
+                    self.line("} else {");
+                    self.indent += 1;
+                    self.block(els);
+                    self.indent -= 1;
+                    self.line("}");
+                }
+            }
+            KStmt::Store { buf, index, value, .. } => {
+                let l = format!("{}[{}] = {};", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index), self.vexpr(value));
+                self.line(&l);
+            }
+            KStmt::VecLoad { arr, buf, base, width, .. } => {
+                let b = &self.ir.bufs[*buf];
+                let l = format!(
+                    "{} = *reinterpret_cast<const tk_vec<{}, {}>*>({} + {});",
+                    self.local(*arr),
+                    b.dtype.hip_type(),
+                    width,
+                    cpp_name(&b.name),
+                    self.iexpr(base)
+                );
+                self.line(&l);
+            }
+            KStmt::VecStore { buf, base, width, arr, .. } => {
+                let b = &self.ir.bufs[*buf];
+                let l = format!(
+                    "*reinterpret_cast<tk_vec<{}, {}>*>({} + {}) = {};",
+                    b.dtype.hip_type(),
+                    width,
+                    cpp_name(&b.name),
+                    self.iexpr(base),
+                    self.local(*arr)
+                );
+                self.line(&l);
+            }
+            KStmt::SharedSet { arr, index, value } => {
+                let l = format!("{}[{}] = {};", self.ir.shared[*arr].name, self.iexpr(index), self.vexpr(value));
+                self.line(&l);
+            }
+            KStmt::Barrier => self.line("__syncthreads();"),
+        }
+    }
+
+    fn array_elem(&self, arr: LocalId, index: &IExpr) -> String {
+        if self.vec_arrays.contains(&arr) {
+            format!("{}.v[{}]", self.local(arr), self.iexpr(index))
+        } else {
+            format!("{}[{}]", self.local(arr), self.iexpr(index))
+        }
+    }
+
+    fn iexpr(&self, e: &IExpr) -> String {
+        match e {
+            IExpr::Const(v) => int_literal(*v, self.ir.index_ty),
+            IExpr::Dim(d) => cpp_name(&self.ir.dims[*d]),
+            IExpr::Var(v) => self.ivar(*v),
+            IExpr::Tid => "(int)threadIdx.x".into(),
+            IExpr::BlockIdx(a) => format!("(int)blockIdx.{}", ["x", "y"][*a as usize]),
+            IExpr::GridDim(a) => format!("(int)gridDim.{}", ["x", "y"][*a as usize]),
+            IExpr::Add(a, b) => format!("({} + {})", self.iexpr(a), self.iexpr(b)),
+            IExpr::Sub(a, b) => format!("({} - {})", self.iexpr(a), self.iexpr(b)),
+            IExpr::Mul(a, b) => format!("({} * {})", self.iexpr(a), self.iexpr(b)),
+            IExpr::Div(a, b) => format!("({} / {})", self.iexpr(a), self.iexpr(b)),
+            IExpr::Rem(a, b) => format!("({} % {})", self.iexpr(a), self.iexpr(b)),
+            IExpr::Min(a, b) => format!("tk_imin({}, {})", self.iexpr(a), self.iexpr(b)),
+            IExpr::Load { buf, index, .. } => format!("(int){}[{}]", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index)),
+            IExpr::Select(c, a, b) => format!("({} ? {} : {})", self.cond(c), self.iexpr(a), self.iexpr(b)),
+        }
+    }
+
+    fn cond(&self, c: &Cond) -> String {
+        match c {
+            Cond::True => "true".into(),
+            Cond::Lt(a, b) => format!("{} < {}", self.iexpr(a), self.iexpr(b)),
+            Cond::Le(a, b) => format!("{} <= {}", self.iexpr(a), self.iexpr(b)),
+            Cond::Eq(a, b) => format!("{} == {}", self.iexpr(a), self.iexpr(b)),
+            Cond::And(a, b) => format!("({}) && ({})", self.cond(a), self.cond(b)),
+            Cond::Not(a) => format!("!({})", self.cond(a)),
+            Cond::Aligned(bufs, bytes) => {
+                let ptrs = bufs.iter().map(|b| format!("(unsigned long long){}", cpp_name(&self.ir.bufs[*b].name))).collect::<Vec<_>>().join(" | ");
+                format!("(({}) % {}ull) == 0ull", ptrs, bytes)
+            }
+        }
+    }
+
+    fn vexpr(&self, e: &VExpr) -> String {
+        let ty = e.ty;
+        match &e.kind {
+            VKind::Const(c) => const_literal(*c, ty),
+            VKind::Load { buf, index, .. } => format!("{}[{}]", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index)),
+            VKind::Scalar(s) => cpp_name(&self.ir.scalars[*s].0),
+            VKind::Int(i) => self.iexpr(i),
+            VKind::Local(l) => self.local(*l),
+            VKind::ArrayGet { arr, index } => self.array_elem(*arr, index),
+            VKind::SharedGet { arr, index } => format!("{}[{}]", self.ir.shared[*arr].name, self.iexpr(index)),
+            VKind::Unary(UnOp::Neg, a) => format!("(-{})", self.vexpr(a)),
+            VKind::Unary(UnOp::Not, a) => format!("(!{})", self.vexpr(a)),
+            VKind::Binary(op, a, b) => format!("({} {} {})", self.vexpr(a), op_symbol(*op), self.vexpr(b)),
+            VKind::Fma(a, b, c) => format!("{}({}, {}, {})", if ty == Dtype::F64 { "fma" } else { "fmaf" }, self.vexpr(a), self.vexpr(b), self.vexpr(c)),
+            VKind::Call(f, args) => {
+                let args: Vec<String> = args.iter().map(|a| self.vexpr(a)).collect();
+                format!("{}({})", builtin_name(*f, ty), args.join(", "))
+            }
+            VKind::Cast(a) => cast(&self.vexpr(a), a.ty, ty),
+            VKind::Select(c, a, b) => format!("({} ? {} : {})", self.vexpr(c), self.vexpr(a), self.vexpr(b)),
+            VKind::ShflXor { value, mask } => format!("tk_shfl_xor({}, {})", self.vexpr(value), mask),
+        }
+    }
+}
+
+fn op_symbol(op: BinOp) -> &'static str {
+    op.symbol()
+}
+
+fn describe(s: &Schedule) -> String {
+    match s {
+        Schedule::Pointwise { vector } if *vector > 1 => format!("pointwise, {} elements per thread with 16-byte accesses", vector),
+        Schedule::Pointwise { .. } => "pointwise".into(),
+        Schedule::Gather => "gather (indirect reads)".into(),
+        Schedule::RowReduction { rows_rank } => format!("row reduction, one block per row (rank-{} rows)", rows_rank),
+        Schedule::Contraction { bm, bn, bk, tm, tn } => format!("contraction, {}x{} tiles, k-slabs of {}, {}x{} per thread", bm, bn, bk, tm, tn),
+    }
+}
+
+fn builtin_name(f: Builtin, ty: Dtype) -> &'static str {
+    let d = ty == Dtype::F64;
+    match f {
+        Builtin::Exp => if d { "exp" } else { "expf" },
+        Builtin::Log => if d { "log" } else { "logf" },
+        Builtin::Tanh => if d { "tanh" } else { "tanhf" },
+        Builtin::Sqrt => if d { "sqrt" } else { "sqrtf" },
+        Builtin::Rsqrt => if d { "rsqrt" } else { "rsqrtf" },
+        Builtin::Abs if ty.is_float() => if d { "fabs" } else { "fabsf" },
+        Builtin::Abs => if ty == Dtype::I64 { "llabs" } else { "abs" },
+        Builtin::Min if ty.is_float() => if d { "fmin" } else { "fminf" },
+        Builtin::Max if ty.is_float() => if d { "fmax" } else { "fmaxf" },
+        Builtin::Min => "tk_imin",
+        Builtin::Max => "tk_imax",
+        Builtin::Select => "tk_select",
+    }
+}
+
+fn cast(x: &str, from: Dtype, to: Dtype) -> String {
+    if from == to {
+        return x.to_string();
+    }
+    let as_f32 = if from.is_half() { format!("tk_to_f32({})", x) } else { x.to_string() };
+    match to {
+        Dtype::F16 => format!("tk_f16_from({})", if from == Dtype::F32 || from.is_half() { as_f32 } else { format!("(float)({})", as_f32) }),
+        Dtype::Bf16 => format!("tk_bf16_from({})", if from == Dtype::F32 || from.is_half() { as_f32 } else { format!("(float)({})", as_f32) }),
+        Dtype::F32 if from.is_half() => as_f32,
+        _ => format!("({})({})", to.hip_type(), as_f32),
+    }
+}
+
+fn int_literal(v: i64, ty: Dtype) -> String {
+    match ty {
+        Dtype::I64 => {
+            if v == i64::MIN {
+                "(-9223372036854775807LL - 1)".into()
+            } else {
+                format!("{}LL", v)
+            }
+        }
+        Dtype::U32 => format!("{}u", v),
+        _ if v == i32::MIN as i64 => "(-2147483647 - 1)".into(),
+        _ if v > i32::MAX as i64 || v < i32::MIN as i64 => format!("{}LL", v),
+        _ => v.to_string(),
+    }
+}
+
+fn const_literal(c: Const, ty: Dtype) -> String {
+    match c {
+        Const::Bool(b) => b.to_string(),
+        Const::Int(v) if ty.is_float() => const_literal(Const::Float(v as f64), ty),
+        Const::Int(v) => int_literal(v, ty),
+        Const::Float(v) if ty.is_int() => int_literal(v as i64, ty),
+        Const::Float(v) => {
+            let f32lit = |x: f32| {
+                if x.is_infinite() {
+                    format!("{}__int_as_float(0x7f800000)", if x < 0.0 { "-" } else { "" })
+                } else if x.is_nan() {
+                    "__int_as_float(0x7fc00000)".into()
+                } else {
+                    let s = format!("{:?}", x);
+                    let s = if s.contains('.') || s.contains('e') { s } else { format!("{}.0", s) };
+                    format!("{}f", s)
+                }
+            };
+            match ty {
+                Dtype::F64 => {
+                    if v.is_infinite() {
+                        format!("{}__longlong_as_double(0x7ff0000000000000LL)", if v < 0.0 { "-" } else { "" })
+                    } else {
+                        let s = format!("{:?}", v);
+                        if s.contains('.') || s.contains('e') { s } else { format!("{}.0", s) }
+                    }
+                }
+                Dtype::F16 => format!("tk_f16_from({})", f32lit(v as f32)),
+                Dtype::Bf16 => format!("tk_bf16_from({})", f32lit(v as f32)),
+                _ => f32lit(v as f32),
+            }
+        }
+    }
+}
+
+impl KernelIr {
+    /// Launch geometry as human-readable formulas, for the manifest.
+    pub fn grid_formulas(&self) -> Vec<String> {
+        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new() };
+        self.grid
+            .iter()
+            .map(|g| match g {
+                GridDim::Exact(e) => p.iexpr(e).replace("(int)", ""),
+                GridDim::Stride { work, per_block } => format!("clamp(ceil({} / {}), 1, max_blocks)", p.iexpr(work).replace("(int)", ""), per_block),
+            })
+            .collect()
+    }
+}
+

@@ -1,0 +1,322 @@
+//! `KernelIr`: the scheduled kernel. The HIP printer prints it and the
+//! obligation generator (issue 3) proves things about it; nothing about a
+//! kernel's safety is argued from the source program alone.
+//!
+//! Integer index arithmetic (`IExpr`) is kept apart from per-thread values
+//! (`VExpr`) so that every address is a symbolic term over dims, block and
+//! thread ids and loop variables, and every guard is a `Cond` over them.
+
+use crate::span::Span;
+use crate::syntax::ast::{BinOp, UnOp};
+use crate::target::Target;
+use crate::tir::{Builtin, Const, DimId, ScalarId, TensorId, VarId};
+use crate::types::Dtype;
+use std::collections::BTreeMap;
+
+pub type BufId = usize;
+pub type IVar = usize;
+pub type LocalId = usize;
+pub type SharedId = usize;
+pub type AccessId = usize;
+
+/// Integer terms: addresses, loop bounds, guards.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IExpr {
+    Const(i64),
+    Dim(DimId),
+    Var(IVar),
+    /// `threadIdx.x`
+    Tid,
+    /// `blockIdx.{x,y}`
+    BlockIdx(u8),
+    /// `gridDim.{x,y}`
+    GridDim(u8),
+    Add(Box<IExpr>, Box<IExpr>),
+    Sub(Box<IExpr>, Box<IExpr>),
+    Mul(Box<IExpr>, Box<IExpr>),
+    /// Division of non-negative terms (rounds down).
+    Div(Box<IExpr>, Box<IExpr>),
+    Rem(Box<IExpr>, Box<IExpr>),
+    Min(Box<IExpr>, Box<IExpr>),
+    /// An integer tensor's element used as an index (indirect indexing).
+    Load { buf: BufId, index: Box<IExpr>, access: AccessId },
+    Select(Box<Cond>, Box<IExpr>, Box<IExpr>),
+}
+
+#[allow(clippy::should_implement_trait)]
+impl IExpr {
+    pub fn c(v: i64) -> IExpr {
+        IExpr::Const(v)
+    }
+    pub fn add(self, o: IExpr) -> IExpr {
+        match (&self, &o) {
+            (IExpr::Const(0), _) => o,
+            (_, IExpr::Const(0)) => self,
+            (IExpr::Const(a), IExpr::Const(b)) => IExpr::Const(a + b),
+            _ => IExpr::Add(Box::new(self), Box::new(o)),
+        }
+    }
+    pub fn sub(self, o: IExpr) -> IExpr {
+        match (&self, &o) {
+            (_, IExpr::Const(0)) => self,
+            (IExpr::Const(a), IExpr::Const(b)) => IExpr::Const(a - b),
+            _ => IExpr::Sub(Box::new(self), Box::new(o)),
+        }
+    }
+    pub fn mul(self, o: IExpr) -> IExpr {
+        match (&self, &o) {
+            (IExpr::Const(1), _) => o,
+            (_, IExpr::Const(1)) => self,
+            (IExpr::Const(0), _) | (_, IExpr::Const(0)) => IExpr::Const(0),
+            (IExpr::Const(a), IExpr::Const(b)) => IExpr::Const(a * b),
+            _ => IExpr::Mul(Box::new(self), Box::new(o)),
+        }
+    }
+    pub fn div(self, o: IExpr) -> IExpr {
+        match (&self, &o) {
+            (_, IExpr::Const(1)) => self,
+            (IExpr::Const(a), IExpr::Const(b)) if *b > 0 => IExpr::Const(a / b),
+            _ => IExpr::Div(Box::new(self), Box::new(o)),
+        }
+    }
+    pub fn rem(self, o: IExpr) -> IExpr {
+        match (&self, &o) {
+            (_, IExpr::Const(1)) => IExpr::Const(0),
+            (IExpr::Const(a), IExpr::Const(b)) if *b > 0 => IExpr::Const(a % b),
+            _ => IExpr::Rem(Box::new(self), Box::new(o)),
+        }
+    }
+    pub fn min(self, o: IExpr) -> IExpr {
+        IExpr::Min(Box::new(self), Box::new(o))
+    }
+    /// `ceil(self / d)` for positive `d`.
+    pub fn ceil_div(self, d: i64) -> IExpr {
+        self.add(IExpr::c(d - 1)).div(IExpr::c(d))
+    }
+    pub fn lt(self, o: IExpr) -> Cond {
+        Cond::Lt(self, o)
+    }
+    pub fn eq(self, o: IExpr) -> Cond {
+        Cond::Eq(self, o)
+    }
+}
+
+/// Integer conditions: guards and loop tests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cond {
+    True,
+    Lt(IExpr, IExpr),
+    Le(IExpr, IExpr),
+    Eq(IExpr, IExpr),
+    And(Box<Cond>, Box<Cond>),
+    Not(Box<Cond>),
+    /// Every listed buffer's base address is a multiple of `bytes`.
+    Aligned(Vec<BufId>, u32),
+}
+
+impl Cond {
+    pub fn and(self, o: Cond) -> Cond {
+        match (&self, &o) {
+            (Cond::True, _) => o,
+            (_, Cond::True) => self,
+            _ => Cond::And(Box::new(self), Box::new(o)),
+        }
+    }
+}
+
+/// A per-thread value with its dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VExpr {
+    pub kind: VKind,
+    pub ty: Dtype,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum VKind {
+    Const(Const),
+    Load { buf: BufId, index: IExpr, access: AccessId },
+    Scalar(ScalarId),
+    /// An integer term used as a value (an index variable's value, a dim).
+    Int(IExpr),
+    Local(LocalId),
+    ArrayGet { arr: LocalId, index: IExpr },
+    SharedGet { arr: SharedId, index: IExpr },
+    Unary(UnOp, Box<VExpr>),
+    Binary(BinOp, Box<VExpr>, Box<VExpr>),
+    /// `a * b + c` with one rounding.
+    Fma(Box<VExpr>, Box<VExpr>, Box<VExpr>),
+    Call(Builtin, Vec<VExpr>),
+    Cast(Box<VExpr>),
+    Select(Box<VExpr>, Box<VExpr>, Box<VExpr>),
+    /// The value of `value` in lane `lane ^ mask` of this warp.
+    ShflXor { value: Box<VExpr>, mask: u32 },
+}
+
+impl VExpr {
+    pub fn new(kind: VKind, ty: Dtype) -> VExpr {
+        VExpr { kind, ty }
+    }
+    pub fn local(id: LocalId, ty: Dtype) -> VExpr {
+        VExpr::new(VKind::Local(id), ty)
+    }
+    pub fn cast(self, to: Dtype) -> VExpr {
+        if self.ty == to {
+            self
+        } else {
+            VExpr::new(VKind::Cast(Box::new(self)), to)
+        }
+    }
+    pub fn zero(ty: Dtype) -> VExpr {
+        let c = if ty.is_float() { Const::Float(0.0) } else if ty == Dtype::Bool { Const::Bool(false) } else { Const::Int(0) };
+        VExpr::new(VKind::Const(c), ty)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum KStmt {
+    /// A scalar register, optionally initialised.
+    Decl { local: LocalId, init: Option<VExpr> },
+    /// A register array of `len` elements, every element set to `init`.
+    DeclArray { arr: LocalId, len: u32, init: Option<VExpr> },
+    Assign { local: LocalId, value: VExpr },
+    ArraySet { arr: LocalId, index: IExpr, value: VExpr },
+    /// An immutable integer binding.
+    LetInt { var: IVar, value: IExpr },
+    /// `for (var = start; var < end; var += step)`.
+    For { var: IVar, start: IExpr, end: IExpr, step: IExpr, unroll: bool, body: Vec<KStmt> },
+    If { cond: Cond, then: Vec<KStmt>, els: Vec<KStmt> },
+    Store { buf: BufId, index: IExpr, value: VExpr, access: AccessId },
+    /// Load `width` consecutive elements starting at `base` into array `arr`.
+    VecLoad { arr: LocalId, buf: BufId, base: IExpr, width: u32, access: AccessId },
+    /// Store array `arr` to `width` consecutive elements starting at `base`.
+    VecStore { buf: BufId, base: IExpr, width: u32, arr: LocalId, access: AccessId },
+    SharedSet { arr: SharedId, index: IExpr, value: VExpr },
+    /// Block-wide barrier (`__syncthreads()`).
+    Barrier,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub name: String,
+    pub dtype: Dtype,
+    pub tensor: TensorId,
+    /// Number of elements: the product of the tensor's dims.
+    pub len: IExpr,
+    pub read: bool,
+    pub written: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalDecl {
+    pub name: String,
+    pub ty: Dtype,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedArray {
+    pub name: String,
+    pub ty: Dtype,
+    pub len: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessKind {
+    Read,
+    Write,
+}
+
+/// Where an access came from, for diagnostics that point at the source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Access {
+    pub buf: BufId,
+    pub kind: AccessKind,
+    pub span: Span,
+    pub what: String,
+}
+
+/// One launch dimension of the grid.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GridDim {
+    /// Exactly this many blocks (tiles owned by blocks).
+    Exact(IExpr),
+    /// A grid-stride loop covers `work` items at `per_block` per block: any
+    /// number of blocks >= 1 is correct; the launcher uses
+    /// `clamp(ceil(work / per_block), 1, max_blocks)`.
+    Stride { work: IExpr, per_block: i64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Schedule {
+    /// One thread per element, grid-stride; `vector` elements per thread
+    /// with 16-byte accesses when every access is the thread's own element.
+    Pointwise { vector: u32 },
+    /// Pointwise with indirect (gathered) reads.
+    Gather,
+    /// One block per row, fused block reductions (warp shuffles, then
+    /// shared memory across warps).
+    RowReduction { rows_rank: u32 },
+    /// Shared-memory tiled contraction (SIMT), `bm x bn` tiles, `bk` deep,
+    /// `tm x tn` outputs per thread.
+    Contraction { bm: u32, bn: u32, bk: u32, tm: u32, tn: u32 },
+}
+
+impl Schedule {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Schedule::Pointwise { .. } => "pointwise",
+            Schedule::Gather => "gather",
+            Schedule::RowReduction { .. } => "row-reduction",
+            Schedule::Contraction { .. } => "contraction",
+        }
+    }
+}
+
+/// How a reduction's terms are combined, so that the mirror oracle can
+/// follow the kernel's own order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReductionOrder {
+    /// In index order by one thread (`fma` for sums of products in f32/f64).
+    Sequential,
+    /// Strided partials over `threads` threads, then a butterfly within each
+    /// warp of `warp` lanes, then a butterfly over the warps' results.
+    Block { threads: u32, warp: u32 },
+}
+
+/// A kernel parameter in signature order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KParam {
+    Buffer(BufId),
+    Scalar(ScalarId),
+    Dim(DimId),
+}
+
+#[derive(Clone, Debug)]
+pub struct KernelIr {
+    pub name: String,
+    pub doc: String,
+    pub target: Target,
+    pub schedule: Schedule,
+    /// Integer type of index arithmetic.
+    pub index_ty: Dtype,
+    pub bufs: Vec<Buffer>,
+    pub scalars: Vec<(String, Dtype)>,
+    pub dims: Vec<String>,
+    pub params: Vec<KParam>,
+    /// Threads per block (1-D blocks).
+    pub block: u32,
+    pub grid: Vec<GridDim>,
+    pub shared: Vec<SharedArray>,
+    pub locals: Vec<LocalDecl>,
+    pub ivars: Vec<String>,
+    pub body: Vec<KStmt>,
+    pub accesses: Vec<Access>,
+    pub reduction_order: BTreeMap<VarId, ReductionOrder>,
+}
+
+impl KernelIr {
+    pub fn shared_bytes(&self) -> u32 {
+        self.shared.iter().map(|s| s.len * s.ty.size_bytes()).sum()
+    }
+}

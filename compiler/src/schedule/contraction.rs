@@ -1,0 +1,248 @@
+//! Contraction schedule: `y[m, n] = f(sum(k) a(m, k) * b(k, n), m, n)`.
+//!
+//! Each block owns a BM x BN output tile; 256 threads (16 x 16) each own a
+//! TM x TN micro-tile strided by 16 (conflict-free shared reads, coalesced
+//! stores). The k loop walks BK-deep slabs: both operands are loaded into
+//! shared memory (guarded, zero-padded; the loader's fastest index follows
+//! each operand's contiguous axis, so transposed operands stay coalesced),
+//! a barrier, TM x TN fused multiply-adds per k, a barrier. The epilogue
+//! applies the rest of the statement per element, guarded by M and N.
+//! SIMT for now; tensor-core instructions are a later schedule.
+
+use super::lower::{node_key, Builder, Env};
+use super::extent_expr;
+use crate::diag::Diagnostic;
+use crate::kir::*;
+use crate::syntax::ast::RedOp;
+use crate::target::Target;
+use crate::tir::{self, Kernel, TExpr, TExprKind, VarId};
+use crate::types::Dtype;
+
+const BM: u32 = 64;
+const BN: u32 = 64;
+const BK: u32 = 16;
+const TM: u32 = 4;
+const TN: u32 = 4;
+const THREADS: u32 = (BM / TM) * (BN / TN);
+
+pub struct Plan<'k> {
+    reduce: &'k TExpr,
+    kvar: VarId,
+    a: &'k TExpr,
+    b: &'k TExpr,
+    /// Is k the contiguous (last) index of the A operand's tensor?
+    a_k_contiguous: bool,
+    b_k_contiguous: bool,
+    acc_ty: Dtype,
+}
+
+/// Vars an expression reads tensors with (plain index variables only).
+fn load_vars(e: &TExpr, ok: &mut bool) -> Vec<(VarId, bool)> {
+    let mut out = Vec::new();
+    e.walk(&mut |x| match &x.kind {
+        TExprKind::Load { index, .. } => {
+            for (j, i) in index.iter().enumerate() {
+                match i.as_var() {
+                    Some(v) => out.push((v, j + 1 == index.len())),
+                    None => *ok = false,
+                }
+            }
+        }
+        TExprKind::Reduce { .. } | TExprKind::Var(_) => *ok = false,
+        _ => {}
+    });
+    out
+}
+
+pub fn detect(k: &Kernel) -> Option<Plan<'_>> {
+    if k.stmts.len() != 1 || k.stmts[0].vars.len() != 2 {
+        return None;
+    }
+    let s = &k.stmts[0];
+    let reds = tir::top_reductions(&s.value);
+    let [reduce] = reds.as_slice() else { return None };
+    let TExprKind::Reduce { op: RedOp::Sum, var, body } = &reduce.kind else { return None };
+    let (a, b) = tir::fma_operands(body)?;
+    let (m, n) = (s.vars[0], s.vars[1]);
+    let mut ok = true;
+    let va = load_vars(a, &mut ok);
+    let vb = load_vars(b, &mut ok);
+    let only = |vs: &[(VarId, bool)], x: VarId| vs.iter().all(|(v, _)| *v == x || *v == *var) && vs.iter().any(|(v, _)| *v == x) && vs.iter().any(|(v, _)| v == var);
+    if !ok || !only(&va, m) || !only(&vb, n) {
+        return None;
+    }
+    // The rest of the statement may use m and n but no other reduction.
+    let contiguous = |vs: &[(VarId, bool)]| vs.iter().any(|(v, last)| v == var && *last);
+    Some(Plan { reduce, kvar: *var, a, b, a_k_contiguous: contiguous(&va), b_k_contiguous: contiguous(&vb), acc_ty: body.ty })
+}
+
+pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    let schedule = Schedule::Contraction { bm: BM, bn: BN, bk: BK, tm: TM, tn: TN };
+    let mut b = Builder::new(k, target, schedule, THREADS);
+    b.ir.reduction_order.insert(p.kvar, ReductionOrder::Sequential);
+    let s = &k.stmts[0];
+    let (mvar, nvar) = (s.vars[0], s.vars[1]);
+    let mext = extent_expr(k.vars[mvar].extent);
+    let next = extent_expr(k.vars[nvar].extent);
+    let kext = extent_expr(k.vars[p.kvar].extent);
+    let ty = p.acc_ty;
+    let a_sh = b.shared("a_tile", ty, BK * BM);
+    let b_sh = b.shared("b_tile", ty, BK * BN);
+    let tx_v = b.ivar("tx");
+    let ty_v = b.ivar("ty");
+    let m0_v = b.ivar("m0");
+    let n0_v = b.ivar("n0");
+    let (tx, tyy, m0, n0) = (IExpr::Var(tx_v), IExpr::Var(ty_v), IExpr::Var(m0_v), IExpr::Var(n0_v));
+    let mut body = vec![
+        KStmt::LetInt { var: tx_v, value: IExpr::Tid.rem(IExpr::c((BN / TN) as i64)) },
+        KStmt::LetInt { var: ty_v, value: IExpr::Tid.div(IExpr::c((BN / TN) as i64)) },
+        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
+        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
+    ];
+    let acc = b.local("acc", ty);
+    body.push(KStmt::DeclArray { arr: acc, len: TM * TN, init: Some(VExpr::zero(ty)) });
+    let k0_v = b.ivar("k0");
+    let k0 = IExpr::Var(k0_v);
+    let mut kbody = Vec::new();
+    // Operand tiles: A[BK][BM] from a(m, k), B[BK][BN] from b(k, n).
+    tile_load(&mut b, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    tile_load(&mut b, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    kbody.push(KStmt::Barrier);
+    let kk_v = b.ivar("kk");
+    let kk = IExpr::Var(kk_v);
+    let afrag = b.local("a_frag", ty);
+    let bfrag = b.local("b_frag", ty);
+    let i_v = b.ivar("i");
+    let j_v = b.ivar("j");
+    let (iv, jv) = (IExpr::Var(i_v), IExpr::Var(j_v));
+    let inner = vec![
+        KStmt::For {
+            var: i_v,
+            start: IExpr::c(0),
+            end: IExpr::c(TM as i64),
+            step: IExpr::c(1),
+            unroll: true,
+            body: vec![KStmt::ArraySet {
+                arr: afrag,
+                index: iv.clone(),
+                value: VExpr::new(VKind::SharedGet { arr: a_sh, index: kk.clone().mul(IExpr::c(BM as i64)).add(tyy.clone()).add(iv.clone().mul(IExpr::c((BM / TM) as i64))) }, ty),
+            }],
+        },
+        KStmt::For {
+            var: j_v,
+            start: IExpr::c(0),
+            end: IExpr::c(TN as i64),
+            step: IExpr::c(1),
+            unroll: true,
+            body: vec![KStmt::ArraySet {
+                arr: bfrag,
+                index: jv.clone(),
+                value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(BN as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((BN / TN) as i64))) }, ty),
+            }],
+        },
+        fma_tile(acc, afrag, bfrag, ty, &mut b),
+    ];
+    let frags = vec![KStmt::DeclArray { arr: afrag, len: TM, init: None }, KStmt::DeclArray { arr: bfrag, len: TN, init: None }];
+    kbody.push(KStmt::For { var: kk_v, start: IExpr::c(0), end: IExpr::c(BK as i64), step: IExpr::c(1), unroll: true, body: [frags, inner].concat() });
+    kbody.push(KStmt::Barrier);
+    body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(BK as i64), unroll: false, body: kbody });
+    // Epilogue: the statement with the sum replaced by the accumulator.
+    let ei = b.ivar("i");
+    let ej = b.ivar("j");
+    let gm = b.ivar(&k.vars[mvar].name.clone());
+    let gn = b.ivar(&k.vars[nvar].name.clone());
+    let mut env = Env::default();
+    env.vars.insert(mvar, IExpr::Var(gm));
+    env.vars.insert(nvar, IExpr::Var(gn));
+    let slot = IExpr::Var(ei).mul(IExpr::c(TN as i64)).add(IExpr::Var(ej));
+    env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: slot }, ty).cast(p.reduce.ty));
+    let mut store = Vec::new();
+    let value = b.lower(&s.value, &mut env, &mut store)?;
+    b.store(s, value, &env, &mut store);
+    let guarded = vec![
+        KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((BM / TM) as i64))) },
+        KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((BN / TN) as i64))) },
+        KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
+    ];
+    body.push(KStmt::For {
+        var: ei,
+        start: IExpr::c(0),
+        end: IExpr::c(TM as i64),
+        step: IExpr::c(1),
+        unroll: true,
+        body: vec![KStmt::For { var: ej, start: IExpr::c(0), end: IExpr::c(TN as i64), step: IExpr::c(1), unroll: true, body: guarded }],
+    });
+    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
+    b.ir.body = body;
+    Ok(b.finish())
+}
+
+fn fma_tile(acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Builder) -> KStmt {
+    let i_v = b.ivar("i");
+    let j_v = b.ivar("j");
+    let slot = IExpr::Var(i_v).mul(IExpr::c(TN as i64)).add(IExpr::Var(j_v));
+    let fma = VExpr::new(
+        VKind::Fma(
+            Box::new(VExpr::new(VKind::ArrayGet { arr: afrag, index: IExpr::Var(i_v) }, ty)),
+            Box::new(VExpr::new(VKind::ArrayGet { arr: bfrag, index: IExpr::Var(j_v) }, ty)),
+            Box::new(VExpr::new(VKind::ArrayGet { arr: acc, index: slot.clone() }, ty)),
+        ),
+        ty,
+    );
+    KStmt::For {
+        var: i_v,
+        start: IExpr::c(0),
+        end: IExpr::c(TM as i64),
+        step: IExpr::c(1),
+        unroll: true,
+        body: vec![KStmt::For { var: j_v, start: IExpr::c(0), end: IExpr::c(TN as i64), step: IExpr::c(1), unroll: true, body: vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }] }],
+    }
+}
+
+/// Load one operand slab into shared memory as `tile[kk * width + x]`,
+/// `x` the tile's output-axis offset. The thread-to-element map makes the
+/// fastest-varying thread index follow the operand's contiguous axis.
+#[allow(clippy::too_many_arguments)]
+fn tile_load(
+    b: &mut Builder,
+    operand: &TExpr,
+    tile: SharedId,
+    out_var: VarId,
+    kvar: VarId,
+    width: u32,
+    k_contiguous: bool,
+    origin: &IExpr,
+    k0: &IExpr,
+    out_ext: &IExpr,
+    kext: &IExpr,
+    out: &mut Vec<KStmt>,
+) -> Result<(), Diagnostic> {
+    let l_v = b.ivar("l");
+    let l = IExpr::Var(l_v);
+    let x_v = b.ivar("x");
+    let kk_v = b.ivar("kk");
+    let (xo, kko) = if k_contiguous {
+        (l.clone().div(IExpr::c(BK as i64)), l.clone().rem(IExpr::c(BK as i64)))
+    } else {
+        (l.clone().rem(IExpr::c(width as i64)), l.clone().div(IExpr::c(width as i64)))
+    };
+    let g_v = b.ivar(&b.k.vars[out_var].name.clone());
+    let gk_v = b.ivar(&b.k.vars[kvar].name.clone());
+    let mut env = Env::default();
+    env.vars.insert(out_var, IExpr::Var(g_v));
+    env.vars.insert(kvar, IExpr::Var(gk_v));
+    let mut then = Vec::new();
+    let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
+    let index = IExpr::Var(kk_v).mul(IExpr::c(width as i64)).add(IExpr::Var(x_v));
+    then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
+    let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
+    let body = vec![
+        KStmt::LetInt { var: x_v, value: xo },
+        KStmt::LetInt { var: kk_v, value: kko },
+        KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x_v)) },
+        KStmt::LetInt { var: gk_v, value: k0.clone().add(IExpr::Var(kk_v)) },
+        KStmt::If { cond: IExpr::Var(g_v).lt(out_ext.clone()).and(IExpr::Var(gk_v).lt(kext.clone())), then, els: zero },
+    ];
+    out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * BK) as i64), step: IExpr::c(THREADS as i64), unroll: false, body });
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! Pointwise and gather schedules: one thread per element of the common
+//! index space, in a grid-stride loop. When every access is the thread's own
+//! element (same shape, identity index, no reductions), each thread handles
+//! a vector of elements with 16-byte loads and stores, and a scalar tail
+//! covers the remainder and misaligned buffers.
+
+use super::lower::{Builder, Env};
+use super::{extent_expr, BLOCK};
+use crate::diag::Diagnostic;
+use crate::kir::*;
+use crate::target::Target;
+use crate::tir::{Kernel, TExprKind, TensorId};
+use std::collections::BTreeSet;
+
+pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
+    let vector = vector_width(k);
+    let gather = has_indirect(k);
+    let schedule = if gather { Schedule::Gather } else { Schedule::Pointwise { vector: vector.unwrap_or(1) } };
+    let mut b = Builder::new(k, target, schedule, BLOCK);
+    let vars0 = &k.stmts[0].vars;
+    let total = vars0.iter().fold(IExpr::c(1), |acc, v| acc.mul(extent_expr(k.vars[*v].extent)));
+    let gtid = IExpr::BlockIdx(0).mul(IExpr::c(BLOCK as i64)).add(IExpr::Tid);
+    let gstride = IExpr::GridDim(0).mul(IExpr::c(BLOCK as i64));
+    let mut body = Vec::new();
+    let tail_start = match vector {
+        Some(w) => {
+            let bufs = vector_tensors(k).into_iter().map(|t| b.buf(t)).collect::<Vec<_>>();
+            let nvec = b.ivar("nvec");
+            let aligned = Cond::Aligned(bufs, 16);
+            body.push(KStmt::LetInt {
+                var: nvec,
+                value: IExpr::Select(Box::new(aligned), Box::new(total.clone().div(IExpr::c(w as i64))), Box::new(IExpr::c(0))),
+            });
+            let v = b.ivar("v");
+            let vbody = vector_body(&mut b, w, IExpr::Var(v))?;
+            body.push(KStmt::For { var: v, start: gtid.clone(), end: IExpr::Var(nvec), step: gstride.clone(), unroll: false, body: vbody });
+            IExpr::Var(nvec).mul(IExpr::c(w as i64))
+        }
+        None => IExpr::c(0),
+    };
+    let f = b.ivar("i_flat");
+    let mut env = Env::default();
+    let mut sbody = Vec::new();
+    b.decompose(IExpr::Var(f), vars0, &mut env, &mut sbody);
+    element_body(&mut b, &mut env, &mut sbody)?;
+    body.push(KStmt::For { var: f, start: tail_start.add(gtid), end: total.clone(), step: gstride, unroll: false, body: sbody });
+    let per_block = BLOCK as i64 * vector.unwrap_or(1) as i64;
+    b.ir.grid = vec![GridDim::Stride { work: total, per_block }];
+    b.ir.body = body;
+    Ok(b.finish())
+}
+
+/// Every statement in order, for the element the environment's variables
+/// select: each result goes to a register; outputs are stored.
+fn element_body(b: &mut Builder, env: &mut Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
+    for (si, stmt) in b.k.stmts.iter().enumerate() {
+        // Statements share one index space: rename this statement's free
+        // variables to the first statement's.
+        if si > 0 {
+            for (j, v) in stmt.vars.iter().enumerate() {
+                let first = b.k.stmts[0].vars[j];
+                let e = env.vars[&first].clone();
+                env.vars.insert(*v, e);
+            }
+        }
+        let value = b.lower(&stmt.value, env, out)?;
+        let name = b.k.tensors[stmt.target].name.clone();
+        let l = b.local(&name, value.ty);
+        out.push(KStmt::Decl { local: l, init: Some(value) });
+        env.values.insert(stmt.target, l);
+        if b.is_output(stmt.target) {
+            b.store(stmt, VExpr::local(l, b.k.tensors[stmt.target].dtype), env, out);
+        }
+    }
+    Ok(())
+}
+
+/// The vector loop body: load every vector operand, compute each lane,
+/// store every vector result.
+fn vector_body(b: &mut Builder, w: u32, v: IExpr) -> Result<Vec<KStmt>, Diagnostic> {
+    let k = b.k;
+    let base = v.mul(IExpr::c(w as i64));
+    let mut out = Vec::new();
+    let mut env = Env::default();
+    // Inputs read before any statement writes them come from vector loads.
+    for t in vector_tensors(k) {
+        if !read_before_write(k, t) {
+            continue;
+        }
+        let buf = b.buf(t);
+        let arr = b.local(&format!("{}_vec", k.tensors[t].name), k.tensors[t].dtype);
+        let span = k.tensors[t].span;
+        let access = b.access(buf, AccessKind::Read, span, format!("vector read of `{}`", k.tensors[t].name));
+        out.push(KStmt::DeclArray { arr, len: w, init: None });
+        out.push(KStmt::VecLoad { arr, buf, base: base.clone(), width: w, access });
+        env.lane_arrays.insert(t, arr);
+    }
+    let mut results = Vec::new();
+    for s in &k.stmts {
+        if b.is_output(s.target) {
+            let arr = b.local(&format!("{}_out", k.tensors[s.target].name), k.tensors[s.target].dtype);
+            out.push(KStmt::DeclArray { arr, len: w, init: None });
+            results.push((s.target, arr, s.span));
+        }
+    }
+    let lane = b.ivar("lane");
+    env.lane = Some(IExpr::Var(lane));
+    let mut lane_body = Vec::new();
+    // Index variables, if a statement uses them as values.
+    let uses_vars = k.stmts.iter().any(|s| uses_var_as_value(&s.value));
+    if uses_vars {
+        b.decompose(base.clone().add(IExpr::Var(lane)), &k.stmts[0].vars.clone(), &mut env, &mut lane_body);
+    }
+    for (si, stmt) in k.stmts.iter().enumerate() {
+        if si > 0 {
+            for (j, var) in stmt.vars.iter().enumerate() {
+                let e = env.vars[&k.stmts[0].vars[j]].clone();
+                env.vars.insert(*var, e);
+            }
+        }
+        let value = b.lower(&stmt.value, &mut env, &mut lane_body)?;
+        let l = b.local(&k.tensors[stmt.target].name.clone(), value.ty);
+        lane_body.push(KStmt::Decl { local: l, init: Some(value) });
+        env.values.insert(stmt.target, l);
+        if let Some((_, arr, _)) = results.iter().find(|(t, _, _)| *t == stmt.target) {
+            lane_body.push(KStmt::ArraySet { arr: *arr, index: IExpr::Var(lane), value: VExpr::local(l, k.tensors[stmt.target].dtype) });
+        }
+    }
+    out.push(KStmt::For { var: lane, start: IExpr::c(0), end: IExpr::c(w as i64), step: IExpr::c(1), unroll: true, body: lane_body });
+    for (t, arr, span) in results {
+        let buf = b.buf(t);
+        let access = b.access(buf, AccessKind::Write, span, format!("vector write of `{}`", k.tensors[t].name));
+        out.push(KStmt::VecStore { buf, base: base.clone(), width: w, arr, access });
+    }
+    Ok(out)
+}
+
+/// Is `t` read by some statement at or before the one that writes it (so
+/// its old value is needed)?
+fn read_before_write(k: &Kernel, t: TensorId) -> bool {
+    let w = k.writer(t).unwrap_or(usize::MAX);
+    k.stmts.iter().enumerate().any(|(si, s)| {
+        let mut reads = false;
+        s.value.walk(&mut |e| {
+            if matches!(&e.kind, TExprKind::Load { tensor, .. } if *tensor == t) {
+                reads = true;
+            }
+        });
+        reads && si <= w
+    })
+}
+
+fn has_indirect(k: &Kernel) -> bool {
+    let mut found = false;
+    for s in &k.stmts {
+        s.value.walk(&mut |e| {
+            if let TExprKind::Load { index, .. } = &e.kind {
+                for i in index {
+                    i.walk(&mut |x| {
+                        if matches!(x.kind, TExprKind::Load { .. }) {
+                            found = true;
+                        }
+                    });
+                }
+            }
+        });
+    }
+    found
+}
+
+/// Tensors accessed as whole vectors: every non-scalar parameter tensor.
+fn vector_tensors(k: &Kernel) -> Vec<TensorId> {
+    let mut set = BTreeSet::new();
+    for s in &k.stmts {
+        if k.tensors[s.target].role != crate::tir::TensorRole::Intermediate {
+            set.insert(s.target);
+        }
+        s.value.walk(&mut |e| {
+            if let TExprKind::Load { tensor, index } = &e.kind {
+                if !index.is_empty() && k.tensors[*tensor].role != crate::tir::TensorRole::Intermediate {
+                    set.insert(*tensor);
+                }
+            }
+        });
+    }
+    set.into_iter().collect()
+}
+
+/// Elements per thread when every access is the thread's own element of
+/// one common shape and nothing reduces: 16 bytes of the narrowest type.
+fn vector_width(k: &Kernel) -> Option<u32> {
+    let vars0 = &k.stmts[0].vars;
+    if vars0.is_empty() {
+        return None;
+    }
+    let shape0: Vec<_> = vars0.iter().map(|v| k.vars[*v].extent).collect();
+    let same_shape = |t: TensorId| {
+        let s = &k.tensors[t].shape;
+        s.len() == shape0.len() && s.iter().zip(&shape0).all(|(a, b)| k.dims_equal(*a, *b))
+    };
+    let mut ok = true;
+    let mut min_bytes = 16;
+    for s in &k.stmts {
+        if !same_shape(s.target) {
+            ok = false;
+        }
+        min_bytes = min_bytes.min(k.tensors[s.target].dtype.size_bytes());
+        s.value.walk(&mut |e| match &e.kind {
+            TExprKind::Reduce { .. } => ok = false,
+            TExprKind::Load { tensor, index } if !index.is_empty() => {
+                let identity = index.len() == s.vars.len() && index.iter().zip(&s.vars).all(|(i, v)| i.as_var() == Some(*v));
+                if !identity || !same_shape(*tensor) {
+                    ok = false;
+                }
+                min_bytes = min_bytes.min(k.tensors[*tensor].dtype.size_bytes());
+            }
+            _ => {}
+        });
+    }
+    if ok && min_bytes < 16 {
+        Some(16 / min_bytes)
+    } else {
+        None
+    }
+}
+
+/// Does an index variable appear as a value (not only inside an index)?
+fn uses_var_as_value(e: &crate::tir::TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Var(_) => true,
+        TExprKind::Load { .. } => false,
+        TExprKind::Unary(_, a) | TExprKind::Cast(a) => uses_var_as_value(a),
+        TExprKind::Binary(_, a, b) => uses_var_as_value(a) || uses_var_as_value(b),
+        TExprKind::Call(_, args) => args.iter().any(uses_var_as_value),
+        TExprKind::Reduce { body, .. } => uses_var_as_value(body),
+        TExprKind::Let { value, body, .. } => uses_var_as_value(value) || uses_var_as_value(body),
+        _ => false,
+    }
+}
