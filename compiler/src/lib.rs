@@ -15,3 +15,8 @@ pub mod kir;
 pub mod target;
 pub mod schedule;
 pub mod codegen;
+pub mod build;
+pub use build::Build;
+
+/// This compiler's version, part of every fingerprint.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

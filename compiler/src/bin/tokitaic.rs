@@ -1,13 +1,132 @@
-fn main() {
-    let path = std::env::args().nth(1).unwrap();
-    let target: tokitai_compiler::target::Target = std::env::args().nth(2).unwrap_or("hip-gfx90a".into()).parse().unwrap();
-    let text = std::fs::read_to_string(&path).unwrap();
-    let f = tokitai_compiler::span::SourceFile::new(path, text);
-    let c = tokitai_compiler::driver::check_source(&f);
-    for d in &c.diagnostics { eprintln!("{}", d.render(&f)); }
-    let p = c.program.unwrap();
-    match tokitai_compiler::schedule::schedule_program(&p, &target) {
-        Ok(irs) => print!("{}", tokitai_compiler::codegen::hip::module_source(&irs)),
-        Err(ds) => for d in ds { eprintln!("{}", d.render(&f)); }
+//! `tokitaic`: the tokitai kernel compiler's command line.
+//!
+//! Exit codes: 0 success; 1 the source has errors; 2 bad command line;
+//! 3 an I/O error (unreadable input, unwritable output).
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokitai_compiler::build::{compile_source, BuildError};
+use tokitai_compiler::span::SourceFile;
+use tokitai_compiler::target::Target;
+
+#[derive(Parser)]
+#[command(name = "tokitaic", version, about = "Compile contract-carrying .tk kernels to HIP C++, Rust oracles and bindings")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compile a .tk file: kernels/<name>.hip, <stem>.rs (oracles and bindings) and manifest.json.
+    Build {
+        /// The .tk source file.
+        file: PathBuf,
+        /// Output directory (default: tokitai-out/<stem>).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// Target: cuda-smXY (e.g. cuda-sm90) or hip-gfxNNN (e.g. hip-gfx90a).
+        #[arg(long, default_value = "cuda-sm90")]
+        target: Target,
+    },
+    /// Parse and check .tk files; print diagnostics.
+    Check {
+        /// The .tk source files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the HIP C++ of a .tk file for one target to standard output.
+    EmitHip {
+        file: PathBuf,
+        #[arg(long, default_value = "cuda-sm90")]
+        target: Target,
+    },
+}
+
+fn read(path: &PathBuf) -> Result<SourceFile, ExitCode> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(SourceFile::new(path.display().to_string(), t)),
+        Err(e) => {
+            eprintln!("error: cannot read {}: {}", path.display(), e);
+            Err(ExitCode::from(3))
+        }
+    }
+}
+
+fn report(e: BuildError) -> ExitCode {
+    match e {
+        BuildError::Source { rendered, file, diagnostics } => {
+            eprintln!("{}", rendered);
+            let n = diagnostics.iter().filter(|d| d.is_error()).count();
+            eprintln!("error: could not compile {} ({} error{})", file, n, if n == 1 { "" } else { "s" });
+            ExitCode::from(1)
+        }
+        BuildError::Io { path, error } => {
+            eprintln!("error: {}: {}", path.display(), error);
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Build { file, out, target } => {
+            let src = match read(&file) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "kernels".into());
+            let arts = match compile_source(src, &target) {
+                Ok(a) => a,
+                Err(e) => return report(e),
+            };
+            for w in &arts.warnings {
+                eprintln!("{}", w.render(&arts.source));
+            }
+            let dir = out.unwrap_or_else(|| PathBuf::from("tokitai-out").join(&stem));
+            match arts.write_to(&dir, &stem) {
+                Ok(files) => {
+                    for k in &arts.manifest.kernels {
+                        println!("{:<22} {:<14} block {:>3}  grid {}", k.name, k.schedule_name(), k.block[0], k.grid.join(" x "));
+                    }
+                    println!("wrote {} files to {} for {}", files.len(), dir.display(), target);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => report(e),
+            }
+        }
+        Command::Check { files } => {
+            let mut code = ExitCode::SUCCESS;
+            for f in &files {
+                let src = match read(f) {
+                    Ok(s) => s,
+                    Err(c) => return c,
+                };
+                let checked = tokitai_compiler::driver::check_source(&src);
+                for d in &checked.diagnostics {
+                    eprintln!("{}", d.render(&src));
+                }
+                match checked.program {
+                    Some(p) => println!("{}: {} kernel{} ok", f.display(), p.kernels.len(), if p.kernels.len() == 1 { "" } else { "s" }),
+                    None => code = ExitCode::from(1),
+                }
+            }
+            code
+        }
+        Command::EmitHip { file, target } => {
+            let src = match read(&file) {
+                Ok(s) => s,
+                Err(c) => return c,
+            };
+            match compile_source(src, &target) {
+                Ok(a) => {
+                    print!("{}", tokitai_compiler::codegen::hip::module_source(&a.kernels));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => report(e),
+            }
+        }
     }
 }

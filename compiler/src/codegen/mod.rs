@@ -1,4 +1,7 @@
 //! Printers from `KernelIr` and the typed IR: HIP C++, Rust oracles,
 //! bindings and the manifest.
 
+pub mod bindings;
 pub mod hip;
+pub mod manifest;
+pub mod oracle;

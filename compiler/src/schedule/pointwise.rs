@@ -114,8 +114,9 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr) -> Result<Vec<KStmt>, Diagnost
     for (si, stmt) in k.stmts.iter().enumerate() {
         if si > 0 {
             for (j, var) in stmt.vars.iter().enumerate() {
-                let e = env.vars[&k.stmts[0].vars[j]].clone();
-                env.vars.insert(*var, e);
+                if let Some(e) = env.vars.get(&k.stmts[0].vars[j]).cloned() {
+                    env.vars.insert(*var, e);
+                }
             }
         }
         let value = b.lower(&stmt.value, &mut env, &mut lane_body)?;

@@ -1,0 +1,454 @@
+//! Rust CPU oracles, printed from the typed IR.
+//!
+//! - `exact`: every value in f64 (integers in i64), casts to floats are the
+//!   identity: the real-number meaning that tolerances are measured against.
+//! - `mirror`: the kernel's own dtypes (halves computed in f32 and rounded
+//!   after every operation), its fused multiply-adds, and its reduction
+//!   order (sequential, or the block's strided partials and butterflies as
+//!   recorded in `KernelIr::reduction_order`). Library functions (exp, tanh)
+//!   are Rust's, so the mirror is not bit-identical there.
+//!
+//! Both take dims, scalars and buffers dynamically (`tk_rt::Buf`), check
+//! the `requires` clauses and every length, and never panic.
+
+use crate::kir::{KernelIr, ReductionOrder};
+use crate::syntax::ast::{BinOp, RedOp, UnOp};
+use crate::tir::{self, Builtin, Const, Contract, Dim, Kernel, Param, TExpr, TExprKind, TensorRole};
+use crate::types::Dtype;
+use std::fmt::Write;
+
+pub const RUNTIME: &str = include_str!("oracle_rt.rs.txt");
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Exact,
+    Mirror,
+}
+
+/// The oracle module of one kernel (`pub mod NAME { ... }`).
+pub fn kernel_oracles(k: &Kernel, ir: &KernelIr) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "/// Oracles of kernel `{}`.", k.name);
+    for l in k.doc.lines() {
+        let _ = writeln!(s, "/// {}", l);
+    }
+    let _ = writeln!(s, "#[allow(non_snake_case, unused_variables, unused_mut, unused_parens, clippy::all)]");
+    let _ = writeln!(s, "pub mod {} {{", k.name);
+    let _ = writeln!(s, "    use super::tk_rt::{{self, Buf}};");
+    s.push_str(&check_requires_fn(k));
+    s.push_str(&oracle_fn(k, ir, Mode::Mirror));
+    s.push_str(&oracle_fn(k, ir, Mode::Exact));
+    s.push_str("}\n");
+    s
+}
+
+fn value_type(d: Dtype, mode: Mode) -> &'static str {
+    match (mode, d) {
+        (_, Dtype::Bool) => "bool",
+        (Mode::Exact, d) if d.is_float() => "f64",
+        (Mode::Exact, _) => "i64",
+        (Mode::Mirror, Dtype::F16 | Dtype::Bf16 | Dtype::F32) => "f32",
+        (Mode::Mirror, Dtype::F64) => "f64",
+        (Mode::Mirror, Dtype::I32) => "i32",
+        (Mode::Mirror, Dtype::U32) => "u32",
+        (Mode::Mirror, Dtype::I64) => "i64",
+    }
+}
+
+fn dims_prologue(k: &Kernel) -> String {
+    let mut s = format!(
+        "        if dims.len() != {} {{ return Err(format!(\"expected {} dims ({}), got {{}}\", dims.len())); }}\n",
+        k.dims.len(),
+        k.dims.len(),
+        k.dims.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    for (i, d) in k.dims.iter().enumerate() {
+        let _ = writeln!(s, "        let d_{}: i64 = dims[{}];", d.name, i);
+    }
+    let _ = writeln!(
+        s,
+        "        if scalars.len() != {} {{ return Err(format!(\"expected {} scalars, got {{}}\", scalars.len())); }}",
+        k.scalars.len(),
+        k.scalars.len()
+    );
+    s
+}
+
+fn check_requires_fn(k: &Kernel) -> String {
+    let mut s = String::from("    /// Check the kernel's `requires` on dims and scalars.\n");
+    s.push_str("    pub fn check_requires(dims: &[i64], scalars: &[f64]) -> Result<(), String> {\n");
+    s.push_str(&dims_prologue(k));
+    for (i, sc) in k.scalars.iter().enumerate() {
+        let _ = writeln!(s, "        let sc_{}: {} = scalars[{}] as {};", sc.name, value_type(sc.dtype, Mode::Exact), i, value_type(sc.dtype, Mode::Exact));
+    }
+    let _ = writeln!(s, "        for (name, d) in [{}] {{ if d < 1 {{ return Err(format!(\"dimension {{}} = {{}} must be at least 1\", name, d)); }} }}", k.dims.iter().map(|d| format!("(\"{}\", d_{})", d.name, d.name)).collect::<Vec<_>>().join(", "));
+    for c in &k.requires {
+        if let Contract::Pred { expr, text, .. } = c {
+            let g = Gen { k, ir: None, mode: Mode::Exact };
+            let _ = writeln!(s, "        if !({}) {{ return Err(\"requires {} violated\".to_string()); }}", g.expr(expr), text.replace('"', "\\\""));
+        }
+    }
+    s.push_str("        Ok(())\n    }\n");
+    s
+}
+
+fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
+    let mut s = String::new();
+    let (name, sig) = match mode {
+        Mode::Mirror => (
+            "mirror",
+            "(dims: &[i64], scalars: &[f64], args: &mut [Buf]) -> Result<(), String>",
+        ),
+        Mode::Exact => ("exact", "(dims: &[i64], scalars: &[f64], args: &[Buf]) -> Result<Vec<Vec<f64>>, String>"),
+    };
+    let doc = match mode {
+        Mode::Mirror => "Mirror oracle: the kernel's dtypes and operation order. `args` holds every tensor parameter in signature order; outputs and inouts are overwritten.",
+        Mode::Exact => "Exact oracle: real arithmetic (f64). Returns each output and inout, in signature order, as f64.",
+    };
+    let _ = writeln!(s, "    /// {}", doc);
+    let _ = writeln!(s, "    pub fn {}{} {{", name, sig);
+    s.push_str("        check_requires(dims, scalars)?;\n");
+    s.push_str(&dims_prologue(k));
+    let tensors: Vec<usize> = k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).collect();
+    let _ = writeln!(s, "        if args.len() != {} {{ return Err(format!(\"expected {} tensors, got {{}}\", args.len())); }}", tensors.len(), tensors.len());
+    for (i, sc) in k.scalars.iter().enumerate() {
+        let vt = value_type(sc.dtype, mode);
+        let conv = match (mode, sc.dtype) {
+            (Mode::Mirror, Dtype::F16) => format!("tk_rt::rf16(scalars[{}] as f32)", i),
+            (Mode::Mirror, Dtype::Bf16) => format!("tk_rt::rbf16(scalars[{}] as f32)", i),
+            (_, Dtype::Bool) => format!("scalars[{}] != 0.0", i),
+            _ => format!("scalars[{}] as {}", i, vt),
+        };
+        let _ = writeln!(s, "        let sc_{}: {} = {};", sc.name, vt, conv);
+    }
+    // Every tensor as a vector of value-typed elements.
+    for (ai, t) in tensors.iter().enumerate() {
+        let info = &k.tensors[*t];
+        let len = len_expr(k, &info.shape);
+        let _ = writeln!(
+            s,
+            "        if args[{ai}].dtype() != \"{dt}\" || args[{ai}].len() as i64 != {len} {{ return Err(format!(\"`{n}` must be {dt} with {{}} elements, got {{}} with {{}}\", {len}, args[{ai}].dtype(), args[{ai}].len())); }}",
+            ai = ai,
+            dt = info.dtype,
+            len = len,
+            n = info.name
+        );
+        let vt = value_type(info.dtype, mode);
+        let init = if info.role == TensorRole::Output {
+            format!("vec![Default::default(); {} as usize]", len)
+        } else {
+            match (mode, vt) {
+                (Mode::Exact, "f64") => format!("args[{}].to_f64()", ai),
+                (Mode::Exact, _) if info.dtype == Dtype::Bool => format!("args[{}].to_i64().into_iter().map(|x| x != 0).collect()", ai),
+                (Mode::Exact, _) => format!("args[{}].to_i64()", ai),
+                (Mode::Mirror, "f32") => format!("args[{}].to_f32()", ai),
+                (Mode::Mirror, "f64") => format!("args[{}].to_f64()", ai),
+                (Mode::Mirror, "bool") => format!("args[{}].to_i64().into_iter().map(|x| x != 0).collect()", ai),
+                (Mode::Mirror, other) => format!("args[{}].to_i64().into_iter().map(|x| x as {}).collect()", ai, other),
+            }
+        };
+        let _ = writeln!(s, "        let mut t_{}: Vec<{}> = {};", info.name, vt, init);
+        if let Some(r) = &info.value_range {
+            let g = Gen { k, ir: None, mode: Mode::Exact };
+            let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
+            let lo_op = if r.lo_closed { "<" } else { "<=" };
+            let hi_op = if r.hi_closed { ">" } else { ">=" };
+            let _ = writeln!(
+                s,
+                "        for (i, x) in t_{n}.iter().enumerate() {{ let x = *x as f64; if x {lo_op} ({lo}) as f64 || x {hi_op} ({hi}) as f64 {{ return Err(format!(\"requires {text} violated: `{n}`[{{}}] = {{}}\", i, x)); }} }}",
+                n = info.name,
+                lo_op = lo_op,
+                hi_op = hi_op,
+                lo = lo,
+                hi = hi,
+                text = r.text.replace('"', "\\\"")
+            );
+        }
+    }
+    for (t, info) in k.tensors.iter().enumerate() {
+        if info.role == TensorRole::Intermediate {
+            let _ = writeln!(s, "        let mut t_{}: Vec<{}> = vec![Default::default(); {} as usize];", info.name, value_type(info.dtype, mode), len_expr(k, &info.shape));
+            let _ = t;
+        }
+    }
+    let g = Gen { k, ir: Some(ir), mode };
+    for st in &k.stmts {
+        s.push_str(&g.statement(st));
+    }
+    match mode {
+        Mode::Mirror => {
+            for (ai, t) in tensors.iter().enumerate() {
+                let info = &k.tensors[*t];
+                if info.role == TensorRole::Input {
+                    continue;
+                }
+                let n = &info.name;
+                let conv = match info.dtype {
+                    Dtype::F16 => format!("Buf::F16(t_{}.iter().map(|x| half::f16::from_f32(*x)).collect())", n),
+                    Dtype::Bf16 => format!("Buf::Bf16(t_{}.iter().map(|x| half::bf16::from_f32(*x)).collect())", n),
+                    Dtype::F32 => format!("Buf::F32(t_{})", n),
+                    Dtype::F64 => format!("Buf::F64(t_{})", n),
+                    Dtype::I32 => format!("Buf::I32(t_{})", n),
+                    Dtype::U32 => format!("Buf::U32(t_{})", n),
+                    Dtype::I64 => format!("Buf::I64(t_{})", n),
+                    Dtype::Bool => format!("Buf::Bool(t_{})", n),
+                };
+                let _ = writeln!(s, "        args[{}] = {};", ai, conv);
+            }
+            s.push_str("        Ok(())\n");
+        }
+        Mode::Exact => {
+            let outs: Vec<String> = tensors
+                .iter()
+                .filter(|t| k.tensors[**t].role != TensorRole::Input)
+                .map(|t| {
+                    let info = &k.tensors[*t];
+                    if info.dtype.is_float() {
+                        format!("t_{}", info.name)
+                    } else if info.dtype == Dtype::Bool {
+                        format!("t_{}.iter().map(|x| *x as u8 as f64).collect()", info.name)
+                    } else {
+                        format!("t_{}.iter().map(|x| *x as f64).collect()", info.name)
+                    }
+                })
+                .collect();
+            let _ = writeln!(s, "        Ok(vec![{}])", outs.join(", "));
+        }
+    }
+    s.push_str("    }\n");
+    s
+}
+
+fn len_expr(k: &Kernel, shape: &[Dim]) -> String {
+    if shape.is_empty() {
+        return "1i64".into();
+    }
+    shape.iter().map(|d| dim_expr(k, *d)).collect::<Vec<_>>().join(" * ")
+}
+
+fn dim_expr(k: &Kernel, d: Dim) -> String {
+    match d {
+        Dim::Sym(id) => format!("d_{}", k.dims[id].name),
+        Dim::Lit(v) => format!("{}i64", v),
+    }
+}
+
+struct Gen<'a> {
+    k: &'a Kernel,
+    ir: Option<&'a KernelIr>,
+    mode: Mode,
+}
+
+impl<'a> Gen<'a> {
+    fn var(&self, v: tir::VarId) -> String {
+        format!("v_{}_{}", self.k.vars[v].name, v)
+    }
+
+    fn flat(&self, t: usize, index: &[String]) -> String {
+        let shape = &self.k.tensors[t].shape;
+        if shape.is_empty() {
+            return "0i64".into();
+        }
+        let mut acc = String::new();
+        for (j, (d, i)) in shape.iter().zip(index).enumerate() {
+            acc = if j == 0 { format!("({})", i) } else { format!("({} * {} + ({}))", acc, dim_expr(self.k, *d), i) };
+        }
+        acc
+    }
+
+    fn statement(&self, st: &tir::Stmt) -> String {
+        let mut s = String::new();
+        let name = &self.k.tensors[st.target].name;
+        let _ = writeln!(s, "        // {}", self.k.tensors[st.target].name);
+        let mut indent = String::from("        ");
+        for v in &st.vars {
+            let _ = writeln!(s, "{}for {} in 0..{} {{", indent, self.var(*v), dim_expr(self.k, self.k.vars[*v].extent));
+            indent.push_str("    ");
+        }
+        let idx: Vec<String> = st.vars.iter().map(|v| self.var(*v)).collect();
+        let _ = writeln!(s, "{}let value = {};", indent, self.expr(&st.value));
+        let _ = writeln!(s, "{}tk_rt::set(&mut t_{}, {}, value, \"{}\")?;", indent, name, self.flat(st.target, &idx), name);
+        for _ in &st.vars {
+            indent.truncate(indent.len() - 4);
+            let _ = writeln!(s, "{}}}", indent);
+        }
+        s
+    }
+
+    /// Round a value computed in f32 back to a half type (mirror only).
+    fn round(&self, ty: Dtype, x: String) -> String {
+        match (self.mode, ty) {
+            (Mode::Mirror, Dtype::F16) => format!("tk_rt::rf16({})", x),
+            (Mode::Mirror, Dtype::Bf16) => format!("tk_rt::rbf16({})", x),
+            _ => x,
+        }
+    }
+
+    fn vt(&self, d: Dtype) -> &'static str {
+        value_type(d, self.mode)
+    }
+
+    fn constant(&self, c: Const, ty: Dtype) -> String {
+        let vt = self.vt(ty);
+        match c {
+            Const::Bool(b) => b.to_string(),
+            Const::Int(v) if ty.is_float() => self.constant(Const::Float(v as f64), ty),
+            Const::Float(v) if !ty.is_float() => format!("({}{})", v as i64, vt),
+            Const::Int(v) => format!("({}{})", v, vt),
+            Const::Float(v) => {
+                let lit = if v.is_infinite() {
+                    format!("{}{}::INFINITY", if v < 0.0 { "-" } else { "" }, vt)
+                } else if vt == "f32" {
+                    format!("({:?}f32)", v as f32)
+                } else {
+                    format!("({:?}f64)", v)
+                };
+                self.round(ty, lit)
+            }
+        }
+    }
+
+    fn expr(&self, e: &TExpr) -> String {
+        let ty = e.ty;
+        let vt = self.vt(ty);
+        match &e.kind {
+            TExprKind::Const(c) => self.constant(*c, ty),
+            TExprKind::Load { tensor, index } => {
+                let idx: Vec<String> = index.iter().map(|i| format!("(({}) as i64)", self.expr(i))).collect();
+                let n = &self.k.tensors[*tensor].name;
+                format!("tk_rt::get(&t_{}, {}, \"{}\")?", n, self.flat(*tensor, &idx), n)
+            }
+            TExprKind::Scalar(s) => format!("sc_{}", self.k.scalars[*s].name),
+            TExprKind::Dim(d) => format!("(d_{} as {})", self.k.dims[*d].name, vt),
+            TExprKind::Var(v) => format!("({} as {})", self.var(*v), vt),
+            TExprKind::Local(l) => format!("l_{}_{}", self.k.locals[*l].name, l),
+            TExprKind::Unary(UnOp::Neg, a) if ty.is_int() => format!("({}).wrapping_neg()", self.expr(a)),
+            TExprKind::Unary(UnOp::Neg, a) => format!("(-{})", self.expr(a)),
+            TExprKind::Unary(UnOp::Not, a) => format!("(!{})", self.expr(a)),
+            TExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.expr(a), self.expr(b));
+                if op.is_comparison() || op.is_logical() {
+                    return format!("({} {} {})", x, op.symbol(), y);
+                }
+                if ty.is_int() {
+                    return match op {
+                        BinOp::Add => format!("({}).wrapping_add({})", x, y),
+                        BinOp::Sub => format!("({}).wrapping_sub({})", x, y),
+                        BinOp::Mul => format!("({}).wrapping_mul({})", x, y),
+                        BinOp::Div => format!("tk_rt::idiv({}, {})", x, y),
+                        _ => format!("tk_rt::irem({}, {})", x, y),
+                    };
+                }
+                self.round(ty, format!("({} {} {})", x, op.symbol(), y))
+            }
+            TExprKind::Call(f, args) => {
+                let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
+                let r = match f {
+                    Builtin::Exp => format!("({}).exp()", a[0]),
+                    Builtin::Log => format!("({}).ln()", a[0]),
+                    Builtin::Tanh => format!("({}).tanh()", a[0]),
+                    Builtin::Sqrt => format!("({}).sqrt()", a[0]),
+                    Builtin::Rsqrt => format!("(1.0 / ({}).sqrt())", a[0]),
+                    Builtin::Abs if ty.is_int() => format!("({}).wrapping_abs()", a[0]),
+                    Builtin::Abs => format!("({}).abs()", a[0]),
+                    Builtin::Min if ty.is_int() => format!("std::cmp::min({}, {})", a[0], a[1]),
+                    Builtin::Max if ty.is_int() => format!("std::cmp::max({}, {})", a[0], a[1]),
+                    Builtin::Min => format!("({}).min({})", a[0], a[1]),
+                    Builtin::Max => format!("({}).max({})", a[0], a[1]),
+                    Builtin::Select => return format!("(if {} {{ {} }} else {{ {} }})", a[0], a[1], a[2]),
+                };
+                self.round(ty, r)
+            }
+            TExprKind::Cast(a) => {
+                let x = self.expr(a);
+                match (self.mode, ty) {
+                    (Mode::Exact, t) if t.is_float() => format!("(({}) as f64)", x),
+                    (_, Dtype::Bool) => format!("(({}) != 0)", x),
+                    (_, t) if t.is_int() && a.ty == Dtype::Bool => format!("(({}) as {})", x, vt),
+                    (Mode::Mirror, Dtype::F16 | Dtype::Bf16) => self.round(ty, format!("(({}) as f32)", x)),
+                    _ => format!("(({}) as {})", x, vt),
+                }
+            }
+            TExprKind::Let { local, value, body } => {
+                let l = &self.k.locals[*local];
+                format!("{{ let l_{}_{}: {} = {}; {} }}", l.name, local, self.vt(l.dtype), self.expr(value), self.expr(body))
+            }
+            TExprKind::Reduce { op, var, body } => self.reduce(*op, *var, body, ty),
+        }
+    }
+
+    /// `acc (op) term`, rounded as the kernel does.
+    fn combine(&self, op: RedOp, ty: Dtype, acc: &str, term: &str) -> String {
+        match op {
+            RedOp::Sum if ty.is_int() => format!("({}).wrapping_add({})", acc, term),
+            RedOp::Sum => self.round(ty, format!("({} + {})", acc, term)),
+            RedOp::Max if ty.is_int() => format!("std::cmp::max({}, {})", acc, term),
+            RedOp::Min if ty.is_int() => format!("std::cmp::min({}, {})", acc, term),
+            // Argmax combines pairs in `reduce`; its value part is a max.
+            RedOp::Max | RedOp::Argmax => format!("({}).max({})", acc, term),
+            RedOp::Min => format!("({}).min({})", acc, term),
+        }
+    }
+
+    fn identity(&self, op: RedOp, ty: Dtype) -> String {
+        let vt = self.vt(ty);
+        match (op, ty.is_float()) {
+            (RedOp::Sum, true) => format!("(0.0{})", vt),
+            (RedOp::Sum, false) => format!("(0{})", vt),
+            (RedOp::Max | RedOp::Argmax, true) => format!("{}::NEG_INFINITY", vt),
+            (RedOp::Min, true) => format!("{}::INFINITY", vt),
+            (RedOp::Max | RedOp::Argmax, false) => format!("{}::MIN", vt),
+            (RedOp::Min, false) => format!("{}::MAX", vt),
+        }
+    }
+
+    fn reduce(&self, op: RedOp, var: tir::VarId, body: &TExpr, ty: Dtype) -> String {
+        let bt = body.ty;
+        let bvt = self.vt(bt);
+        let v = self.var(var);
+        let ext = dim_expr(self.k, self.k.vars[var].extent);
+        let ident = self.identity(op, bt);
+        let it = self.vt(Dtype::I32);
+        // The term for index `v`: sums of products fuse in the mirror.
+        let fused = match (self.mode, op, tir::fma_operands(body)) {
+            (Mode::Mirror, RedOp::Sum, Some((a, b))) => Some((self.expr(a), self.expr(b))),
+            _ => None,
+        };
+        let step = |acc: &str| match &fused {
+            Some((a, b)) => format!("{acc} = ({a}).mul_add({b}, {acc});", acc = acc, a = a, b = b),
+            None if op == RedOp::Argmax => format!(
+                "let term: {bvt} = {t}; let k = {v} as {it}; if term > {acc}.0 || (term == {acc}.0 && k < {acc}.1) {{ {acc}.1 = k; }} if term > {acc}.0 {{ {acc}.0 = term; }}",
+                bvt = bvt,
+                t = self.expr(body),
+                v = v,
+                it = it,
+                acc = acc
+            ),
+            None => format!("let term: {} = {}; {} = {};", bvt, self.expr(body), acc, self.combine(op, bt, acc, "term")),
+        };
+        let init = if op == RedOp::Argmax { format!("({}, 0 as {})", ident, it) } else { ident.clone() };
+        let result = |acc: &str| if op == RedOp::Argmax { format!("({}.1 as {})", acc, self.vt(ty)) } else { acc.to_string() };
+        let order = self.ir.and_then(|ir| ir.reduction_order.get(&var).copied()).unwrap_or(ReductionOrder::Sequential);
+        match (self.mode, order) {
+            (Mode::Mirror, ReductionOrder::Block { threads, warp }) => {
+                let f = if op == RedOp::Argmax {
+                    "&|a: (_, _), b: (_, _)| { let take = b.0 > a.0 || (b.0 == a.0 && b.1 < a.1); (if b.0 > a.0 { b.0 } else { a.0 }, if take { b.1 } else { a.1 }) }".to_string()
+                } else {
+                    format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b"))
+                };
+                format!(
+                    "{{ let mut parts = vec![{init}; {threads}]; for tid in 0..{threads}i64 {{ let mut acc = {init}; let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&parts, {warp}, {init}, {f}); {res} }}",
+                    init = init,
+                    threads = threads,
+                    v = v,
+                    ext = ext,
+                    step = step("acc"),
+                    warp = warp,
+                    f = f,
+                    res = result("acc")
+                )
+            }
+            _ => format!("{{ let mut acc = {init}; for {v} in 0..{ext} {{ {step} }} {res} }}", init = init, v = v, ext = ext, step = step("acc"), res = result("acc")),
+        }
+    }
+}
