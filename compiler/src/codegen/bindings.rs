@@ -51,6 +51,14 @@ pub fn file_bindings(kernels: &[Kernel], irs: &[KernelIr], source_name: &str) ->
     for (k, ir) in kernels.iter().zip(irs) {
         s.push_str(&kernel_bindings(k, ir));
     }
+    s.push_str("\n/// Mirror oracle: (dims, scalars, tensors in signature order).\npub type MirrorFn = fn(&[i64], &[f64], &mut [tk_rt::Buf]) -> Result<(), String>;\n");
+    s.push_str("/// Exact oracle: returns every output and inout as f64.\npub type ExactFn = fn(&[i64], &[f64], &[tk_rt::Buf]) -> Result<Vec<Vec<f64>>, String>;\n");
+    s.push_str("/// `requires` on dims and scalars.\npub type RequiresFn = fn(&[i64], &[f64]) -> Result<(), String>;\n");
+    s.push_str("/// Every kernel of this file with its oracles.\npub const KERNELS: &[(tk_info::KernelInfo, MirrorFn, ExactFn, RequiresFn)] = &[\n");
+    for k in kernels {
+        let _ = writeln!(s, "    ({n}::INFO, {n}::mirror, {n}::exact, {n}::check_requires),", n = k.name);
+    }
+    s.push_str("];\n");
     s
 }
 

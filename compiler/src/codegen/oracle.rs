@@ -135,7 +135,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
         );
         let vt = value_type(info.dtype, mode);
         let init = if info.role == TensorRole::Output {
-            format!("vec![Default::default(); {} as usize]", len)
+            format!("vec![Default::default(); ({}) as usize]", len)
         } else {
             match (mode, vt) {
                 (Mode::Exact, "f64") => format!("args[{}].to_f64()", ai),
@@ -167,7 +167,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
     }
     for (t, info) in k.tensors.iter().enumerate() {
         if info.role == TensorRole::Intermediate {
-            let _ = writeln!(s, "        let mut t_{}: Vec<{}> = vec![Default::default(); {} as usize];", info.name, value_type(info.dtype, mode), len_expr(k, &info.shape));
+            let _ = writeln!(s, "        let mut t_{}: Vec<{}> = vec![Default::default(); ({}) as usize];", info.name, value_type(info.dtype, mode), len_expr(k, &info.shape));
             let _ = t;
         }
     }
