@@ -139,10 +139,113 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr) -> String {
         ir.schedule.name(),
         ir.block
     );
+    s.push_str(&typed_wrappers(k));
     let _ = writeln!(s, "    /// Target the source below was generated for.");
     let _ = writeln!(s, "    pub const TARGET: &str = {:?};", ir.target.to_string());
     let _ = writeln!(s, "    /// HIP C++ of this kernel (prelude included), as `tokitaic build` writes it.");
     let _ = writeln!(s, "    pub const HIP_SOURCE: &str = {:?};", hip::kernel_source(ir));
     s.push_str("}\n");
+    s
+}
+
+/// Typed front doors to the oracles: dims by name, tensors as slices of
+/// their element types, scalars by value.
+fn typed_wrappers(k: &Kernel) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "    /// The kernel's dims by name.");
+    let _ = writeln!(s, "    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]");
+    let _ = writeln!(s, "    pub struct Dims {{ {} }}", k.dims.iter().map(|d| format!("pub {}: i64", d.name)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "    impl Dims {{ pub fn to_vec(&self) -> Vec<i64> {{ vec![{}] }} }}", k.dims.iter().map(|d| format!("self.{}", d.name)).collect::<Vec<_>>().join(", "));
+    let outs: Vec<usize> = k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).filter(|t| k.tensors[*t].role != TensorRole::Input).collect();
+    let _ = writeln!(s, "    /// Every output and inout of the exact oracle, in f64.");
+    let _ = writeln!(s, "    #[derive(Clone, Debug, PartialEq)]");
+    let _ = writeln!(s, "    pub struct Exact {{ {} }}", outs.iter().map(|t| format!("pub {}: Vec<f64>", k.tensors[*t].name)).collect::<Vec<_>>().join(", "));
+    let mut params = vec!["dims: Dims".to_string()];
+    let mut exact_params = vec!["dims: Dims".to_string()];
+    let mut bufs = Vec::new();
+    let mut scalars = Vec::new();
+    let mut copy_back = Vec::new();
+    for p in &k.params {
+        match *p {
+            Param::Scalar(sc) => {
+                let info = &k.scalars[sc];
+                let ty = if info.dtype.is_half() { "f32" } else { info.dtype.rust_type() };
+                params.push(format!("{}: {}", info.name, ty));
+                exact_params.push(format!("{}: {}", info.name, ty));
+                scalars.push(format!("{} as f64", if info.dtype == crate::types::Dtype::Bool { format!("{} as u8", info.name) } else { info.name.clone() }));
+            }
+            Param::Tensor(t) => {
+                let info = &k.tensors[t];
+                let variant = match info.dtype {
+                    crate::types::Dtype::F16 => "F16",
+                    crate::types::Dtype::Bf16 => "Bf16",
+                    crate::types::Dtype::F32 => "F32",
+                    crate::types::Dtype::F64 => "F64",
+                    crate::types::Dtype::I32 => "I32",
+                    crate::types::Dtype::U32 => "U32",
+                    crate::types::Dtype::I64 => "I64",
+                    crate::types::Dtype::Bool => "Bool",
+                };
+                let ty = info.dtype.rust_type();
+                match info.role {
+                    TensorRole::Input => {
+                        params.push(format!("{}: &[{}]", info.name, ty));
+                        exact_params.push(format!("{}: &[{}]", info.name, ty));
+                        bufs.push(format!("Buf::{}({}.to_vec())", variant, info.name));
+                    }
+                    TensorRole::Inout => {
+                        params.push(format!("{}: &mut [{}]", info.name, ty));
+                        exact_params.push(format!("{}: &[{}]", info.name, ty));
+                        bufs.push(format!("Buf::{}({}.to_vec())", variant, info.name));
+                        copy_back.push((bufs.len() - 1, info.name.clone(), variant));
+                    }
+                    _ => {
+                        params.push(format!("{}: &mut [{}]", info.name, ty));
+                        bufs.push(format!("Buf::{}({}.to_vec())", variant, info.name));
+                        copy_back.push((bufs.len() - 1, info.name.clone(), variant));
+                    }
+                }
+            }
+        }
+    }
+    let _ = writeln!(s, "    /// Typed mirror oracle: outputs and inouts are written in place.");
+    let _ = writeln!(s, "    pub fn mirror_typed({}) -> Result<(), String> {{", params.join(", "));
+    let _ = writeln!(s, "        let mut args = vec![{}];", bufs.join(", "));
+    let _ = writeln!(s, "        mirror(&dims.to_vec(), &[{}], &mut args)?;", scalars.join(", "));
+    for (i, name, variant) in &copy_back {
+        let _ = writeln!(
+            s,
+            "        match &args[{i}] {{ Buf::{v}(tk_out) if tk_out.len() == {n}.len() => {n}.copy_from_slice(tk_out), _ => return Err(\"`{n}` has the wrong length\".to_string()) }}",
+            i = i,
+            v = variant,
+            n = name
+        );
+    }
+    let _ = writeln!(s, "        Ok(())\n    }}");
+    let input_bufs: Vec<String> = bufs
+        .iter()
+        .zip(k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }))
+        .map(|(b, t)| if k.tensors[t].role == TensorRole::Output { format!("Buf::{}(Vec::new())", b.split('(').next().unwrap_or("Buf::F32").trim_start_matches("Buf::")) } else { b.clone() })
+        .collect();
+    let _ = writeln!(s, "    /// Typed exact oracle (outputs need no buffers: they are returned).");
+    let _ = writeln!(s, "    pub fn exact_typed({}) -> Result<Exact, String> {{", exact_params.join(", "));
+    let _ = writeln!(s, "        let mut args = vec![{}];", input_bufs.join(", "));
+    for t in k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).enumerate() {
+        let (i, t) = t;
+        if k.tensors[t].role == TensorRole::Output {
+            let len = k.tensors[t].shape.iter().map(|d| match d { Dim::Sym(id) => format!("dims.{}", k.dims[*id].name), Dim::Lit(v) => format!("{}i64", v) }).collect::<Vec<_>>();
+            let len = if len.is_empty() { "1i64".to_string() } else { len.join(" * ") };
+            let zero = match k.tensors[t].dtype {
+                crate::types::Dtype::F16 => "half::f16::ZERO",
+                crate::types::Dtype::Bf16 => "half::bf16::ZERO",
+                crate::types::Dtype::Bool => "false",
+                _ => "Default::default()",
+            };
+            let _ = writeln!(s, "        if let Buf::{v}(tk_out) = &mut args[{i}] {{ *tk_out = vec![{z}; ({len}).max(0) as usize]; }}", v = input_bufs[i].trim_start_matches("Buf::").split('(').next().unwrap_or(""), i = i, z = zero, len = len);
+        }
+    }
+    let _ = writeln!(s, "        let mut outs = exact(&dims.to_vec(), &[{}], &args)?.into_iter();", scalars.join(", "));
+    let _ = writeln!(s, "        Ok(Exact {{ {} }})", outs.iter().map(|t| format!("{}: outs.next().unwrap_or_default()", k.tensors[*t].name)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "    }}");
     s
 }
