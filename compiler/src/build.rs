@@ -12,8 +12,28 @@ use crate::span::SourceFile;
 use crate::target::Target;
 use std::path::{Path, PathBuf};
 
+/// How to compile.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub target: Target,
+    /// Prove every obligation with Z3 before emitting (needs the `verify`
+    /// feature). Unverified kernels index with i64, the safe choice.
+    pub verify: bool,
+    /// Per-obligation solver timeout.
+    pub timeout_ms: u32,
+}
+
+impl Options {
+    pub fn new(target: Target) -> Options {
+        Options { target, verify: cfg!(feature = "verify"), timeout_ms: 10_000 }
+    }
+}
+
 /// Everything one source file compiles to, in memory.
 pub struct Artifacts {
+    /// Per kernel, what was proved (empty when not verified).
+    #[cfg(feature = "verify")]
+    pub proofs: Vec<crate::verify::KernelProofs>,
     pub source: SourceFile,
     pub warnings: Vec<Diagnostic>,
     pub program: crate::tir::Program,
@@ -45,8 +65,15 @@ impl std::fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Compile one source text for one target. Never panics.
+/// Compile one source text for one target, verifying when the `verify`
+/// feature is on. Never panics.
 pub fn compile_source(source: SourceFile, target: &Target) -> Result<Artifacts, BuildError> {
+    compile_with(source, &Options::new(target.clone()))
+}
+
+/// Compile with explicit options.
+pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, BuildError> {
+    let target = &opts.target;
     let fail = |source: &SourceFile, diagnostics: Vec<Diagnostic>| BuildError::Source {
         file: source.name.clone(),
         rendered: diagnostics.iter().map(|d| d.render(source)).collect::<Vec<_>>().join("\n"),
@@ -56,7 +83,29 @@ pub fn compile_source(source: SourceFile, target: &Target) -> Result<Artifacts, 
     let Some(program) = checked.program else {
         return Err(fail(&source, checked.diagnostics));
     };
-    let kernels = crate::schedule::schedule_program(&program, target).map_err(|d| fail(&source, d))?;
+    let mut kernels = crate::schedule::schedule_program(&program, target).map_err(|d| fail(&source, d))?;
+    #[allow(unused_mut)]
+    let mut warnings = checked.diagnostics;
+    #[cfg(feature = "verify")]
+    let proofs = if opts.verify {
+        let cfg = tokitai_contracts::z3_backend::Config { timeout_ms: opts.timeout_ms };
+        let proofs: Vec<crate::verify::KernelProofs> = program.kernels.iter().zip(kernels.iter_mut()).map(|(k, ir)| crate::verify::verify_kernel(k, ir, &cfg)).collect();
+        let diags: Vec<Diagnostic> = proofs.iter().flat_map(|p| p.diagnostics()).collect();
+        if diags.iter().any(|d| d.is_error()) {
+            return Err(fail(&source, diags));
+        }
+        warnings.extend(diags);
+        proofs
+    } else {
+        Vec::new()
+    };
+    let verified = cfg!(feature = "verify") && opts.verify;
+    if !verified {
+        // Without a proof that 32-bit index arithmetic cannot overflow, index in 64 bits.
+        for ir in kernels.iter_mut() {
+            ir.index_ty = crate::types::Dtype::I64;
+        }
+    }
     let source_sha = manifest::sha256_hex(source.text.as_bytes());
     let hip: Vec<(String, String)> = kernels.iter().map(|ir| (ir.name.clone(), hip::kernel_source(ir))).collect();
     let entries = program
@@ -64,7 +113,7 @@ pub fn compile_source(source: SourceFile, target: &Target) -> Result<Artifacts, 
         .iter()
         .zip(&kernels)
         .zip(&hip)
-        .map(|((k, ir), (_, text))| manifest::kernel_entry(k, ir, &source_sha, text))
+        .map(|((k, ir), (_, text))| manifest::kernel_entry(k, ir, &source_sha, text, verified))
         .collect();
     let manifest = manifest::Manifest {
         schema_version: manifest::SCHEMA_VERSION,
@@ -75,7 +124,17 @@ pub fn compile_source(source: SourceFile, target: &Target) -> Result<Artifacts, 
         kernels: entries,
     };
     let bindings = bindings::file_bindings(&program.kernels, &kernels, &source.name);
-    Ok(Artifacts { warnings: checked.diagnostics, program, kernels, hip, bindings, manifest, source })
+    Ok(Artifacts {
+        #[cfg(feature = "verify")]
+        proofs,
+        warnings,
+        program,
+        kernels,
+        hip,
+        bindings,
+        manifest,
+        source,
+    })
 }
 
 /// Write a file atomically: a temporary sibling, then a rename, so that a
@@ -116,6 +175,7 @@ impl Artifacts {
 pub struct Build {
     files: Vec<PathBuf>,
     target: Target,
+    verify: bool,
     out_dir: Option<PathBuf>,
     cargo_metadata: bool,
 }
@@ -128,7 +188,7 @@ impl Default for Build {
 
 impl Build {
     pub fn new() -> Build {
-        Build { files: Vec::new(), target: Target::default_cuda(), out_dir: None, cargo_metadata: true }
+        Build { files: Vec::new(), target: Target::default_cuda(), verify: cfg!(feature = "verify"), out_dir: None, cargo_metadata: true }
     }
     pub fn file(mut self, path: impl AsRef<Path>) -> Build {
         self.files.push(path.as_ref().to_path_buf());
@@ -144,6 +204,12 @@ impl Build {
     }
     pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Build {
         self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+    /// Prove obligations before emitting (default: on when the `verify`
+    /// feature is compiled in).
+    pub fn verify(mut self, on: bool) -> Build {
+        self.verify = on;
         self
     }
     /// Print `cargo:rerun-if-changed` lines (on by default).
@@ -166,7 +232,8 @@ impl Build {
             }
             let text = std::fs::read_to_string(f).map_err(|error| BuildError::Io { path: f.clone(), error })?;
             let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "kernels".into());
-            let arts = compile_source(SourceFile::new(f.display().to_string(), text), &self.target)?;
+            let opts = Options { verify: self.verify, ..Options::new(self.target.clone()) };
+            let arts = compile_with(SourceFile::new(f.display().to_string(), text), &opts)?;
             for w in &arts.warnings {
                 if self.cargo_metadata {
                     println!("cargo:warning={}", w.one_line(&arts.source));

@@ -284,6 +284,35 @@ pub enum ReductionOrder {
     Block { threads: u32, warp: u32 },
 }
 
+/// An execution variable a coverage witness assigns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Witness {
+    Var(IVar),
+    Tid,
+    BlockIdx(u8),
+}
+
+/// Elements satisfying `when` are written (or read) by the execution of
+/// `access` that `assign` describes, as terms over the element.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoverCase {
+    pub when: Cond,
+    pub access: AccessId,
+    pub assign: Vec<(Witness, IExpr)>,
+}
+
+/// The schedule's inverse map for one buffer: for every element `elem` (a
+/// flat index), which execution reaches it. The prover checks it, so a
+/// wrong witness can only fail a proof, never fake one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cover {
+    pub buf: BufId,
+    pub elem: IVar,
+    pub cases: Vec<CoverCase>,
+    /// "every element of `y` is written", "every k of every tile is loaded".
+    pub what: String,
+}
+
 /// A kernel parameter in signature order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KParam {
@@ -313,6 +342,8 @@ pub struct KernelIr {
     pub body: Vec<KStmt>,
     pub accesses: Vec<Access>,
     pub reduction_order: BTreeMap<VarId, ReductionOrder>,
+    /// Coverage witnesses, one per output (and per contraction operand).
+    pub coverage: Vec<Cover>,
 }
 
 impl KernelIr {

@@ -16,6 +16,8 @@ pub mod target;
 pub mod schedule;
 pub mod codegen;
 pub mod build;
+#[cfg(feature = "verify")]
+pub mod verify;
 pub use build::Build;
 
 /// This compiler's version, part of every fingerprint.

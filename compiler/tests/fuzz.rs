@@ -73,7 +73,8 @@ proptest! {
         let src = mutate(&seeds[seed % seeds.len()], &muts);
         let file = SourceFile::new("fuzz.tk", src.clone());
         let result = std::panic::catch_unwind(|| {
-            match tokitai_compiler::build::compile_source(file.clone(), &tokitai_compiler::target::Target::default_hip()) {
+            let opts = tokitai_compiler::build::Options { verify: false, ..tokitai_compiler::build::Options::new(tokitai_compiler::target::Target::default_hip()) };
+            match tokitai_compiler::build::compile_with(file.clone(), &opts) {
                 Ok(arts) => { let _ = tokitai_compiler::codegen::hip::module_source(&arts.kernels); Ok(()) }
                 Err(tokitai_compiler::build::BuildError::Source { diagnostics, rendered, .. }) => Err((diagnostics, rendered)),
                 Err(e) => panic!("unexpected error kind: {}", e),

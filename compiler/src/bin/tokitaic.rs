@@ -36,6 +36,16 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Prove every kernel's obligations with Z3 and print what was proved.
+    Verify {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long, default_value = "cuda-sm90")]
+        target: Target,
+        /// Per-obligation solver timeout in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u32,
+    },
     /// Print the HIP C++ of a .tk file for one target to standard output.
     EmitHip {
         file: PathBuf,
@@ -112,6 +122,37 @@ fn main() -> ExitCode {
                     Some(p) => println!("{}: {} kernel{} ok", f.display(), p.kernels.len(), if p.kernels.len() == 1 { "" } else { "s" }),
                     None => code = ExitCode::from(1),
                 }
+            }
+            code
+        }
+        Command::Verify { files, target, timeout_ms } => {
+            let mut code = ExitCode::SUCCESS;
+            for f in &files {
+                let src = match read(f) {
+                    Ok(s) => s,
+                    Err(c) => return c,
+                };
+                let t = std::time::Instant::now();
+                let opts = tokitai_compiler::build::Options { timeout_ms, ..tokitai_compiler::build::Options::new(target.clone()) };
+                let arts = match tokitai_compiler::build::compile_with(src, &opts) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        code = report(e);
+                        continue;
+                    }
+                };
+                for proofs in &arts.proofs {
+                    let count = |s: &str| proofs.obligations.iter().filter(|o| o.outcome.status() == s).count();
+                    let secs: f64 = proofs.obligations.iter().map(|o| o.outcome.seconds()).sum();
+                    println!("{:<22} {:>4} proved {:>3} refuted {:>3} unknown  index {}  {:.2}s", proofs.kernel, count("proved"), count("refuted"), count("unknown"), proofs.index_ty, secs);
+                    if let Some(n) = &proofs.index_note {
+                        println!("    note: {}", n);
+                    }
+                }
+                for w in &arts.warnings {
+                    eprintln!("{}", w.render(&arts.source));
+                }
+                println!("{}: verified in {:.1}s", f.display(), t.elapsed().as_secs_f64());
             }
             code
         }

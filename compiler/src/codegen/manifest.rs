@@ -62,6 +62,10 @@ pub struct KernelEntry {
     pub tolerance: Vec<(String, f64, f64)>,
     pub hip_file: String,
     pub hip_sha256: String,
+    /// Were the obligations proved before emitting?
+    pub verified: bool,
+    /// Integer type of index arithmetic ("i32" only where proved safe).
+    pub index_type: String,
     /// sha256 over source sha256, compiler version, target, flags and kernel name.
     pub fingerprint: String,
 }
@@ -70,7 +74,7 @@ pub fn fingerprint(source_sha: &str, target: &str, flags: &[String], kernel: &st
     sha256_hex(format!("{}\n{}\n{}\n{}\n{}", source_sha, crate::VERSION, target, flags.join(" "), kernel).as_bytes())
 }
 
-pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str) -> KernelEntry {
+pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str, verified: bool) -> KernelEntry {
     let params = ir
         .params
         .iter()
@@ -104,6 +108,8 @@ pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str)
         ensures: k.ensures.iter().map(|c| c.text()).collect(),
         domain: k.domain.iter().map(|d| d.text.clone()).collect(),
         tolerance: k.tolerance.iter().map(|t| (k.tensors[t.tensor].name.clone(), t.abs, t.rel)).collect(),
+        verified,
+        index_type: ir.index_ty.to_string(),
         hip_file: format!("kernels/{}.hip", k.name),
         hip_sha256: sha256_hex(hip_text.as_bytes()),
         fingerprint: fingerprint(source_sha, &ir.target.to_string(), &flags, &k.name),

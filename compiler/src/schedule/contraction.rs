@@ -158,7 +158,21 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: slot }, ty).cast(p.reduce.ty));
     let mut store = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut store)?;
-    b.store(s, value, &env, &mut store);
+    let access = b.store(s, value, &env, &mut store);
+    // Output element x is (m, n) = (x / N, x % N): tile (m / BM, n / BN),
+    // thread (m % 16, n % 16), micro-tile slot ((m % BM) / 16, (n % BN) / 16).
+    let x = b.ivar("elem");
+    let (m, n) = (IExpr::Var(x).div(next.clone()), IExpr::Var(x).rem(next.clone()));
+    let step_m = (BM / TM) as i64;
+    let step_n = (BN / TN) as i64;
+    let assign = vec![
+        (Witness::BlockIdx(1), m.clone().div(IExpr::c(BM as i64))),
+        (Witness::BlockIdx(0), n.clone().div(IExpr::c(BN as i64))),
+        (Witness::Tid, m.clone().rem(IExpr::c(step_m)).mul(IExpr::c(step_n)).add(n.clone().rem(IExpr::c(step_n)))),
+        (Witness::Var(ei), m.rem(IExpr::c(BM as i64)).div(IExpr::c(step_m))),
+        (Witness::Var(ej), n.rem(IExpr::c(BN as i64)).div(IExpr::c(step_n))),
+    ];
+    b.cover(s.target, x, vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
         KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((BM / TM) as i64))) },
         KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((BN / TN) as i64))) },
@@ -233,6 +247,7 @@ fn tile_load(
     env.vars.insert(kvar, IExpr::Var(gk_v));
     let mut then = Vec::new();
     let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
+    operand_cover(b, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0, &out_ext.clone(), &kext.clone());
     let index = IExpr::Var(kk_v).mul(IExpr::c(width as i64)).add(IExpr::Var(x_v));
     then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
     let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
@@ -245,4 +260,49 @@ fn tile_load(
     ];
     out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * BK) as i64), step: IExpr::c(THREADS as i64), unroll: false, body });
     Ok(())
+}
+
+/// Every element of a plain operand `t[o, k]` or `t[k, o]` is loaded into a
+/// tile: every tile and every k-slab is covered. Element x of `t` is the
+/// pair (o, k); the block whose tile holds o loads it in slab k / BK, at
+/// loop position l of the loader.
+#[allow(clippy::too_many_arguments)]
+fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kvar: VarId, width: u32, k_contiguous: bool, l_v: IVar, k0: &IExpr, out_ext: &IExpr, kext: &IExpr) {
+    // Only a (cast) load of one tensor indexed by plain (o, k) or (k, o).
+    let mut inner = operand;
+    while let TExprKind::Cast(a) = &inner.kind {
+        inner = a;
+    }
+    let TExprKind::Load { tensor, index } = &inner.kind else { return };
+    let vars: Vec<Option<VarId>> = index.iter().map(|i| i.as_var()).collect();
+    let o_first = match vars.as_slice() {
+        [Some(a), Some(c)] if *a == out_var && *c == kvar => true,
+        [Some(a), Some(c)] if *a == kvar && *c == out_var => false,
+        _ => return,
+    };
+    let mut access = None;
+    fn find(v: &VExpr, out: &mut Option<AccessId>) {
+        match &v.kind {
+            VKind::Load { access, .. } => *out = Some(*access),
+            VKind::Cast(a) | VKind::Unary(_, a) => find(a, out),
+            _ => {}
+        }
+    }
+    find(v, &mut access);
+    let (Some(access), IExpr::Var(k0_v)) = (access, k0.clone()) else { return };
+    let x = b.ivar("elem");
+    let xe = IExpr::Var(x);
+    let (o, k) = if o_first { (xe.clone().div(kext.clone()), xe.rem(kext.clone())) } else { (xe.clone().rem(out_ext.clone()), xe.div(out_ext.clone())) };
+    let (xo, kk) = (o.clone().rem(IExpr::c(width as i64)), k.clone().rem(IExpr::c(BK as i64)));
+    let l = if k_contiguous { xo.mul(IExpr::c(BK as i64)).add(kk) } else { kk.mul(IExpr::c(width as i64)).add(xo) };
+    let tile_axis = if width == BM && out_var != kvar && b.k.stmts[0].vars[0] == out_var { 1 } else { 0 };
+    let assign = vec![
+        (Witness::BlockIdx(tile_axis), o.div(IExpr::c(width as i64))),
+        (Witness::BlockIdx(1 - tile_axis), IExpr::c(0)),
+        (Witness::Var(k0_v), k.div(IExpr::c(BK as i64)).mul(IExpr::c(BK as i64))),
+        (Witness::Var(l_v), l),
+    ];
+    let buf = b.buf(*tensor);
+    let what = format!("every element of `{}` is loaded into a tile (every tile, every k)", b.k.tensors[*tensor].name);
+    b.ir.coverage.push(Cover { buf, elem: x, cases: vec![CoverCase { when: Cond::True, access, assign }], what });
 }

@@ -14,6 +14,8 @@ pub struct Builder<'k> {
     pub k: &'k Kernel,
     pub ir: KernelIr,
     pub buf_of: HashMap<TensorId, BufId>,
+    /// The row loop's variable, in row schedules.
+    pub row_var: Option<IVar>,
 }
 
 /// What the lowering knows at a point of the kernel body.
@@ -81,8 +83,9 @@ impl<'k> Builder<'k> {
             body: Vec::new(),
             accesses: Vec::new(),
             reduction_order: BTreeMap::new(),
+            coverage: Vec::new(),
         };
-        Builder { k, ir, buf_of }
+        Builder { k, ir, buf_of, row_var: None }
     }
 
     pub fn finish(self) -> KernelIr {
@@ -149,13 +152,21 @@ impl<'k> Builder<'k> {
     }
 
     /// Store the element of `t` the environment's variables select.
-    pub fn store(&mut self, stmt: &tir::Stmt, value: VExpr, env: &Env, out: &mut Vec<KStmt>) {
+    pub fn store(&mut self, stmt: &tir::Stmt, value: VExpr, env: &Env, out: &mut Vec<KStmt>) -> AccessId {
         let idx: Vec<IExpr> = stmt.vars.iter().map(|v| env.vars[v].clone()).collect();
         let index = self.flat_index(stmt.target, &idx);
         let buf = self.buf(stmt.target);
         let what = format!("write of `{}`", self.k.tensors[stmt.target].name);
         let access = self.access(buf, AccessKind::Write, stmt.span, what);
         out.push(KStmt::Store { buf, index, value, access });
+        access
+    }
+
+    /// Record that every element of `t` is written by `access` under `assign`.
+    pub fn cover(&mut self, t: TensorId, elem: IVar, cases: Vec<CoverCase>) {
+        let buf = self.buf(t);
+        let what = format!("every element of `{}` is written", self.k.tensors[t].name);
+        self.ir.coverage.push(Cover { buf, elem, cases, what });
     }
 
     pub fn is_output(&self, t: TensorId) -> bool {

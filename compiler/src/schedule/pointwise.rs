@@ -22,6 +22,9 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     let gtid = IExpr::BlockIdx(0).mul(IExpr::c(BLOCK as i64)).add(IExpr::Tid);
     let gstride = IExpr::GridDim(0).mul(IExpr::c(BLOCK as i64));
     let mut body = Vec::new();
+    let mut vector_stores: Vec<(TensorId, AccessId)> = Vec::new();
+    let mut nvec_var = None;
+    let mut v_var = None;
     let tail_start = match vector {
         Some(w) => {
             let bufs = vector_tensors(k).into_iter().map(|t| b.buf(t)).collect::<Vec<_>>();
@@ -32,7 +35,9 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
                 value: IExpr::Select(Box::new(aligned), Box::new(total.clone().div(IExpr::c(w as i64))), Box::new(IExpr::c(0))),
             });
             let v = b.ivar("v");
-            let vbody = vector_body(&mut b, w, IExpr::Var(v))?;
+            let vbody = vector_body(&mut b, w, IExpr::Var(v), &mut vector_stores)?;
+            nvec_var = Some(nvec);
+            v_var = Some(v);
             body.push(KStmt::For { var: v, start: gtid.clone(), end: IExpr::Var(nvec), step: gstride.clone(), unroll: false, body: vbody });
             IExpr::Var(nvec).mul(IExpr::c(w as i64))
         }
@@ -42,7 +47,26 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     let mut env = Env::default();
     let mut sbody = Vec::new();
     b.decompose(IExpr::Var(f), vars0, &mut env, &mut sbody);
-    element_body(&mut b, &mut env, &mut sbody)?;
+    let scalar_stores = element_body(&mut b, &mut env, &mut sbody)?;
+    // Coverage: element e is the flat index of the thread's element; with
+    // vectors, elements below nvec*w are in vector v = e / w.
+    for (t, access) in scalar_stores {
+        let elem = b.ivar("elem");
+        let e = IExpr::Var(elem);
+        let mut cases = Vec::new();
+        let tail_when = match (nvec_var, v_var, vector) {
+            (Some(nvec), Some(v), Some(w)) => {
+                let below = e.clone().lt(IExpr::Var(nvec).mul(IExpr::c(w as i64)));
+                if let Some((_, va)) = vector_stores.iter().find(|(vt, _)| *vt == t) {
+                    cases.push(CoverCase { when: below.clone(), access: *va, assign: vec![(Witness::Var(v), e.clone().div(IExpr::c(w as i64)))] });
+                }
+                Cond::Not(Box::new(below))
+            }
+            _ => Cond::True,
+        };
+        cases.push(CoverCase { when: tail_when, access, assign: vec![(Witness::Var(f), e.clone())] });
+        b.cover(t, elem, cases);
+    }
     body.push(KStmt::For { var: f, start: tail_start.add(gtid), end: total.clone(), step: gstride, unroll: false, body: sbody });
     let per_block = BLOCK as i64 * vector.unwrap_or(1) as i64;
     b.ir.grid = vec![GridDim::Stride { work: total, per_block }];
@@ -52,7 +76,8 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
 
 /// Every statement in order, for the element the environment's variables
 /// select: each result goes to a register; outputs are stored.
-fn element_body(b: &mut Builder, env: &mut Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
+fn element_body(b: &mut Builder, env: &mut Env, out: &mut Vec<KStmt>) -> Result<Vec<(TensorId, AccessId)>, Diagnostic> {
+    let mut stores = Vec::new();
     for (si, stmt) in b.k.stmts.iter().enumerate() {
         // Statements share one index space: rename this statement's free
         // variables to the first statement's.
@@ -69,15 +94,16 @@ fn element_body(b: &mut Builder, env: &mut Env, out: &mut Vec<KStmt>) -> Result<
         out.push(KStmt::Decl { local: l, init: Some(value) });
         env.values.insert(stmt.target, l);
         if b.is_output(stmt.target) {
-            b.store(stmt, VExpr::local(l, b.k.tensors[stmt.target].dtype), env, out);
+            let a = b.store(stmt, VExpr::local(l, b.k.tensors[stmt.target].dtype), env, out);
+            stores.push((stmt.target, a));
         }
     }
-    Ok(())
+    Ok(stores)
 }
 
 /// The vector loop body: load every vector operand, compute each lane,
 /// store every vector result.
-fn vector_body(b: &mut Builder, w: u32, v: IExpr) -> Result<Vec<KStmt>, Diagnostic> {
+fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, AccessId)>) -> Result<Vec<KStmt>, Diagnostic> {
     let k = b.k;
     let base = v.mul(IExpr::c(w as i64));
     let mut out = Vec::new();
@@ -132,6 +158,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr) -> Result<Vec<KStmt>, Diagnost
         let buf = b.buf(t);
         let access = b.access(buf, AccessKind::Write, span, format!("vector write of `{}`", k.tensors[t].name));
         out.push(KStmt::VecStore { buf, base: base.clone(), width: w, arr, access });
+        stores.push((t, access));
     }
     Ok(out)
 }

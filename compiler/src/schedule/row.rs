@@ -30,6 +30,7 @@ pub fn schedule(k: &Kernel, target: &Target, prefix: usize) -> Result<KernelIr, 
     let first = &k.stmts[0].vars[..prefix];
     let rows = first.iter().fold(IExpr::c(1), |acc, v| acc.mul(extent_expr(k.vars[*v].extent)));
     let row = b.ivar("row");
+    b.row_var = Some(row);
     let mut env = Env::default();
     let mut body = Vec::new();
     b.decompose(IExpr::Var(row), &first.to_vec(), &mut env, &mut body);
@@ -227,8 +228,12 @@ fn row_statement(b: &mut Builder, si: StmtId, env: &mut Env, out: &mut Vec<KStmt
     env.values.insert(stmt.target, l);
     if b.is_output(stmt.target) {
         let mut then = Vec::new();
-        b.store(stmt, VExpr::local(l, b.k.tensors[stmt.target].dtype), env, &mut then);
+        let access = b.store(stmt, VExpr::local(l, b.k.tensors[stmt.target].dtype), env, &mut then);
         out.push(KStmt::If { cond: IExpr::Tid.eq(IExpr::c(0)), then, els: vec![] });
+        // Row `elem` is written by thread 0 of the block that runs it.
+        let elem = b.ivar("elem");
+        let row = b.row_var.expect("row schedules set their row variable");
+        b.cover(stmt.target, elem, vec![CoverCase { when: Cond::True, access, assign: vec![(Witness::Var(row), IExpr::Var(elem)), (Witness::Tid, IExpr::c(0))] }]);
     }
     Ok(())
 }
@@ -249,7 +254,12 @@ fn element_loop(b: &mut Builder, stmts: &[StmtId], prefix: usize, env: &mut Env,
             inner.vars.insert(*v, x);
         }
         let value = b.lower(&stmt.value, &mut inner, &mut body)?;
-        b.store(stmt, value, &inner, &mut body);
+        let access = b.store(stmt, value, &inner, &mut body);
+        // Element x of the output is row x / E, element x % E of the row.
+        let x = b.ivar("elem");
+        let row = b.row_var.expect("row schedules set their row variable");
+        let assign = vec![(Witness::Var(row), IExpr::Var(x).div(extent.clone())), (Witness::Var(e), IExpr::Var(x).rem(extent.clone()))];
+        b.cover(stmt.target, x, vec![CoverCase { when: Cond::True, access, assign }]);
     }
     out.push(KStmt::For { var: e, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: false, body });
     Ok(())

@@ -1,0 +1,673 @@
+//! Symbolic execution of `KernelIr`: every access, barrier and integer
+//! operation, with the path condition under which it runs, as terms over
+//! dims, thread and block ids and loop variables.
+//!
+//! Loops: a loop variable `k` of `for (k = s; k < e; k += step)` satisfies
+//! `s <= k < e`; with a constant step also `(k - s) % step == 0`. Grid-sized
+//! strides (`gridDim * c`) are kept symbolic only through their divisibility
+//! by `c`; what they imply (each value belongs to one thread) enters race
+//! queries as the loop-form lemmas of `LoopForm`.
+
+use crate::kir::*;
+use crate::tir::{self, Kernel, TExpr, TExprKind};
+use crate::types::Dtype;
+use std::collections::HashMap;
+use tokitai_contracts::{Formula, Term};
+
+pub const TID: &str = "tid";
+pub const BID: [&str; 2] = ["bid.x", "bid.y"];
+pub const GDIM: [&str; 2] = ["grid.x", "grid.y"];
+
+pub fn dim_var(name: &str) -> Term {
+    Term::var(format!("dim.{}", name))
+}
+
+/// How a loop distributes its iterations over threads (for the lemmas).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopForm {
+    /// `k = a + bid*B + tid; k += grid*B`: a value of k determines (bid, tid).
+    GridStride,
+    /// `k = a + bid; k += grid`: a value of k determines bid.
+    BlockStride,
+    /// `k = a + tid; k += B` (B the block size): a value of k determines tid.
+    ThreadStride,
+    /// Every thread runs every iteration.
+    Uniform,
+    Other,
+}
+
+#[derive(Clone, Debug)]
+pub struct LoopInfo {
+    pub var: String,
+    /// The form, `Other` unless Z3 confirmed the canonical shape exactly.
+    pub form: LoopForm,
+    pub has_barrier: bool,
+    pub start: Term,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    Global(BufId),
+    Shared(SharedId),
+    Array(LocalId, u32),
+}
+
+#[derive(Clone, Debug)]
+pub struct Access {
+    pub target: Target,
+    pub write: bool,
+    pub index: Term,
+    pub width: u32,
+    pub path: Vec<Formula>,
+    /// Enclosing loops, outermost first (indices into `Exec::loops`).
+    pub loops: Vec<usize>,
+    /// (list id, position) from the root to the access.
+    pub pos: Vec<(usize, usize)>,
+    pub access: Option<AccessId>,
+    /// The stored value (for dtype and `ensures`).
+    pub value: Option<VExpr>,
+    /// The path with each thread-distributing loop replaced by the range
+    /// its threads cover together (the loop-form lemmas), and every other
+    /// loop encoded exactly: what coverage witnesses must satisfy.
+    pub cover_path: Vec<Formula>,
+}
+
+/// A local's value at one assignment, with its path.
+#[derive(Clone, Debug)]
+pub struct Assignment {
+    pub local: LocalId,
+    pub value: VExpr,
+    pub path: Vec<Formula>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Barrier {
+    /// Every enclosing condition and loop bound, thread-uniform?
+    pub uniform: bool,
+    pub why_not: String,
+}
+
+/// An integer operation to check for overflow or a defined division.
+#[derive(Clone, Debug)]
+pub struct IntOp {
+    pub term: Term,
+    pub path: Vec<Formula>,
+    pub division: Option<(Term, Term)>,
+    pub origin: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListInfo {
+    pub barriers: Vec<usize>,
+    pub in_loop: bool,
+}
+
+pub struct Exec<'a> {
+    pub ir: &'a KernelIr,
+    pub k: &'a Kernel,
+    env: HashMap<IVar, Term>,
+    /// Is the term bound to an int var thread-uniform?
+    uniform: HashMap<IVar, bool>,
+    pub path: Vec<Formula>,
+    cover_path: Vec<Formula>,
+    pub loops: Vec<LoopInfo>,
+    loop_stack: Vec<usize>,
+    pub assignments: Vec<Assignment>,
+    pos: Vec<(usize, usize)>,
+    pub lists: Vec<ListInfo>,
+    pub accesses: Vec<Access>,
+    pub barriers: Vec<Barrier>,
+    pub int_ops: Vec<IntOp>,
+    fresh: usize,
+    /// Launch assumptions: dims, ids, requires, index-tensor contracts.
+    pub base: Vec<Formula>,
+    cond_stack: Vec<(bool, String)>,
+}
+
+fn contains_barrier(body: &[KStmt]) -> bool {
+    body.iter().any(|s| match s {
+        KStmt::Barrier => true,
+        KStmt::For { body, .. } => contains_barrier(body),
+        KStmt::If { then, els, .. } => contains_barrier(then) || contains_barrier(els),
+        _ => false,
+    })
+}
+
+fn mentions(t: &Term, names: &[&str]) -> bool {
+    let mut v = Vec::new();
+    t.vars(&mut v);
+    v.iter().any(|x| names.contains(&x.as_str()))
+}
+
+impl<'a> Exec<'a> {
+    pub fn run(k: &'a Kernel, ir: &'a KernelIr) -> Exec<'a> {
+        let mut e = Exec {
+            ir,
+            k,
+            env: HashMap::new(),
+            uniform: HashMap::new(),
+            path: Vec::new(),
+            cover_path: Vec::new(),
+            loops: Vec::new(),
+            loop_stack: Vec::new(),
+            assignments: Vec::new(),
+            pos: Vec::new(),
+            lists: Vec::new(),
+            accesses: Vec::new(),
+            barriers: Vec::new(),
+            int_ops: Vec::new(),
+            fresh: 0,
+            base: Vec::new(),
+            cond_stack: Vec::new(),
+        };
+        e.base = e.launch_assumptions();
+        let root = e.new_list(false);
+        e.block(&ir.body, root);
+        e
+    }
+
+    fn new_list(&mut self, in_loop: bool) -> usize {
+        self.lists.push(ListInfo { barriers: Vec::new(), in_loop });
+        self.lists.len() - 1
+    }
+
+    /// dims >= 1, ids in range, the grid as launched, `requires` (its
+    /// integer part), and every launch's own limits.
+    fn launch_assumptions(&mut self) -> Vec<Formula> {
+        let mut h = Vec::new();
+        for d in &self.k.dims {
+            h.push(Term::c(1).le(dim_var(&d.name)));
+        }
+        h.push(Term::var(TID).within(Term::c(0), Term::c(self.ir.block as i64)));
+        // Launch limits of both vendors: gridDim.x < 2^31, gridDim.y < 2^16;
+        // an axis the kernel does not use is launched with one block.
+        for axis in self.ir.grid.len()..2 {
+            h.push(Term::var(GDIM[axis]).eq(Term::c(1)));
+            h.push(Term::var(BID[axis]).eq(Term::c(0)));
+        }
+        h.push(Term::var(GDIM[0]).le(Term::c((1i64 << 31) - 1)));
+        h.push(Term::var(GDIM[1]).le(Term::c(65535)));
+        // No tensor has more than 2^62 elements (no memory holds one); the
+        // launcher checks every length against the index type it uses.
+        for b in 0..self.ir.bufs.len() {
+            h.push(self.index_len(b).le(Term::c(1i64 << 62)));
+        }
+        for (axis, g) in self.ir.grid.iter().enumerate() {
+            let gd = Term::var(GDIM[axis]);
+            h.push(Term::var(BID[axis]).within(Term::c(0), gd.clone()));
+            match g {
+                GridDim::Exact(e) => {
+                    let t = self.iterm_pure(e);
+                    h.push(gd.eq(t));
+                }
+                GridDim::Stride { work, per_block } => {
+                    // The launcher never starts more blocks than there is work.
+                    let w = self.iterm_pure(work);
+                    h.push(Term::c(1).le(gd.clone()));
+                    h.push(gd.le(w.add(Term::c(per_block - 1)).div(Term::c(*per_block))));
+                }
+            }
+        }
+        for c in &self.k.requires {
+            if let tir::Contract::Pred { expr, .. } = c {
+                if let Some(f) = contract_formula(self.k, expr) {
+                    h.push(f);
+                }
+            }
+        }
+        h
+    }
+
+    /// The term of an integer expression, without recording anything.
+    pub fn iterm_public(&mut self, e: &IExpr) -> Term {
+        let saved = (self.path.len(), self.cover_path.len());
+        let t = self.iterm_pure(e);
+        self.path.truncate(saved.0);
+        self.cover_path.truncate(saved.1);
+        t
+    }
+
+    /// Terms of expressions that cannot load (launch geometry).
+    fn iterm_pure(&mut self, e: &IExpr) -> Term {
+        let saved = std::mem::take(&mut self.int_ops);
+        let t = self.iterm(e);
+        self.int_ops = saved;
+        t
+    }
+
+    pub fn index_len(&self, buf: BufId) -> Term {
+        let b = &self.ir.bufs[buf];
+        let shape = &self.k.tensors[b.tensor].shape;
+        shape.iter().fold(Term::c(1), |acc, d| acc.mul(dim_term(self.k, *d)))
+    }
+
+    fn int_op(&mut self, term: &Term, division: Option<(Term, Term)>, origin: &str) {
+        self.int_ops.push(IntOp { term: term.clone(), path: self.path.clone(), division, origin: origin.to_string() });
+    }
+
+    /// The term of an integer expression; records every arithmetic node.
+    pub fn iterm(&mut self, e: &IExpr) -> Term {
+        match e {
+            IExpr::Const(v) => Term::c(*v),
+            IExpr::Dim(d) => dim_var(&self.ir.dims[*d]),
+            IExpr::Var(v) => self.env.get(v).cloned().unwrap_or_else(|| Term::var(format!("unbound.{}", v))),
+            IExpr::Tid => Term::var(TID),
+            IExpr::BlockIdx(a) => Term::var(BID[*a as usize]),
+            IExpr::GridDim(a) => Term::var(GDIM[*a as usize]),
+            IExpr::Add(a, b) | IExpr::Sub(a, b) | IExpr::Mul(a, b) => {
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                let t = match e {
+                    IExpr::Add(..) => x.add(y),
+                    IExpr::Sub(..) => x.sub(y),
+                    _ => x.mul(y),
+                };
+                self.int_op(&t, None, "arithmetic");
+                t
+            }
+            IExpr::Div(a, b) | IExpr::Rem(a, b) => {
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                let t = if matches!(e, IExpr::Div(..)) { x.clone().div(y.clone()) } else { x.clone().rem(y.clone()) };
+                self.int_op(&t, Some((x, y)), "division");
+                t
+            }
+            IExpr::Min(a, b) => {
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                x.min(y)
+            }
+            IExpr::Load { buf, index, access } => {
+                let i = self.iterm(index);
+                self.record(Target::Global(*buf), false, i, 1, Some(*access), None);
+                self.fresh += 1;
+                let v = Term::var(format!("load.{}.{}", self.ir.bufs[*buf].name, self.fresh));
+                if let Some(r) = &self.k.tensors[self.ir.bufs[*buf].tensor].value_range {
+                    if let (Some(lo), Some(hi)) = (texpr_term(self.k, &r.lo), texpr_term(self.k, &r.hi)) {
+                        let lo_f = if r.lo_closed { lo.le(v.clone()) } else { lo.lt(v.clone()) };
+                        let hi_f = if r.hi_closed { v.clone().le(hi) } else { v.clone().lt(hi) };
+                        self.path.push(lo_f);
+                        self.path.push(hi_f);
+                    }
+                } else {
+                    let (lo, hi) = int_range(self.ir.bufs[*buf].dtype);
+                    self.path.push(v.clone().within(Term::c(lo), Term::c(hi).add(Term::c(1))));
+                }
+                v
+            }
+            IExpr::Select(c, a, b) => {
+                let f = self.cond(c);
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                Term::Ite(Box::new(f), Box::new(x), Box::new(y))
+            }
+        }
+    }
+
+    pub fn cond(&mut self, c: &Cond) -> Formula {
+        match c {
+            Cond::True => Formula::True,
+            Cond::Lt(a, b) => {
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                x.lt(y)
+            }
+            Cond::Le(a, b) => {
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                x.le(y)
+            }
+            Cond::Eq(a, b) => {
+                let (x, y) = (self.iterm(a), self.iterm(b));
+                x.eq(y)
+            }
+            Cond::And(a, b) => {
+                let (x, y) = (self.cond(a), self.cond(b));
+                Formula::and(vec![x, y])
+            }
+            Cond::Not(a) => self.cond(a).not(),
+            // Alignment is a run-time fact about pointers: either outcome is
+            // possible, so it constrains nothing here.
+            Cond::Aligned(..) => {
+                self.fresh += 1;
+                Term::var(format!("aligned.{}", self.fresh)).eq(Term::c(1))
+            }
+        }
+    }
+
+    fn record(&mut self, target: Target, write: bool, index: Term, width: u32, access: Option<AccessId>, value: Option<VExpr>) {
+        self.accesses.push(Access {
+            target,
+            write,
+            index,
+            width,
+            path: self.path.clone(),
+            loops: self.loop_stack.clone(),
+            pos: self.pos.clone(),
+            access,
+            value,
+            cover_path: self.cover_path.clone(),
+        });
+    }
+
+    /// The term of a witness expression, with `elem` bound to `elem_term`.
+    pub fn witness_term(&mut self, e: &IExpr, elem: IVar, elem_term: Term) -> Term {
+        self.env.insert(elem, elem_term);
+        let saved = (self.path.len(), self.cover_path.len());
+        let t = self.iterm_pure(e);
+        self.path.truncate(saved.0);
+        self.cover_path.truncate(saved.1);
+        t
+    }
+
+    pub fn witness_cond(&mut self, c: &Cond, elem: IVar, elem_term: Term) -> Formula {
+        self.env.insert(elem, elem_term);
+        let saved_ops = std::mem::take(&mut self.int_ops);
+        let f = self.cond(c);
+        self.int_ops = saved_ops;
+        f
+    }
+
+    pub fn loop_var_name(&self, v: IVar) -> String {
+        format!("{}#{}", self.ir.ivars[v], v)
+    }
+
+    fn block(&mut self, body: &[KStmt], list: usize) {
+        for (i, s) in body.iter().enumerate() {
+            self.pos.push((list, i));
+            self.stmt(s, list, i);
+            self.pos.pop();
+        }
+    }
+
+    fn vexpr(&mut self, v: &VExpr) {
+        match &v.kind {
+            VKind::Load { buf, index, access } => {
+                let i = self.iterm(index);
+                self.record(Target::Global(*buf), false, i, 1, Some(*access), None);
+            }
+            VKind::Int(i) => {
+                self.iterm(i);
+            }
+            VKind::ArrayGet { arr, index } => {
+                let i = self.iterm(index);
+                let len = self.array_len(*arr);
+                self.record(Target::Array(*arr, len), false, i, 1, None, None);
+            }
+            VKind::SharedGet { arr, index } => {
+                let i = self.iterm(index);
+                self.record(Target::Shared(*arr), false, i, 1, None, None);
+            }
+            VKind::Unary(_, a) | VKind::Cast(a) | VKind::ShflXor { value: a, .. } => self.vexpr(a),
+            VKind::Binary(_, a, b) => {
+                self.vexpr(a);
+                self.vexpr(b);
+            }
+            VKind::Fma(a, b, c) | VKind::Select(a, b, c) => {
+                self.vexpr(a);
+                self.vexpr(b);
+                self.vexpr(c);
+            }
+            VKind::Call(_, args) => args.iter().for_each(|a| self.vexpr(a)),
+            VKind::Const(_) | VKind::Scalar(_) | VKind::Local(_) => {}
+        }
+    }
+
+    pub fn array_len(&self, arr: LocalId) -> u32 {
+        fn find(body: &[KStmt], arr: LocalId) -> Option<u32> {
+            body.iter().find_map(|s| match s {
+                KStmt::DeclArray { arr: a, len, .. } if *a == arr => Some(*len),
+                KStmt::For { body, .. } => find(body, arr),
+                KStmt::If { then, els, .. } => find(then, arr).or_else(|| find(els, arr)),
+                _ => None,
+            })
+        }
+        find(&self.ir.body, arr).unwrap_or(0)
+    }
+
+    /// Is a term the same for every thread of a block?
+    fn is_uniform(&self, t: &Term) -> bool {
+        let mut v = Vec::new();
+        t.vars(&mut v);
+        !v.iter().any(|n| n == TID || n.starts_with("load.")) && !self.depends_on_thread(&v)
+    }
+
+    fn stmt(&mut self, s: &KStmt, list: usize, index: usize) {
+        match s {
+            KStmt::Decl { init, local } => {
+                if let Some(v) = init {
+                    self.vexpr(v);
+                    self.assignments.push(Assignment { local: *local, value: v.clone(), path: self.path.clone() });
+                }
+            }
+            KStmt::DeclArray { init, .. } => {
+                if let Some(v) = init {
+                    self.vexpr(v);
+                }
+            }
+            KStmt::Assign { value, local } => {
+                self.vexpr(value);
+                self.assignments.push(Assignment { local: *local, value: value.clone(), path: self.path.clone() });
+            }
+            KStmt::ArraySet { arr, index: i, value } => {
+                self.vexpr(value);
+                let t = self.iterm(i);
+                let len = self.array_len(*arr);
+                self.record(Target::Array(*arr, len), true, t, 1, None, None);
+            }
+            KStmt::LetInt { var, value } => {
+                let t = self.iterm(value);
+                let u = self.is_uniform(&t);
+                self.env.insert(*var, t);
+                self.uniform.insert(*var, u);
+            }
+            KStmt::For { var, start, end, step, body, .. } => {
+                let (s0, e0, st) = (self.iterm(start), self.iterm(end), self.iterm(step));
+                let name = format!("{}#{}", self.ir.ivars[*var], var);
+                let kv = Term::var(name.clone());
+                let form = canonical(loop_form(&s0, &st, self.ir.block), &s0, &st, self.ir.block);
+                let has_barrier = contains_barrier(body);
+                let body_list = self.new_list(true);
+                let uniform = self.is_uniform(&s0) && self.is_uniform(&e0) && self.is_uniform(&st);
+                self.loops.push(LoopInfo { var: name, form, has_barrier, start: s0.clone() });
+                let id = self.loops.len() - 1;
+                self.env.insert(*var, kv.clone());
+                self.uniform.insert(*var, uniform);
+                let saved = self.path.len();
+                let saved_cover = self.cover_path.len();
+                self.path.push(s0.clone().le(kv.clone()));
+                self.path.push(kv.clone().lt(e0.clone()));
+                match form {
+                    LoopForm::GridStride | LoopForm::BlockStride | LoopForm::ThreadStride => {
+                        // Together the threads run every value from the
+                        // thread-free part of the start up to the end.
+                        let a = thread_free(&s0);
+                        self.cover_path.push(a.le(kv.clone()));
+                        self.cover_path.push(kv.clone().lt(e0.clone()));
+                    }
+                    _ => {
+                        self.cover_path.push(s0.clone().le(kv.clone()));
+                        self.cover_path.push(kv.clone().lt(e0.clone()));
+                        self.cover_path.push(kv.clone().sub(s0.clone()).rem(st.clone()).eq(Term::c(0)));
+                    }
+                }
+                if let Term::Const(c) = st {
+                    if c > 1 {
+                        self.path.push(kv.clone().sub(s0.clone()).rem(Term::c(c)).eq(Term::c(0)));
+                    }
+                } else if let Term::Mul(_, b) = &st {
+                    if let Term::Const(c) = **b {
+                        self.path.push(kv.clone().sub(s0.clone()).rem(Term::c(c)).eq(Term::c(0)));
+                    }
+                }
+                // The increment after the last iteration must not overflow.
+                let next = kv.clone().add(st.clone());
+                self.int_op(&next, None, "loop increment");
+                self.cond_stack.push((uniform, format!("loop bounds of `{}`", self.ir.ivars[*var])));
+                self.loop_stack.push(id);
+                self.block(body, body_list);
+                self.loop_stack.pop();
+                self.cond_stack.pop();
+                self.path.truncate(saved);
+                self.cover_path.truncate(saved_cover);
+            }
+            KStmt::If { cond, then, els } => {
+                let f = self.cond(cond);
+                let mut vars = Vec::new();
+                f.vars(&mut vars);
+                let uniform = !vars.iter().any(|v| v == TID || v.starts_with("load.")) && !self.depends_on_thread(&vars);
+                let saved = (self.path.len(), self.cover_path.len());
+                let tl = self.new_list(self.lists[list].in_loop);
+                self.cond_stack.push((uniform, "a condition".into()));
+                self.path.push(f.clone());
+                self.cover_path.push(f.clone());
+                self.block(then, tl);
+                self.path.truncate(saved.0);
+                self.cover_path.truncate(saved.1);
+                let el = self.new_list(self.lists[list].in_loop);
+                self.path.push(f.clone().not());
+                self.cover_path.push(f.not());
+                self.block(els, el);
+                self.path.truncate(saved.0);
+                self.cover_path.truncate(saved.1);
+                self.cond_stack.pop();
+            }
+            KStmt::Store { buf, index: i, value, access } => {
+                self.vexpr(value);
+                let t = self.iterm(i);
+                self.record(Target::Global(*buf), true, t, 1, Some(*access), Some(value.clone()));
+            }
+            KStmt::VecLoad { buf, base, width, access, .. } => {
+                let t = self.iterm(base);
+                self.record(Target::Global(*buf), false, t, *width, Some(*access), None);
+            }
+            KStmt::VecStore { buf, base, width, access, .. } => {
+                let t = self.iterm(base);
+                self.record(Target::Global(*buf), true, t, *width, Some(*access), None);
+            }
+            KStmt::SharedSet { arr, index: i, value } => {
+                self.vexpr(value);
+                let t = self.iterm(i);
+                self.record(Target::Shared(*arr), true, t, 1, None, Some(value.clone()));
+            }
+            KStmt::Barrier => {
+                self.lists[list].barriers.push(index);
+                let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
+                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default() });
+            }
+        }
+    }
+
+    /// Does any of these variables stand for a thread-dependent loop var?
+    fn depends_on_thread(&self, vars: &[String]) -> bool {
+        vars.iter().any(|v| {
+            self.loops.iter().any(|l| l.var == *v && matches!(l.form, LoopForm::GridStride | LoopForm::ThreadStride | LoopForm::Other) && mentions(&l.start, &[TID]))
+        })
+    }
+}
+
+fn loop_form(start: &Term, step: &Term, block: u32) -> LoopForm {
+    let has_tid = mentions(start, &[TID]);
+    let has_bid = mentions(start, &BID);
+    let step_is_grid = mentions(step, &GDIM);
+    match (has_tid, has_bid, step_is_grid, step) {
+        (true, true, true, _) => LoopForm::GridStride,
+        (false, true, true, _) => LoopForm::BlockStride,
+        (true, false, false, Term::Const(c)) if *c == block as i64 => LoopForm::ThreadStride,
+        (false, false, false, _) => LoopForm::Uniform,
+        _ => LoopForm::Other,
+    }
+}
+
+/// The start of a loop with thread and block ids set to zero.
+pub fn thread_free(t: &Term) -> Term {
+    t.subst(&|n| if n == TID || BID.contains(&n) { Some(Term::c(0)) } else { None })
+}
+
+/// Confirm a loop's form exactly (with Z3, for every value of every
+/// variable): `start == a + bid*B + tid` and `step == grid*B` for a
+/// grid-stride loop, and so on. Anything else is `Other`, and no lemma
+/// is used for it.
+fn canonical(form: LoopForm, start: &Term, step: &Term, block: u32) -> LoopForm {
+    use tokitai_contracts::z3_backend::{discharge, Config};
+    use tokitai_contracts::{Obligation, ObligationKind};
+    let b = Term::c(block as i64);
+    let a = thread_free(start);
+    let (want_start, want_step) = match form {
+        LoopForm::GridStride => (a.add(Term::var(BID[0]).mul(b.clone())).add(Term::var(TID)), Term::var(GDIM[0]).mul(b)),
+        LoopForm::BlockStride => (a.add(Term::var(BID[0])), Term::var(GDIM[0])),
+        LoopForm::ThreadStride => (a.add(Term::var(TID)), b),
+        other => return other,
+    };
+    let ob = Obligation {
+        kind: ObligationKind::Coverage,
+        description: "loop form".into(),
+        origin: (0, 0),
+        hypotheses: vec![],
+        goal: Formula::and(vec![start.clone().eq(want_start), step.clone().eq(want_step)]),
+        show: vec![],
+    };
+    if discharge(&ob, &Config { timeout_ms: 2000 }).is_proved() {
+        form
+    } else {
+        LoopForm::Other
+    }
+}
+
+pub fn dim_term(k: &Kernel, d: tir::Dim) -> Term {
+    match d {
+        tir::Dim::Sym(id) => dim_var(&k.dims[id].name),
+        tir::Dim::Lit(v) => Term::c(v),
+    }
+}
+
+pub fn int_range(d: Dtype) -> (i64, i64) {
+    match d {
+        Dtype::I64 => (i64::MIN, i64::MAX),
+        Dtype::U32 => (0, u32::MAX as i64),
+        Dtype::Bool => (0, 1),
+        _ => (i32::MIN as i64, i32::MAX as i64),
+    }
+}
+
+/// The integer term of a contract expression over dims (None if it is not
+/// purely integer).
+pub fn texpr_term(k: &Kernel, e: &TExpr) -> Option<Term> {
+    Some(match &e.kind {
+        TExprKind::Const(tir::Const::Int(v)) => Term::c(*v),
+        TExprKind::Dim(d) => dim_var(&k.dims[*d].name),
+        TExprKind::Cast(a) if a.ty.is_int() && e.ty.is_int() => texpr_term(k, a)?,
+        TExprKind::Binary(op, a, b) if e.ty.is_int() => {
+            let (x, y) = (texpr_term(k, a)?, texpr_term(k, b)?);
+            use crate::syntax::ast::BinOp::*;
+            match op {
+                Add => x.add(y),
+                Sub => x.sub(y),
+                Mul => x.mul(y),
+                Div => x.div(y),
+                Rem => x.rem(y),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// The integer part of a `requires` predicate as a formula (None when it
+/// speaks of floats: those never constrain indices, and dropping an
+/// assumption is sound).
+pub fn contract_formula(k: &Kernel, e: &TExpr) -> Option<Formula> {
+    use crate::syntax::ast::{BinOp::*, UnOp};
+    match &e.kind {
+        TExprKind::Const(tir::Const::Bool(b)) => Some(if *b { Formula::True } else { Formula::False }),
+        TExprKind::Binary(And, a, b) => Some(Formula::and(vec![contract_formula(k, a).unwrap_or(Formula::True), contract_formula(k, b).unwrap_or(Formula::True)])),
+        TExprKind::Binary(Or, a, b) => Some(Formula::or(vec![contract_formula(k, a)?, contract_formula(k, b)?])),
+        TExprKind::Unary(UnOp::Not, a) => Some(contract_formula(k, a)?.not()),
+        TExprKind::Binary(op, a, b) if op.is_comparison() => {
+            let (x, y) = (texpr_term(k, a)?, texpr_term(k, b)?);
+            Some(match op {
+                Lt => x.lt(y),
+                Le => x.le(y),
+                Gt => y.lt(x),
+                Ge => y.le(x),
+                Eq => x.eq(y),
+                _ => x.eq(y).not(),
+            })
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,552 @@
+//! Obligation generation and discharge for one kernel.
+
+use super::exec::{self, Access, Exec, LoopForm, Target, BID, TID};
+use crate::diag::Diagnostic;
+use crate::kir::KernelIr;
+use crate::span::Span;
+use crate::tir::Kernel;
+use crate::types::Dtype;
+use crate::kir::{VExpr, VKind, Witness};
+use crate::tir::{Contract, TensorRole};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use tokitai_contracts::z3_backend::{discharge, Config};
+use tokitai_contracts::{Formula, Obligation, ObligationKind, Outcome, Term};
+
+/// An obligation, its outcome and where in the source it comes from.
+#[derive(Clone, Debug)]
+pub struct VerifiedObligation {
+    pub obligation: Obligation,
+    pub outcome: Outcome,
+    pub span: Span,
+}
+
+/// Everything proved (or not) about one kernel.
+#[derive(Clone, Debug)]
+pub struct KernelProofs {
+    pub kernel: String,
+    pub index_ty: Dtype,
+    /// Why 64-bit indexing was chosen, when it was.
+    pub index_note: Option<String>,
+    pub obligations: Vec<VerifiedObligation>,
+}
+
+impl KernelProofs {
+    pub fn refuted(&self) -> impl Iterator<Item = &VerifiedObligation> {
+        self.obligations.iter().filter(|o| o.outcome.is_refuted())
+    }
+    pub fn all_proved(&self) -> bool {
+        self.obligations.iter().all(|o| o.outcome.is_proved())
+    }
+
+    /// One diagnostic per refuted or unknown obligation, with the
+    /// counterexample in words.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        for v in &self.obligations {
+            match &v.outcome {
+                Outcome::Refuted { model, .. } => {
+                    let code = match v.obligation.kind {
+                        ObligationKind::RequiresSatisfiable => "E0901",
+                        ObligationKind::InBounds => "E0902",
+                        ObligationKind::NoOverflow => "E0903",
+                        ObligationKind::DivisionDefined => "E0904",
+                        ObligationKind::RaceFree => "E0905",
+                        ObligationKind::SharedRaceFree => "E0906",
+                        ObligationKind::BarrierUniform => "E0907",
+                        ObligationKind::Coverage => "E0908",
+                        ObligationKind::Dtype => "E0909",
+                        ObligationKind::Ensures => "E0910",
+                    };
+                    let mut d = Diagnostic::error(code, format!("kernel `{}`: {} refuted: {}", self.kernel, v.obligation.kind.name(), v.obligation.description), v.span)
+                        .with_label("this access or contract fails")
+                        .with_help("the kernel is not emitted: fix the program or strengthen `requires`");
+                    let words = counterexample_words(model, &v.obligation.show);
+                    if !words.is_empty() {
+                        d = d.with_note(format!("counterexample: {}", words));
+                    }
+                    out.push(d);
+                }
+                Outcome::Unknown { reason, seconds } => out.push(
+                    Diagnostic::warning("W0901", format!("kernel `{}`: {} unknown after {:.1}s ({}): {}", self.kernel, v.obligation.kind.name(), seconds, reason, v.obligation.description), v.span)
+                        .with_label("not proved")
+                        .with_help("raise the solver timeout, or add `requires` bounds that make the proof easier"),
+                ),
+                Outcome::Proved { .. } => {}
+            }
+        }
+        out
+    }
+}
+
+fn counterexample_words(model: &BTreeMap<String, i64>, show: &[(String, String)]) -> String {
+    let mut parts = Vec::new();
+    let dims: Vec<String> = model.iter().filter(|(k, _)| k.starts_with("dim.")).map(|(k, v)| format!("{} = {}", &k[4..], v)).collect();
+    if !dims.is_empty() {
+        parts.push(format!("dims {}", dims.join(", ")));
+    }
+    let ids = |suffix: &str| -> Option<String> {
+        let t = model.get(&format!("{}{}", TID, suffix))?;
+        let b = model.get(&format!("{}{}", BID[0], suffix)).copied().unwrap_or(0);
+        let by = model.get(&format!("{}{}", BID[1], suffix)).copied();
+        Some(match by {
+            Some(y) => format!("block ({}, {}) thread {}", b, y, t),
+            None => format!("block {} thread {}", b, t),
+        })
+    };
+    if let Some(a) = ids("") {
+        parts.push(a);
+    }
+    if let Some(b) = ids("'") {
+        parts.push(format!("and {}", b));
+    }
+    if let Some(g) = model.get("grid.x") {
+        parts.push(format!("grid of {} block{}", g, if *g == 1 { "" } else { "s" }));
+    }
+    for (var, label) in show {
+        if let Some(v) = model.get(var) {
+            parts.push(format!("{} = {}", label, v));
+        }
+    }
+    let loops: Vec<String> = model
+        .iter()
+        .filter(|(k, _)| k.contains('#') && !k.ends_with('\''))
+        .map(|(k, v)| format!("{} = {}", k.split('#').next().unwrap_or(k), v))
+        .collect();
+    if !loops.is_empty() {
+        parts.push(format!("loop variables {}", loops.join(", ")));
+    }
+    parts.join("; ")
+}
+
+struct Gen<'a> {
+    exec: Exec<'a>,
+    obs: Vec<(Obligation, Span)>,
+    seen: HashSet<String>,
+}
+
+impl<'a> Gen<'a> {
+    fn push(&mut self, kind: ObligationKind, description: String, span: Span, path: &[Formula], goal: Formula, show: Vec<(String, String)>) {
+        let key = format!("{:?}|{}|{}|{:?}", kind, goal, Formula::and(path.to_vec()), span);
+        if !self.seen.insert(key) {
+            return;
+        }
+        let mut hypotheses = self.exec.base.clone();
+        hypotheses.extend(path.iter().cloned());
+        self.obs.push((Obligation { kind, description, origin: (span.lo, span.hi), hypotheses, goal, show }, span));
+    }
+
+    fn span_of(&self, a: &Access) -> (Span, String) {
+        match a.access {
+            Some(id) => (self.exec.ir.accesses[id].span, self.exec.ir.accesses[id].what.clone()),
+            None => (
+                self.exec.k.span,
+                match &a.target {
+                    Target::Shared(s) => format!("{} of shared `{}`", if a.write { "write" } else { "read" }, self.exec.ir.shared[*s].name),
+                    Target::Array(l, _) => format!("{} of register array `{}`", if a.write { "write" } else { "read" }, self.exec.ir.locals[*l].name),
+                    Target::Global(b) => format!("access of `{}`", self.exec.ir.bufs[*b].name),
+                },
+            ),
+        }
+    }
+
+    fn requires_satisfiable(&mut self) {
+        let k = self.exec.k;
+        let goal = Formula::and(self.exec.base.clone());
+        let text = k.requires.iter().map(|c| c.text()).collect::<Vec<_>>().join(", ");
+        self.obs.push((
+            Obligation {
+                kind: ObligationKind::RequiresSatisfiable,
+                description: format!("some launch satisfies `requires {}`", if text.is_empty() { "true".into() } else { text }),
+                origin: (k.span.lo, k.span.hi),
+                hypotheses: vec![],
+                goal,
+                show: vec![],
+            },
+            k.span,
+        ));
+    }
+
+    fn in_bounds(&mut self) {
+        for a in self.exec.accesses.clone() {
+            let (span, what) = self.span_of(&a);
+            let (len, len_text) = match &a.target {
+                Target::Global(b) => (self.exec.index_len(*b), format!("the {} elements of `{}`", self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.iter().map(|d| self.exec.k.dim_name(*d)).collect::<Vec<_>>().join("*").replace("", "").trim().to_string().replace("", ""), self.exec.ir.bufs[*b].name)),
+                Target::Shared(s) => (Term::c(self.exec.ir.shared[*s].len as i64), format!("shared `{}[{}]`", self.exec.ir.shared[*s].name, self.exec.ir.shared[*s].len)),
+                Target::Array(l, n) => (Term::c(*n as i64), format!("register array `{}[{}]`", self.exec.ir.locals[*l].name, n)),
+            };
+            let w = a.width as i64;
+            let mut goal = vec![Term::c(0).le(a.index.clone()), a.index.clone().add(Term::c(w)).le(len)];
+            if w > 1 {
+                goal.push(a.index.clone().rem(Term::c(w)).eq(Term::c(0)));
+            }
+            let desc = if w > 1 {
+                format!("{} of {} elements at {} stays within {} (and is {}-aligned)", what, w, a.index, len_text, w)
+            } else {
+                format!("{} at {} stays within {}", what, a.index, len_text)
+            };
+            self.push(ObligationKind::InBounds, desc, span, &a.path, Formula::and(goal), vec![("__index".into(), "index".into())]);
+        }
+    }
+
+    fn overflow(&mut self, ty: Dtype) {
+        let (lo, hi) = exec::int_range(ty);
+        let k = self.exec.k;
+        for op in self.exec.int_ops.clone() {
+            if let Some((x, y)) = &op.division {
+                self.push(
+                    ObligationKind::DivisionDefined,
+                    format!("{} divides a non-negative value by a positive one", op.term),
+                    k.span,
+                    &op.path,
+                    Formula::and(vec![Term::c(0).le(x.clone()), Term::c(1).le(y.clone())]),
+                    vec![],
+                );
+            } else {
+                if let Term::Const(_) = op.term {
+                    continue;
+                }
+                self.push(
+                    ObligationKind::NoOverflow,
+                    format!("{} {} fits in {}", op.origin, op.term, ty),
+                    k.span,
+                    &op.path,
+                    op.term.clone().within(Term::c(lo), Term::c(hi).add(Term::c(1))),
+                    vec![],
+                );
+            }
+        }
+    }
+
+    /// Variables private to one execution (renamed in the second copy).
+    fn is_private(name: &str) -> bool {
+        name == TID || BID.contains(&name) || name.contains('#') || name.starts_with("load.")
+    }
+
+    fn second(f: &Formula) -> Formula {
+        f.rename(&|n| if Gen::is_private(n) { format!("{}'", n) } else { n.to_string() })
+    }
+
+    fn second_t(t: &Term) -> Term {
+        t.rename(&|n| if Gen::is_private(n) { format!("{}'", n) } else { n.to_string() })
+    }
+
+    /// The loop-form lemmas: a value of a thread-distributing loop variable
+    /// belongs to one thread (`k = a + bid*B + tid + j*grid*B` determines
+    /// bid and tid, and so on).
+    fn lemmas(&self, loops: &[usize]) -> Vec<Formula> {
+        let mut out = Vec::new();
+        for l in loops {
+            let info = &self.exec.loops[*l];
+            let k = Term::var(&info.var);
+            let k2 = Gen::second_t(&k);
+            let same = |n: &str| Term::var(n).eq(Term::var(format!("{}'", n)));
+            let then = match info.form {
+                LoopForm::GridStride => Formula::and(vec![same(TID), same(BID[0])]),
+                LoopForm::BlockStride => same(BID[0]),
+                LoopForm::ThreadStride => same(TID),
+                _ => continue,
+            };
+            out.push(k.eq(k2).implies(then));
+        }
+        out
+    }
+
+    fn races(&mut self) {
+        let writes: Vec<Access> = self.exec.accesses.iter().filter(|a| a.write && matches!(a.target, Target::Global(_))).cloned().collect();
+        for (i, a) in writes.iter().enumerate() {
+            for b in &writes[i..] {
+                if a.target != b.target {
+                    continue;
+                }
+                let same_site = std::ptr::eq(a, b);
+                let mut path = a.path.clone();
+                path.extend(b.path.iter().map(Gen::second));
+                path.extend(self.exec.base.iter().map(Gen::second));
+                let common: Vec<usize> = a.loops.iter().filter(|l| b.loops.contains(l)).copied().collect();
+                path.extend(self.lemmas(&common));
+                if same_site {
+                    let mut params = vec![TID.to_string(), BID[0].to_string(), BID[1].to_string()];
+                    params.extend(a.loops.iter().map(|l| self.exec.loops[*l].var.clone()));
+                    path.push(Formula::or(params.iter().map(|p| Term::var(p.clone()).eq(Term::var(format!("{}'", p))).not()).collect()));
+                }
+                let (ia, ib) = (a.index.clone(), Gen::second_t(&b.index));
+                let goal = Formula::or(vec![ia.clone().add(Term::c(a.width as i64)).le(ib.clone()), ib.add(Term::c(b.width as i64)).le(ia)]);
+                let (span, what) = self.span_of(a);
+                let other = self.span_of(b).1;
+                let desc = if same_site {
+                    format!("no two executions of the {} write the same element", what)
+                } else {
+                    format!("the {} and the {} never write the same element", what, other)
+                };
+                self.push(ObligationKind::RaceFree, desc, span, &path, goal, vec![]);
+            }
+        }
+    }
+
+    /// Two accesses are separated by a barrier on every path between them
+    /// (conservatively: top-level barriers of their common statement list).
+    fn separated(&self, a: &Access, b: &Access) -> (bool, bool) {
+        let d = a.pos.iter().zip(&b.pos).take_while(|(x, y)| x == y).count();
+        if d == a.pos.len() || d == b.pos.len() {
+            return (false, false);
+        }
+        let (list, pa) = a.pos[d];
+        let pb = b.pos[d].1;
+        let (lo, hi) = (pa.min(pb), pa.max(pb));
+        let barriers = &self.exec.lists[list].barriers;
+        let forward = barriers.iter().any(|p| *p > lo && *p < hi);
+        let in_loop = self.exec.lists[list].in_loop;
+        let wrap = !in_loop || barriers.iter().any(|p| *p < lo || *p > hi);
+        (forward, wrap)
+    }
+
+    fn shared_races(&mut self) {
+        let acc: Vec<Access> = self.exec.accesses.iter().filter(|a| matches!(a.target, Target::Shared(_))).cloned().collect();
+        for (i, a) in acc.iter().enumerate() {
+            for b in &acc[i..] {
+                if a.target != b.target || !(a.write || b.write) {
+                    continue;
+                }
+                let (forward, wrap) = self.separated(a, b);
+                if forward && wrap {
+                    continue;
+                }
+                let mut path = a.path.clone();
+                path.extend(b.path.iter().map(Gen::second));
+                path.extend(self.exec.base.iter().map(Gen::second));
+                path.push(Term::var(BID[0]).eq(Term::var(format!("{}'", BID[0]))));
+                path.push(Term::var(BID[1]).eq(Term::var(format!("{}'", BID[1]))));
+                path.push(Term::var(TID).eq(Term::var(format!("{}'", TID))).not());
+                // Threads between the same two barriers are in the same
+                // iteration of every enclosing loop that holds a barrier.
+                if !forward {
+                    for l in a.loops.iter().filter(|l| b.loops.contains(l)) {
+                        if self.exec.loops[*l].has_barrier {
+                            let v = Term::var(&self.exec.loops[*l].var);
+                            path.push(v.clone().eq(Gen::second_t(&v)));
+                        }
+                    }
+                }
+                let goal = a.index.clone().eq(Gen::second_t(&b.index)).not();
+                let (span, what) = self.span_of(a);
+                let other = self.span_of(b).1;
+                self.push(ObligationKind::SharedRaceFree, format!("two threads of a block never meet at one element: {} and {} between the same barriers", what, other), span, &path, goal, vec![]);
+            }
+        }
+    }
+
+    fn barriers(&mut self) -> Vec<VerifiedObligation> {
+        let k = self.exec.k;
+        self.exec
+            .barriers
+            .iter()
+            .map(|b| {
+                let ob = Obligation {
+                    kind: ObligationKind::BarrierUniform,
+                    description: if b.uniform {
+                        "every thread of the block reaches this barrier (its conditions and loop bounds are thread-uniform)".into()
+                    } else {
+                        format!("every thread of the block reaches this barrier, but {} depends on the thread", b.why_not)
+                    },
+                    origin: (k.span.lo, k.span.hi),
+                    hypotheses: vec![],
+                    goal: Formula::True,
+                    show: vec![],
+                };
+                // Structural: decided from the IR, no solver query.
+                let outcome = if b.uniform { Outcome::Proved { seconds: 0.0 } } else { Outcome::Refuted { seconds: 0.0, model: BTreeMap::new() } };
+                VerifiedObligation { obligation: ob, outcome, span: k.span }
+            })
+            .collect()
+    }
+}
+
+impl<'a> Gen<'a> {
+    /// Each coverage witness: for every element, the named execution exists
+    /// (its path holds with the witness values) and its access covers the
+    /// element; and the witness cases cover every element.
+    fn coverage(&mut self) {
+        let ir = self.exec.ir;
+        for cover in ir.coverage.clone() {
+            let e = Term::var("elem");
+            let len = self.exec.index_len(cover.buf);
+            let range = e.clone().within(Term::c(0), len);
+            let mut whens = Vec::new();
+            let span = self.exec.k.tensors[ir.bufs[cover.buf].tensor].span;
+            for case in &cover.cases {
+                let when = self.exec.witness_cond(&case.when, cover.elem, e.clone());
+                whens.push(when.clone());
+                let Some(acc) = self.exec.accesses.iter().find(|a| a.access == Some(case.access)).cloned() else {
+                    self.push(ObligationKind::Coverage, format!("{}: the witness names an access that does not exist", cover.what), span, &[], Formula::False, vec![]);
+                    continue;
+                };
+                let mut map: HashMap<String, Term> = HashMap::new();
+                for (w, x) in &case.assign {
+                    let t = self.exec.witness_term(x, cover.elem, e.clone());
+                    let name = match w {
+                        Witness::Var(v) => self.exec.loop_var_name(*v),
+                        Witness::Tid => TID.to_string(),
+                        Witness::BlockIdx(a) => BID[*a as usize].to_string(),
+                    };
+                    map.insert(name, t);
+                }
+                let sub = |f: &Formula| f.subst(&|n| map.get(n).cloned());
+                let idx = acc.index.subst(&|n| map.get(n).cloned());
+                let mut goal: Vec<Formula> = acc.cover_path.iter().map(sub).collect();
+                goal.extend(self.exec.base.iter().map(sub));
+                goal.push(idx.clone().le(e.clone()));
+                goal.push(e.clone().lt(idx.add(Term::c(acc.width as i64))));
+                let (aspan, what) = self.span_of(&acc);
+                let _ = aspan;
+                // Facts about loaded index values are data, not choices.
+                let mut hyps = vec![range.clone(), when];
+                hyps.extend(acc.path.iter().filter(|f| {
+                    let mut v = Vec::new();
+                    f.vars(&mut v);
+                    v.iter().any(|n| n.starts_with("load."))
+                }).cloned());
+                self.push(ObligationKind::Coverage, format!("{}: element e is reached by the {} the schedule assigns to it", cover.what, what), span, &hyps, Formula::and(goal), vec![("elem".into(), "element".into())]);
+            }
+            self.push(ObligationKind::Coverage, format!("{}: the witness cases cover every element", cover.what), span, &[range], Formula::or(whens), vec![("elem".into(), "element".into())]);
+        }
+    }
+
+    /// Stored values have the dtype of what they are stored into.
+    fn dtypes(&self) -> Vec<VerifiedObligation> {
+        let ir = self.exec.ir;
+        let mut out = Vec::new();
+        for a in &self.exec.accesses {
+            if !a.write {
+                continue;
+            }
+            let (have, want, name) = match (&a.target, &a.value) {
+                (Target::Global(b), Some(v)) => (v.ty, ir.bufs[*b].dtype, ir.bufs[*b].name.clone()),
+                (Target::Shared(sh), Some(v)) => (v.ty, ir.shared[*sh].ty, ir.shared[*sh].name.clone()),
+                _ => continue,
+            };
+            let (span, what) = self.span_of(a);
+            let ob = Obligation {
+                kind: ObligationKind::Dtype,
+                description: format!("the {} stores a {} value into {} `{}`", what, have, want, name),
+                origin: (span.lo, span.hi),
+                hypotheses: vec![],
+                goal: Formula::True,
+                show: vec![],
+            };
+            let outcome = if have == want { Outcome::Proved { seconds: 0.0 } } else { Outcome::Refuted { seconds: 0.0, model: BTreeMap::new() } };
+            out.push(VerifiedObligation { obligation: ob, outcome, span });
+        }
+        out
+    }
+
+    /// Every value a stored expression can take, with the path it is taken
+    /// under (None when a value cannot be followed).
+    fn value_terms(&mut self, v: &VExpr, path: &[Formula], seen: &mut HashSet<usize>) -> Option<Vec<(Term, Vec<Formula>)>> {
+        Some(match &v.kind {
+            VKind::Const(crate::tir::Const::Int(c)) => vec![(Term::c(*c), path.to_vec())],
+            VKind::Int(i) => vec![(self.exec.iterm_public(i), path.to_vec())],
+            VKind::Cast(a) if a.ty.is_int() => self.value_terms(a, path, seen)?,
+            VKind::ShflXor { value, .. } => self.value_terms(value, path, seen)?,
+            VKind::Select(_, a, b) => {
+                let mut x = self.value_terms(a, path, seen)?;
+                x.extend(self.value_terms(b, path, seen)?);
+                x
+            }
+            VKind::Local(l) => {
+                if !seen.insert(*l) {
+                    return Some(vec![]);
+                }
+                let mut out = Vec::new();
+                for asg in self.exec.assignments.clone().iter().filter(|x| x.local == *l) {
+                    out.extend(self.value_terms(&asg.value, &asg.path, seen)?);
+                }
+                out
+            }
+            VKind::SharedGet { arr, .. } => {
+                let mut out = Vec::new();
+                for a in self.exec.accesses.clone().iter().filter(|a| a.write && a.target == Target::Shared(*arr)) {
+                    out.extend(self.value_terms(a.value.as_ref()?, &a.path, seen)?);
+                }
+                out
+            }
+            _ => return None,
+        })
+    }
+
+    fn ensures(&mut self) {
+        let k = self.exec.k;
+        for c in &k.ensures {
+            let Contract::Range { tensor, range } = c else {
+                // Predicates over dims alone follow from `requires` or not at all.
+                if let Contract::Pred { expr, text, span } = c {
+                    let goal = super::exec::contract_formula(k, expr).unwrap_or(Formula::False);
+                    self.push(ObligationKind::Ensures, format!("ensures {}", text), *span, &[], goal, vec![]);
+                }
+                continue;
+            };
+            if k.tensors[*tensor].role == TensorRole::Input {
+                continue;
+            }
+            let (Some(lo), Some(hi)) = (super::exec::texpr_term(k, &range.lo), super::exec::texpr_term(k, &range.hi)) else {
+                self.push(ObligationKind::Ensures, format!("ensures {}: bounds must be integer terms over dims", range.text), range.span, &[], Formula::False, vec![]);
+                continue;
+            };
+            let writes: Vec<Access> = self.exec.accesses.iter().filter(|a| a.write && matches!(a.target, Target::Global(b) if self.exec.ir.bufs[b].tensor == *tensor)).cloned().collect();
+            for w in writes {
+                let Some(v) = w.value.clone() else { continue };
+                match self.value_terms(&v, &w.path, &mut HashSet::new()) {
+                    Some(cases) => {
+                        for (t, path) in cases {
+                            let lo_f = if range.lo_closed { lo.clone().le(t.clone()) } else { lo.clone().lt(t.clone()) };
+                            let hi_f = if range.hi_closed { t.clone().le(hi.clone()) } else { t.clone().lt(hi.clone()) };
+                            self.push(ObligationKind::Ensures, format!("ensures {}: a stored value {} is in range", range.text, t), range.span, &path, Formula::and(vec![lo_f, hi_f]), vec![]);
+                        }
+                    }
+                    None => self.push(ObligationKind::Ensures, format!("ensures {}: the stored value cannot be bounded", range.text), range.span, &w.path, Formula::False, vec![]),
+                }
+            }
+        }
+    }
+}
+
+fn discharge_all(obs: Vec<(Obligation, Span)>, cfg: &Config) -> Vec<VerifiedObligation> {
+    obs.into_iter()
+        .map(|(obligation, span)| {
+            let outcome = discharge(&obligation, cfg);
+            VerifiedObligation { obligation, outcome, span }
+        })
+        .collect()
+}
+
+/// Prove every obligation of a kernel. Index arithmetic is tried in i32;
+/// if that is not proved safe, the kernel switches to i64 (and says why).
+pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProofs {
+    let mut note = None;
+    let mut overflow_i32 = {
+        let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+        g.overflow(Dtype::I32);
+        discharge_all(g.obs, cfg)
+    };
+    if overflow_i32.iter().any(|o| !o.outcome.is_proved()) {
+        let first = overflow_i32.iter().find(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.clone()).unwrap_or_default();
+        note = Some(format!("32-bit index arithmetic is not proved safe ({}); the kernel indexes with i64. Bound the dims in `requires` to get 32-bit indexing.", first));
+        ir.index_ty = Dtype::I64;
+        let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+        g.overflow(Dtype::I64);
+        overflow_i32 = discharge_all(g.obs, cfg);
+    }
+    let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+    g.requires_satisfiable();
+    g.in_bounds();
+    g.races();
+    g.shared_races();
+    g.coverage();
+    g.ensures();
+    let barriers = g.barriers();
+    let dtypes = g.dtypes();
+    let mut obligations = discharge_all(g.obs, cfg);
+    obligations.extend(overflow_i32);
+    obligations.extend(barriers);
+    obligations.extend(dtypes);
+    KernelProofs { kernel: k.name.clone(), index_ty: ir.index_ty, index_note: note, obligations }
+}

@@ -1,0 +1,147 @@
+//! Discharge obligations with Z3: assert the hypotheses and the negated
+//! goal; unsat means proved, sat gives a counterexample, anything else is
+//! unknown (with the solver's reason).
+
+use crate::obligation::{Obligation, ObligationKind, Outcome};
+use crate::term::{Formula, Term};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+use z3::ast::{Bool, Int};
+use z3::{Params, SatResult, Solver};
+
+/// Solver settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Per-obligation timeout.
+    pub timeout_ms: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { timeout_ms: 10_000 }
+    }
+}
+
+struct Enc {
+    vars: HashMap<String, Int>,
+}
+
+impl Enc {
+    fn var(&mut self, n: &str) -> Int {
+        self.vars.entry(n.to_string()).or_insert_with(|| Int::new_const(n)).clone()
+    }
+
+    fn term(&mut self, t: &Term) -> Int {
+        match t {
+            Term::Const(v) => Int::from_i64(*v),
+            Term::Var(n) => self.var(n),
+            Term::Add(a, b) => self.term(a) + self.term(b),
+            Term::Sub(a, b) => self.term(a) - self.term(b),
+            Term::Mul(a, b) => self.term(a) * self.term(b),
+            Term::Div(a, b) => self.term(a).div(&self.term(b)),
+            Term::Rem(a, b) => self.term(a).modulo(&self.term(b)),
+            Term::Min(a, b) => {
+                let (x, y) = (self.term(a), self.term(b));
+                x.lt(&y).ite(&x, &y)
+            }
+            Term::Ite(p, a, b) => {
+                let p = self.formula(p);
+                let (x, y) = (self.term(a), self.term(b));
+                p.ite(&x, &y)
+            }
+        }
+    }
+
+    fn formula(&mut self, f: &Formula) -> Bool {
+        match f {
+            Formula::True => Bool::from_bool(true),
+            Formula::False => Bool::from_bool(false),
+            Formula::Lt(a, b) => self.term(a).lt(&self.term(b)),
+            Formula::Le(a, b) => self.term(a).le(&self.term(b)),
+            Formula::Eq(a, b) => self.term(a).eq(&self.term(b)),
+            Formula::And(v) => {
+                let parts: Vec<Bool> = v.iter().map(|x| self.formula(x)).collect();
+                Bool::and(&parts)
+            }
+            Formula::Or(v) => {
+                let parts: Vec<Bool> = v.iter().map(|x| self.formula(x)).collect();
+                Bool::or(&parts)
+            }
+            Formula::Not(x) => self.formula(x).not(),
+            Formula::Implies(a, b) => self.formula(a).implies(&self.formula(b)),
+        }
+    }
+}
+
+/// Prove one obligation.
+pub fn discharge(ob: &Obligation, cfg: &Config) -> Outcome {
+    let start = Instant::now();
+    let solver = Solver::new();
+    let mut params = Params::new();
+    params.set_u32("timeout", cfg.timeout_ms);
+    solver.set_params(&params);
+    let mut enc = Enc { vars: HashMap::new() };
+    for h in &ob.hypotheses {
+        let h = enc.formula(h);
+        solver.assert(&h);
+    }
+    let goal = enc.formula(&ob.goal);
+    // Satisfiability obligations want a model; the others want none for
+    // the negated goal.
+    let want_sat = ob.kind == ObligationKind::RequiresSatisfiable;
+    if want_sat {
+        solver.assert(&goal);
+    } else {
+        solver.assert(&goal.not());
+    }
+    let result = solver.check();
+    let seconds = start.elapsed().as_secs_f64();
+    let model = || {
+        let mut out = BTreeMap::new();
+        if let Some(m) = solver.get_model() {
+            for (name, v) in &enc.vars {
+                if let Some(val) = m.eval(v, true).and_then(|x| x.as_i64()) {
+                    out.insert(name.clone(), val);
+                }
+            }
+        }
+        out
+    };
+    match (result, want_sat) {
+        (SatResult::Unsat, false) => Outcome::Proved { seconds },
+        (SatResult::Sat, true) => Outcome::Proved { seconds },
+        (SatResult::Sat, false) => Outcome::Refuted { seconds, model: model() },
+        (SatResult::Unsat, true) => Outcome::Refuted { seconds, model: BTreeMap::new() },
+        (SatResult::Unknown, _) => Outcome::Unknown { seconds, reason: solver.get_reason_unknown().unwrap_or_else(|| "unknown".into()) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ob(h: Vec<Formula>, goal: Formula) -> Obligation {
+        Obligation { kind: ObligationKind::InBounds, description: "test".into(), origin: (0, 0), hypotheses: h, goal, show: vec![] }
+    }
+
+    #[test]
+    fn proves_a_guarded_access_and_refutes_an_off_by_one() {
+        let (i, n) = (Term::var("i"), Term::var("N"));
+        let guard = vec![Term::c(0).le(i.clone()), i.clone().lt(n.clone())];
+        assert!(discharge(&ob(guard.clone(), i.clone().lt(n.clone())), &Config::default()).is_proved());
+        let off = discharge(&ob(guard, i.clone().add(Term::c(1)).lt(n)), &Config::default());
+        match off {
+            Outcome::Refuted { model, .. } => assert_eq!(model["i"] + 1, model["N"]),
+            other => panic!("expected a refutation, got {:?}", other),
+        }
+    }
+
+    #[test]
+    fn satisfiability_obligations_want_a_model() {
+        let n = Term::var("N");
+        let sat = Obligation { kind: ObligationKind::RequiresSatisfiable, ..ob(vec![], Formula::and(vec![Term::c(1).le(n.clone()), n.clone().le(Term::c(4))])) };
+        assert!(discharge(&sat, &Config::default()).is_proved());
+        let unsat = Obligation { kind: ObligationKind::RequiresSatisfiable, ..ob(vec![], Formula::and(vec![Term::c(5).le(n.clone()), n.le(Term::c(4))])) };
+        assert!(discharge(&unsat, &Config::default()).is_refuted());
+    }
+}
