@@ -89,7 +89,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     #[cfg(feature = "verify")]
     let proofs = if opts.verify {
         let cfg = tokitai_contracts::z3_backend::Config { timeout_ms: opts.timeout_ms };
-        let proofs: Vec<crate::verify::KernelProofs> = program.kernels.iter().zip(kernels.iter_mut()).map(|(k, ir)| crate::verify::verify_kernel(k, ir, &cfg)).collect();
+        let proofs: Vec<crate::verify::KernelProofs> = program.kernels.iter().zip(kernels.iter_mut()).map(|(k, ir)| crate::verify::verify_cached(k, ir, &cfg)).collect();
         let diags: Vec<Diagnostic> = proofs.iter().flat_map(|p| p.diagnostics()).collect();
         if diags.iter().any(|d| d.is_error()) {
             return Err(fail(&source, diags));

@@ -185,7 +185,9 @@ pub enum KStmt {
     /// `for (var = start; var < end; var += step)`.
     For { var: IVar, start: IExpr, end: IExpr, step: IExpr, unroll: bool, body: Vec<KStmt> },
     If { cond: Cond, then: Vec<KStmt>, els: Vec<KStmt> },
-    Store { buf: BufId, index: IExpr, value: VExpr, access: AccessId },
+    /// `axes` is the element's multi-index (the flat `index` is their
+    /// row-major image); the prover reasons per axis where it can.
+    Store { buf: BufId, index: IExpr, axes: Vec<IExpr>, value: VExpr, access: AccessId },
     /// Load `width` consecutive elements starting at `base` into array `arr`.
     VecLoad { arr: LocalId, buf: BufId, base: IExpr, width: u32, access: AccessId },
     /// Store array `arr` to `width` consecutive elements starting at `base`.
@@ -307,7 +309,8 @@ pub struct CoverCase {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cover {
     pub buf: BufId,
-    pub elem: IVar,
+    /// The element: one variable, its flat index; or one per axis.
+    pub elem: Vec<IVar>,
     pub cases: Vec<CoverCase>,
     /// "every element of `y` is written", "every k of every tile is loaded".
     pub what: String,
@@ -347,6 +350,30 @@ pub struct KernelIr {
 }
 
 impl KernelIr {
+    /// An empty kernel (for evaluating contracts, which need no schedule).
+    pub fn stub() -> KernelIr {
+        KernelIr {
+            name: String::new(),
+            doc: String::new(),
+            target: Target::default_cuda(),
+            schedule: Schedule::Pointwise { vector: 1 },
+            index_ty: Dtype::I64,
+            bufs: vec![],
+            scalars: vec![],
+            dims: vec![],
+            params: vec![],
+            block: 1,
+            grid: vec![],
+            shared: vec![],
+            locals: vec![],
+            ivars: vec![],
+            body: vec![],
+            accesses: vec![],
+            reduction_order: BTreeMap::new(),
+            coverage: vec![],
+        }
+    }
+
     pub fn shared_bytes(&self) -> u32 {
         self.shared.iter().map(|s| s.len * s.ty.size_bytes()).sum()
     }

@@ -18,7 +18,10 @@ pub mod codegen;
 pub mod build;
 #[cfg(feature = "verify")]
 pub mod verify;
+#[cfg(feature = "verify")]
+pub mod report;
 pub use build::Build;
 
 /// This compiler's version, part of every fingerprint.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub mod eval;

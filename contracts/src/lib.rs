@@ -7,6 +7,7 @@
 //! kernel into obligations and hands them here.
 
 pub mod obligation;
+pub mod report;
 pub mod term;
 #[cfg(feature = "z3")]
 pub mod z3_backend;

@@ -45,6 +45,12 @@ enum Command {
         /// Per-obligation solver timeout in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u32,
+        /// Write report.md, report.json, report.tex and error_plot.svg here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Also run the verifier's mutation test and put the kill rate in the report.
+        #[arg(long)]
+        mutants: bool,
     },
     /// Print the HIP C++ of a .tk file for one target to standard output.
     EmitHip {
@@ -125,7 +131,8 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::Verify { files, target, timeout_ms } => {
+        Command::Verify { files, target, timeout_ms, report: report_dir, mutants } => {
+            let mut all = Vec::new();
             let mut code = ExitCode::SUCCESS;
             for f in &files {
                 let src = match read(f) {
@@ -153,6 +160,27 @@ fn main() -> ExitCode {
                     eprintln!("{}", w.render(&arts.source));
                 }
                 println!("{}: verified in {:.1}s", f.display(), t.elapsed().as_secs_f64());
+                all.push(arts);
+            }
+            if let Some(dir) = report_dir {
+                let mutation = mutants.then(|| tokitai_compiler::verify::mutate::summary(&all, timeout_ms.min(5_000)));
+                let r = tokitai_compiler::report::build(&all, &target.to_string(), mutation);
+                let files = [
+                    ("report.md", r.to_markdown(false)),
+                    ("report.json", r.to_json()),
+                    ("report.tex", r.to_latex(false)),
+                    ("error_plot.svg", r.error_plot_svg()),
+                ];
+                for (name, text) in files {
+                    if let Err(e) = tokitai_compiler::build::write_atomic(&dir.join(name), text.as_bytes()) {
+                        return report(e);
+                    }
+                }
+                let within = r.kernels.iter().all(|k| k.errors.iter().all(|e| e.within));
+                println!("report written to {} ({} kernels; observed errors {} the declared tolerances)", dir.display(), r.kernels.len(), if within { "within" } else { "NOT within" });
+                if !within {
+                    code = ExitCode::from(1);
+                }
             }
             code
         }

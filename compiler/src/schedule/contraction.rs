@@ -48,7 +48,7 @@ fn load_vars(e: &TExpr, ok: &mut bool) -> Vec<(VarId, bool)> {
                 }
             }
         }
-        TExprKind::Reduce { .. } | TExprKind::Var(_) => *ok = false,
+        TExprKind::Reduce { .. } => *ok = false,
         _ => {}
     });
     out
@@ -161,8 +161,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let access = b.store(s, value, &env, &mut store);
     // Output element x is (m, n) = (x / N, x % N): tile (m / BM, n / BN),
     // thread (m % 16, n % 16), micro-tile slot ((m % BM) / 16, (n % BN) / 16).
-    let x = b.ivar("elem");
-    let (m, n) = (IExpr::Var(x).div(next.clone()), IExpr::Var(x).rem(next.clone()));
+    let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
+    let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
     let step_m = (BM / TM) as i64;
     let step_n = (BN / TN) as i64;
     let assign = vec![
@@ -172,7 +172,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         (Witness::Var(ei), m.rem(IExpr::c(BM as i64)).div(IExpr::c(step_m))),
         (Witness::Var(ej), n.rem(IExpr::c(BN as i64)).div(IExpr::c(step_n))),
     ];
-    b.cover(s.target, x, vec![CoverCase { when: Cond::True, access, assign }]);
+    b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
         KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((BM / TM) as i64))) },
         KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((BN / TN) as i64))) },
@@ -304,5 +304,5 @@ fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kv
     ];
     let buf = b.buf(*tensor);
     let what = format!("every element of `{}` is loaded into a tile (every tile, every k)", b.k.tensors[*tensor].name);
-    b.ir.coverage.push(Cover { buf, elem: x, cases: vec![CoverCase { when: Cond::True, access, assign }], what });
+    b.ir.coverage.push(Cover { buf, elem: vec![x], cases: vec![CoverCase { when: Cond::True, access, assign }], what });
 }

@@ -16,6 +16,8 @@ pub struct Builder<'k> {
     pub buf_of: HashMap<TensorId, BufId>,
     /// The row loop's variable, in row schedules.
     pub row_var: Option<IVar>,
+    /// Close each block reduction with a barrier (row schedules).
+    pub closing_barrier: bool,
 }
 
 /// What the lowering knows at a point of the kernel body.
@@ -85,7 +87,7 @@ impl<'k> Builder<'k> {
             reduction_order: BTreeMap::new(),
             coverage: Vec::new(),
         };
-        Builder { k, ir, buf_of, row_var: None }
+        Builder { k, ir, buf_of, row_var: None, closing_barrier: true }
     }
 
     pub fn finish(self) -> KernelIr {
@@ -158,12 +160,17 @@ impl<'k> Builder<'k> {
         let buf = self.buf(stmt.target);
         let what = format!("write of `{}`", self.k.tensors[stmt.target].name);
         let access = self.access(buf, AccessKind::Write, stmt.span, what);
-        out.push(KStmt::Store { buf, index, value, access });
+        out.push(KStmt::Store { buf, index, axes: idx, value, access });
         access
     }
 
     /// Record that every element of `t` is written by `access` under `assign`.
     pub fn cover(&mut self, t: TensorId, elem: IVar, cases: Vec<CoverCase>) {
+        self.cover_axes(t, vec![elem], cases)
+    }
+
+    /// Coverage over the element's multi-index (one variable per axis).
+    pub fn cover_axes(&mut self, t: TensorId, elem: Vec<IVar>, cases: Vec<CoverCase>) {
         let buf = self.buf(t);
         let what = format!("every element of `{}` is written", self.k.tensors[t].name);
         self.ir.coverage.push(Cover { buf, elem, cases, what });

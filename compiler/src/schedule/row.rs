@@ -43,7 +43,13 @@ pub fn schedule(k: &Kernel, target: &Target, prefix: usize) -> Result<KernelIr, 
             env.inline.insert(s.target);
         }
     }
-    for item in plan(k, prefix) {
+    let items = plan(k, prefix);
+    // Shared memory is reused by the next row only after a barrier. With two
+    // passes or more, the next pass's own barrier separates them, so only a
+    // single-pass row needs a closing barrier.
+    let passes = items.iter().filter(|i| matches!(i, Item::Reductions(_))).count();
+    b.closing_barrier = passes == 1;
+    for item in items {
         match item {
             Item::Reductions(stmts) => reduction_pass(&mut b, &stmts, &mut env, &mut body)?,
             Item::Scalar(s) => row_statement(&mut b, s, &mut env, &mut body)?,
@@ -202,8 +208,10 @@ fn block_reduce(b: &mut Builder, accs: &[Acc], out: &mut Vec<KStmt>) {
     }
     out.push(KStmt::If { cond: lane.lt(IExpr::c(nwarps as i64)), then: read, els: reset });
     butterfly(accs, warp, out);
-    // The next reduction reuses shared memory only after every warp has read.
-    out.push(KStmt::Barrier);
+    if b.closing_barrier {
+        // The next row reuses shared memory only after every warp has read.
+        out.push(KStmt::Barrier);
+    }
 }
 
 fn butterfly(accs: &[Acc], warp: u32, out: &mut Vec<KStmt>) {

@@ -70,6 +70,8 @@ pub struct Access {
     /// its threads cover together (the loop-form lemmas), and every other
     /// loop encoded exactly: what coverage witnesses must satisfy.
     pub cover_path: Vec<Formula>,
+    /// A store's multi-index (empty when only the flat index is known).
+    pub axes: Vec<Term>,
 }
 
 /// A local's value at one assignment, with its path.
@@ -341,12 +343,15 @@ impl<'a> Exec<'a> {
             access,
             value,
             cover_path: self.cover_path.clone(),
+            axes: Vec::new(),
         });
     }
 
     /// The term of a witness expression, with `elem` bound to `elem_term`.
-    pub fn witness_term(&mut self, e: &IExpr, elem: IVar, elem_term: Term) -> Term {
-        self.env.insert(elem, elem_term);
+    pub fn witness_term(&mut self, e: &IExpr, elems: &[(IVar, Term)]) -> Term {
+        for (v, t) in elems {
+            self.env.insert(*v, t.clone());
+        }
         let saved = (self.path.len(), self.cover_path.len());
         let t = self.iterm_pure(e);
         self.path.truncate(saved.0);
@@ -354,8 +359,10 @@ impl<'a> Exec<'a> {
         t
     }
 
-    pub fn witness_cond(&mut self, c: &Cond, elem: IVar, elem_term: Term) -> Formula {
-        self.env.insert(elem, elem_term);
+    pub fn witness_cond(&mut self, c: &Cond, elems: &[(IVar, Term)]) -> Formula {
+        for (v, t) in elems {
+            self.env.insert(*v, t.clone());
+        }
         let saved_ops = std::mem::take(&mut self.int_ops);
         let f = self.cond(c);
         self.int_ops = saved_ops;
@@ -526,10 +533,14 @@ impl<'a> Exec<'a> {
                 self.cover_path.truncate(saved.1);
                 self.cond_stack.pop();
             }
-            KStmt::Store { buf, index: i, value, access } => {
+            KStmt::Store { buf, index: i, value, access, axes } => {
                 self.vexpr(value);
                 let t = self.iterm(i);
+                let axes: Vec<Term> = axes.iter().map(|a| self.iterm(a)).collect();
                 self.record(Target::Global(*buf), true, t, 1, Some(*access), Some(value.clone()));
+                if let Some(last) = self.accesses.last_mut() {
+                    last.axes = axes;
+                }
             }
             KStmt::VecLoad { buf, base, width, access, .. } => {
                 let t = self.iterm(base);

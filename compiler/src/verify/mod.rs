@@ -3,5 +3,36 @@
 
 mod exec;
 mod obligations;
+pub mod mutate;
 
-pub use obligations::{verify_kernel, KernelProofs, VerifiedObligation};
+pub use obligations::{first_refutation, verify_kernel, KernelProofs, VerifiedObligation};
+
+use crate::kir::KernelIr;
+use crate::tir::Kernel;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use tokitai_contracts::z3_backend::Config;
+
+/// Proofs are a function of the scheduled kernel, its contracts, the
+/// compiler and the solver: a kernel proved once in this process is not
+/// proved again (compiling one file for several outputs, tests). Only
+/// fully proved results are kept.
+pub fn verify_cached(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProofs {
+    static CACHE: OnceLock<Mutex<HashMap<String, (KernelProofs, crate::types::Dtype)>>> = OnceLock::new();
+    let contracts: Vec<String> = k.requires.iter().chain(&k.ensures).map(|c| c.text()).collect();
+    let key = crate::codegen::manifest::sha256_hex(
+        format!("{:?}\n{:?}\n{}\n{}\n{}", ir, contracts, crate::VERSION, tokitai_contracts::solver_version(), cfg.timeout_ms).as_bytes(),
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some((proofs, ty)) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        ir.index_ty = ty;
+        return proofs;
+    }
+    let proofs = verify_kernel(k, ir, cfg);
+    if proofs.all_proved() {
+        if let Ok(mut c) = cache.lock() {
+            c.insert(key, (proofs.clone(), ir.index_ty));
+        }
+    }
+    proofs
+}

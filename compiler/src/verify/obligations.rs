@@ -169,6 +169,25 @@ impl<'a> Gen<'a> {
     fn in_bounds(&mut self) {
         for a in self.exec.accesses.clone() {
             let (span, what) = self.span_of(&a);
+            if let (Target::Global(b), false) = (&a.target, a.axes.is_empty()) {
+                // Per axis, then the flat index as the row-major image of the
+                // axes (the row-major lemma: in-range axes give an in-range,
+                // distinct flat index).
+                let shape = self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.clone();
+                let mut goal = Vec::new();
+                let mut horner = Term::c(0);
+                for (j, (ax, d)) in a.axes.iter().zip(&shape).enumerate() {
+                    let dt = exec::dim_term(self.exec.k, *d);
+                    goal.push(ax.clone().within(Term::c(0), dt.clone()));
+                    horner = if j == 0 { ax.clone() } else { horner.mul(dt).add(ax.clone()) };
+                }
+                if !a.axes.is_empty() {
+                    goal.push(a.index.clone().eq(horner));
+                    let desc = format!("{} at ({}) stays within every axis of `{}`", what, a.axes.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "), self.exec.ir.bufs[*b].name);
+                    self.push(ObligationKind::InBounds, desc, span, &a.path, Formula::and(goal), vec![]);
+                    continue;
+                }
+            }
             let (len, len_text) = match &a.target {
                 Target::Global(b) => (self.exec.index_len(*b), format!("the {} elements of `{}`", self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.iter().map(|d| self.exec.k.dim_name(*d)).collect::<Vec<_>>().join("*").replace("", "").trim().to_string().replace("", ""), self.exec.ir.bufs[*b].name)),
                 Target::Shared(s) => (Term::c(self.exec.ir.shared[*s].len as i64), format!("shared `{}[{}]`", self.exec.ir.shared[*s].name, self.exec.ir.shared[*s].len)),
@@ -269,8 +288,13 @@ impl<'a> Gen<'a> {
                     params.extend(a.loops.iter().map(|l| self.exec.loops[*l].var.clone()));
                     path.push(Formula::or(params.iter().map(|p| Term::var(p.clone()).eq(Term::var(format!("{}'", p))).not()).collect()));
                 }
-                let (ia, ib) = (a.index.clone(), Gen::second_t(&b.index));
-                let goal = Formula::or(vec![ia.clone().add(Term::c(a.width as i64)).le(ib.clone()), ib.add(Term::c(b.width as i64)).le(ia)]);
+                let goal = if !a.axes.is_empty() && a.axes.len() == b.axes.len() {
+                    // Distinct multi-indices have distinct flat indices (row-major lemma).
+                    Formula::or(a.axes.iter().zip(&b.axes).map(|(x, y)| x.clone().eq(Gen::second_t(y)).not()).collect())
+                } else {
+                    let (ia, ib) = (a.index.clone(), Gen::second_t(&b.index));
+                    Formula::or(vec![ia.clone().add(Term::c(a.width as i64)).le(ib.clone()), ib.add(Term::c(b.width as i64)).le(ia)])
+                };
                 let (span, what) = self.span_of(a);
                 let other = self.span_of(b).1;
                 let desc = if same_site {
@@ -368,13 +392,20 @@ impl<'a> Gen<'a> {
     fn coverage(&mut self) {
         let ir = self.exec.ir;
         for cover in ir.coverage.clone() {
-            let e = Term::var("elem");
-            let len = self.exec.index_len(cover.buf);
-            let range = e.clone().within(Term::c(0), len);
+            let tensor = ir.bufs[cover.buf].tensor;
+            let shape = self.exec.k.tensors[tensor].shape.clone();
+            // The element: a flat index, or one variable per axis.
+            let per_axis = cover.elem.len() > 1 && cover.elem.len() == shape.len();
+            let elems: Vec<(usize, Term)> = cover.elem.iter().enumerate().map(|(j, v)| (*v, Term::var(if per_axis { format!("elem.{}", j) } else { "elem".to_string() }))).collect();
+            let range = if per_axis {
+                Formula::and(elems.iter().zip(&shape).map(|((_, e), d)| e.clone().within(Term::c(0), exec::dim_term(self.exec.k, *d))).collect())
+            } else {
+                Term::var("elem").within(Term::c(0), self.exec.index_len(cover.buf))
+            };
             let mut whens = Vec::new();
-            let span = self.exec.k.tensors[ir.bufs[cover.buf].tensor].span;
+            let span = self.exec.k.tensors[tensor].span;
             for case in &cover.cases {
-                let when = self.exec.witness_cond(&case.when, cover.elem, e.clone());
+                let when = self.exec.witness_cond(&case.when, &elems);
                 whens.push(when.clone());
                 let Some(acc) = self.exec.accesses.iter().find(|a| a.access == Some(case.access)).cloned() else {
                     self.push(ObligationKind::Coverage, format!("{}: the witness names an access that does not exist", cover.what), span, &[], Formula::False, vec![]);
@@ -382,7 +413,7 @@ impl<'a> Gen<'a> {
                 };
                 let mut map: HashMap<String, Term> = HashMap::new();
                 for (w, x) in &case.assign {
-                    let t = self.exec.witness_term(x, cover.elem, e.clone());
+                    let t = self.exec.witness_term(x, &elems);
                     let name = match w {
                         Witness::Var(v) => self.exec.loop_var_name(*v),
                         Witness::Tid => TID.to_string(),
@@ -391,13 +422,19 @@ impl<'a> Gen<'a> {
                     map.insert(name, t);
                 }
                 let sub = |f: &Formula| f.subst(&|n| map.get(n).cloned());
-                let idx = acc.index.subst(&|n| map.get(n).cloned());
                 let mut goal: Vec<Formula> = acc.cover_path.iter().map(sub).collect();
                 goal.extend(self.exec.base.iter().map(sub));
-                goal.push(idx.clone().le(e.clone()));
-                goal.push(e.clone().lt(idx.add(Term::c(acc.width as i64))));
-                let (aspan, what) = self.span_of(&acc);
-                let _ = aspan;
+                if per_axis && acc.axes.len() == elems.len() {
+                    for (a, (_, e)) in acc.axes.iter().zip(&elems) {
+                        goal.push(a.subst(&|n| map.get(n).cloned()).eq(e.clone()));
+                    }
+                } else {
+                    let e = Term::var("elem");
+                    let idx = acc.index.subst(&|n| map.get(n).cloned());
+                    goal.push(idx.clone().le(e.clone()));
+                    goal.push(e.lt(idx.add(Term::c(acc.width as i64))));
+                }
+                let what = self.span_of(&acc).1;
                 // Facts about loaded index values are data, not choices.
                 let mut hyps = vec![range.clone(), when];
                 hyps.extend(acc.path.iter().filter(|f| {
@@ -549,4 +586,29 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     obligations.extend(barriers);
     obligations.extend(dtypes);
     KernelProofs { kernel: k.name.clone(), index_ty: ir.index_ty, index_note: note, obligations }
+}
+
+/// The first refuted obligation of a kernel as it stands (no change of
+/// index type), cheapest first; None when none is refuted. Used to test the
+/// verifier by mutation.
+pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<VerifiedObligation> {
+    let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+    let structural: Vec<VerifiedObligation> = g.barriers().into_iter().chain(g.dtypes()).collect();
+    if let Some(r) = structural.into_iter().find(|o| o.outcome.is_refuted()) {
+        return Some(r);
+    }
+    g.in_bounds();
+    g.shared_races();
+    g.races();
+    g.coverage();
+    g.ensures();
+    g.overflow(ir.index_ty);
+    g.requires_satisfiable();
+    for (obligation, span) in g.obs {
+        let outcome = discharge(&obligation, cfg);
+        if outcome.is_refuted() {
+            return Some(VerifiedObligation { obligation, outcome, span });
+        }
+    }
+    None
 }

@@ -1,0 +1,259 @@
+//! Mutation testing of the verifier: bugs injected into `KernelIr` (the
+//! object that is printed and proved). Each mutant must be refuted.
+
+use crate::kir::*;
+
+/// One injected bug.
+#[derive(Clone, Debug)]
+pub struct Mutant {
+    pub operator: &'static str,
+    pub description: String,
+    pub ir: KernelIr,
+}
+
+/// Every statement position, as a path of child indices.
+type Site = Vec<usize>;
+
+fn sites(body: &[KStmt], prefix: &mut Site, out: &mut Vec<Site>) {
+    for (i, s) in body.iter().enumerate() {
+        prefix.push(i);
+        out.push(prefix.clone());
+        match s {
+            KStmt::For { body, .. } => {
+                prefix.push(0);
+                sites(body, prefix, out);
+                prefix.pop();
+            }
+            KStmt::If { then, els, .. } => {
+                prefix.push(0);
+                sites(then, prefix, out);
+                prefix.pop();
+                prefix.push(1);
+                sites(els, prefix, out);
+                prefix.pop();
+            }
+            _ => {}
+        }
+        prefix.pop();
+    }
+}
+
+/// The statement list holding a site, and the site's index in it (paths
+/// alternate a statement index and a child list: 0 body/then, 1 else).
+fn parent<'a>(body: &'a mut Vec<KStmt>, site: &[usize]) -> Option<(&'a mut Vec<KStmt>, usize)> {
+    if site.len() == 1 {
+        return Some((body, site[0]));
+    }
+    let list = match body.get_mut(site[0])? {
+        KStmt::For { body, .. } => body,
+        KStmt::If { then, els, .. } => {
+            if site[1] == 0 {
+                then
+            } else {
+                els
+            }
+        }
+        _ => return None,
+    };
+    parent(list, &site[2..])
+}
+
+fn at<'a>(body: &'a mut Vec<KStmt>, site: &[usize]) -> Option<&'a mut KStmt> {
+    let (list, i) = parent(body, site)?;
+    list.get_mut(i)
+}
+
+/// Add a mutant made by `f` at `site`, if `f` applies there.
+fn mutate_at(all: &mut Vec<Mutant>, ir: &KernelIr, operator: &'static str, description: String, f: &dyn Fn(&mut KStmt) -> bool, site: &Site) {
+    let mut m = ir.clone();
+    if at(&mut m.body, site).is_some_and(|s| f(s)) {
+        all.push(Mutant { operator, description: format!("{}: {}", ir.name, description), ir: m });
+    }
+}
+
+fn plus_one(e: &IExpr) -> IExpr {
+    e.clone().add(IExpr::c(1))
+}
+
+/// Replace the first dim `from` in an index term by `to`.
+fn swap_dim(e: &IExpr, from: usize, to: usize) -> Option<IExpr> {
+    let b = |x: &IExpr| swap_dim(x, from, to);
+    Some(match e {
+        IExpr::Dim(d) if *d == from => IExpr::Dim(to),
+        IExpr::Add(x, y) => match b(x) {
+            Some(nx) => IExpr::Add(Box::new(nx), y.clone()),
+            None => IExpr::Add(x.clone(), Box::new(b(y)?)),
+        },
+        IExpr::Mul(x, y) => match b(x) {
+            Some(nx) => IExpr::Mul(Box::new(nx), y.clone()),
+            None => IExpr::Mul(x.clone(), Box::new(b(y)?)),
+        },
+        _ => return None,
+    })
+}
+
+/// Scale the first multiplication of an index term (a wrong stride).
+fn wrong_stride(e: &IExpr) -> Option<IExpr> {
+    Some(match e {
+        IExpr::Mul(x, y) => IExpr::Mul(x.clone(), Box::new(y.clone().add(IExpr::c(1)))),
+        IExpr::Add(x, y) => match wrong_stride(x) {
+            Some(nx) => IExpr::Add(Box::new(nx), y.clone()),
+            None => IExpr::Add(x.clone(), Box::new(wrong_stride(y)?)),
+        },
+        _ => return None,
+    })
+}
+
+/// All mutants of one kernel.
+pub fn mutants(ir: &KernelIr) -> Vec<Mutant> {
+    let mut all = Vec::new();
+    let mut list = Vec::new();
+    sites(&ir.body, &mut Vec::new(), &mut list);
+    for site in &list {
+        let stmt = {
+            let mut b = ir.body.clone();
+            match at(&mut b, site) {
+                Some(s) => s.clone(),
+                None => continue,
+            }
+        };
+        match &stmt {
+            KStmt::For { var, .. } => {
+                let name = &ir.ivars[*var];
+                let end_plus_one = |s: &mut KStmt| {
+                    if let KStmt::For { end, .. } = s {
+                        *end = plus_one(end);
+                    }
+                    true
+                };
+                let double_step = |s: &mut KStmt| {
+                    if let KStmt::For { step, .. } = s {
+                        *step = step.clone().mul(IExpr::c(2));
+                    }
+                    true
+                };
+                let start_late = |s: &mut KStmt| {
+                    if let KStmt::For { start, .. } = s {
+                        *start = plus_one(start);
+                    }
+                    true
+                };
+                mutate_at(&mut all, ir, "off-by-one bound", format!("loop `{}` runs one iteration too far", name), &end_plus_one, site);
+                mutate_at(&mut all, ir, "wrong stride", format!("loop `{}` steps twice as far", name), &double_step, site);
+                mutate_at(&mut all, ir, "off-by-one bound", format!("loop `{}` starts one late", name), &start_late, site);
+            }
+            KStmt::If { .. } => {
+                let drop_guard = |s: &mut KStmt| {
+                    if let KStmt::If { cond, els, .. } = s {
+                        *cond = Cond::True;
+                        els.clear();
+                    }
+                    true
+                };
+                mutate_at(&mut all, ir, "dropped guard", "a guard is removed".into(), &drop_guard, site);
+            }
+            KStmt::Store { buf, .. } | KStmt::VecStore { buf, .. } => {
+                let name = ir.bufs[*buf].name.clone();
+                mutate_at(&mut all, ir, "off-by-one index", format!("the write of `{}` is one element off", name), &|s| match s {
+                    KStmt::Store { index, .. } => {
+                        *index = plus_one(index);
+                        true
+                    }
+                    KStmt::VecStore { base, .. } => {
+                        *base = plus_one(base);
+                        true
+                    }
+                    _ => false,
+                }, site);
+                for from in 0..ir.dims.len() {
+                    for to in 0..ir.dims.len() {
+                        if from != to {
+                            let d = format!("the write of `{}` uses `{}` where `{}` belongs", name, ir.dims[to], ir.dims[from]);
+                            mutate_at(&mut all, ir, "swapped dims", d, &|s| match s {
+                                KStmt::Store { index, .. } => swap_dim(index, from, to).map(|n| *index = n).is_some(),
+                                _ => false,
+                            }, site);
+                        }
+                    }
+                }
+                mutate_at(&mut all, ir, "wrong stride", format!("the write of `{}` uses a wrong row stride", name), &|s| match s {
+                    KStmt::Store { index, .. } => wrong_stride(index).map(|n| *index = n).is_some(),
+                    _ => false,
+                }, site);
+            }
+            KStmt::LetInt { var, value } if !matches!(value, IExpr::Const(_)) => {
+                let name = ir.ivars[*var].clone();
+                let is_tile_origin = name == "m0" || name == "n0";
+                if is_tile_origin {
+                    mutate_at(&mut all, ir, "overlapping tiles", format!("tile origin `{}` advances by half a tile", name), &|s| match s {
+                        KStmt::LetInt { value: IExpr::Mul(_, c), .. } => {
+                            if let IExpr::Const(v) = **c {
+                                **c = IExpr::c(v / 2);
+                            }
+                            true
+                        }
+                        _ => false,
+                    }, site);
+                } else {
+                    let let_plus_one = |s: &mut KStmt| {
+                        if let KStmt::LetInt { value, .. } = s {
+                            *value = plus_one(value);
+                        }
+                        true
+                    };
+                    mutate_at(&mut all, ir, "off-by-one index", format!("`{}` is computed one too high", name), &let_plus_one, site);
+                }
+            }
+            KStmt::Barrier => {
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    l.remove(i);
+                    all.push(Mutant { operator: "missing barrier", description: format!("{}: a barrier is removed", ir.name), ir: m });
+                }
+                let mut m = ir.clone();
+                if let Some(s) = at(&mut m.body, site) {
+                    *s = KStmt::If { cond: IExpr::Tid.lt(IExpr::c(32)), then: vec![KStmt::Barrier], els: vec![] };
+                    all.push(Mutant { operator: "misplaced barrier", description: format!("{}: a barrier is reached by the first warp only", ir.name), ir: m });
+                }
+            }
+            _ => {}
+        }
+    }
+    // A skipped k-block: the contraction's slab loop starts one slab late.
+    if let Schedule::Contraction { bk, .. } = ir.schedule {
+        for site in &list {
+            let mut m = ir.clone();
+            if let Some(KStmt::For { var, start, .. }) = at(&mut m.body, site) {
+                if m.ivars[*var] == "k0" {
+                    *start = IExpr::c(bk as i64);
+                    all.push(Mutant { operator: "skipped k-block", description: format!("{}: the first k slab is skipped", ir.name), ir: m });
+                }
+            }
+        }
+    }
+    all
+}
+
+/// Run every mutant of every kernel; the kill rate for the report.
+pub fn summary(files: &[crate::build::Artifacts], timeout_ms: u32) -> tokitai_contracts::report::MutationSummary {
+    use std::collections::BTreeMap;
+    let cfg = tokitai_contracts::z3_backend::Config { timeout_ms };
+    let mut by: BTreeMap<&'static str, (usize, usize)> = BTreeMap::new();
+    let mut survivors = Vec::new();
+    for arts in files {
+        for (k, ir) in arts.program.kernels.iter().zip(&arts.kernels) {
+            for m in mutants(ir) {
+                let e = by.entry(m.operator).or_default();
+                e.0 += 1;
+                if super::first_refutation(k, &m.ir, &cfg).is_some() {
+                    e.1 += 1;
+                } else {
+                    survivors.push(m.description);
+                }
+            }
+        }
+    }
+    let mutants_n = by.values().map(|v| v.0).sum();
+    let refuted = by.values().map(|v| v.1).sum();
+    tokitai_contracts::report::MutationSummary { mutants: mutants_n, refuted, by_operator: by.into_iter().map(|(k, (n, r))| (k.to_string(), n, r)).collect(), survivors }
+}

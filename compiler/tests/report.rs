@@ -1,0 +1,116 @@
+//! The verification report: its JSON follows the documented schema
+//! (contracts/schema/report-v1.schema.json); its Markdown and LaTeX are
+//! snapshot-tested with timings redacted.
+
+use serde_json::Value;
+use std::path::Path;
+use tokitai_compiler::build::compile_source;
+use tokitai_compiler::span::SourceFile;
+use tokitai_compiler::target::Target;
+
+/// Check a value against the subset of JSON Schema the schema file uses:
+/// type, const, enum, required, properties, items.
+fn check(schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    if let Some(t) = schema.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(|x| x.as_str()).collect(),
+            _ => vec![],
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
+            _ => false,
+        });
+        if !ok {
+            return Err(format!("{}: expected {:?}, found {}", at, types, v));
+        }
+    }
+    if v.is_null() {
+        return Ok(());
+    }
+    if let Some(c) = schema.get("const") {
+        if c != v {
+            return Err(format!("{}: expected {}, found {}", at, c, v));
+        }
+    }
+    if let Some(Value::Array(e)) = schema.get("enum") {
+        if !e.contains(v) {
+            return Err(format!("{}: {} is not one of {:?}", at, v, e));
+        }
+    }
+    if let Some(Value::Array(req)) = schema.get("required") {
+        for r in req {
+            let r = r.as_str().unwrap();
+            if v.get(r).is_none() {
+                return Err(format!("{}: missing `{}`", at, r));
+            }
+        }
+    }
+    if let (Some(Value::Object(props)), Some(obj)) = (schema.get("properties"), v.as_object()) {
+        for (k, s) in props {
+            if let Some(x) = obj.get(k) {
+                check(s, x, &format!("{}.{}", at, k))?;
+            }
+        }
+        for k in obj.keys() {
+            if !props.contains_key(k) {
+                return Err(format!("{}: `{}` is not in the schema", at, k));
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in arr.iter().enumerate() {
+            check(items, x, &format!("{}[{}]", at, i))?;
+        }
+    }
+    Ok(())
+}
+
+fn report() -> tokitai_contracts::report::Report {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops");
+    let arts: Vec<_> = ["gelu.tk", "moe.tk"]
+        .iter()
+        .map(|f| {
+            let p = dir.join(f);
+            compile_source(SourceFile::new(format!("examples/ops/{}", f), std::fs::read_to_string(p).unwrap()), &Target::default_cuda()).unwrap_or_else(|e| panic!("{}", e))
+        })
+        .collect();
+    tokitai_compiler::report::build(&arts, "cuda-sm90", None)
+}
+
+#[test]
+fn report_json_follows_the_documented_schema() {
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v1.schema.json")).unwrap();
+    let r = report();
+    let json: Value = serde_json::from_str(&r.to_json()).unwrap();
+    check(&schema, &json, "report").unwrap();
+    assert_eq!(json["schema_version"], tokitai_contracts::report::SCHEMA_VERSION);
+    // Every kernel fully proved, every observed error within tolerance.
+    for k in json["kernels"].as_array().unwrap() {
+        assert!(k["obligations"].as_array().unwrap().iter().all(|o| o["status"] == "proved"), "{}", k["name"]);
+        assert!(k["errors"].as_array().unwrap().iter().all(|e| e["within"] == true), "{}", k["name"]);
+    }
+    // The checker itself rejects a report that breaks the schema.
+    let mut broken = json.clone();
+    broken["kernels"][0]["obligations"][0]["status"] = Value::from("maybe");
+    assert!(check(&schema, &broken, "report").is_err());
+    let mut missing = json.clone();
+    missing.as_object_mut().unwrap().remove("non_claims");
+    assert!(check(&schema, &missing, "report").is_err());
+}
+
+#[test]
+fn report_markdown_and_latex_snapshots() {
+    let r = report();
+    insta::with_settings!({ snapshot_path => "../../snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!("report__markdown", r.to_markdown(true));
+        insta::assert_snapshot!("report__latex", r.to_latex(true));
+    });
+    assert!(r.error_plot_svg().starts_with("<svg"));
+}

@@ -1,0 +1,230 @@
+//! Verification reports: one data model, four writers (Markdown, JSON with
+//! a versioned schema, LaTeX tables a paper can `\input`, an SVG plot).
+//!
+//! Deterministic apart from solver timings: writers take a `redact_times`
+//! flag so that snapshots and diffs can ignore them.
+
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Bumped on any change a reader of `report.json` would notice.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub tool: String,
+    pub solver: String,
+    pub target: String,
+    pub kernels: Vec<KernelReport>,
+    pub mutation: Option<MutationSummary>,
+    pub evidence: Vec<String>,
+    pub non_claims: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Fingerprints {
+    pub source_sha256: String,
+    pub compiler_version: String,
+    pub solver_version: String,
+    pub target: String,
+    pub kernel: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ObligationRow {
+    pub kind: String,
+    pub description: String,
+    /// "proved", "refuted" or "unknown"
+    pub status: String,
+    pub seconds: f64,
+}
+
+/// Error of the CPU mirror (the kernel's dtypes and order) against the
+/// exact f64 oracle, over the sampled inputs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ErrorRow {
+    pub output: String,
+    pub tolerance_abs: f64,
+    pub tolerance_rel: f64,
+    pub max_abs_error: f64,
+    /// max over elements of |err| / (abs + rel |exact|); <= 1 means within tolerance.
+    pub worst_ratio: f64,
+    pub elements: u64,
+    pub within: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelReport {
+    pub name: String,
+    pub file: String,
+    pub doc: String,
+    pub schedule: String,
+    pub index_type: String,
+    pub requires: Vec<String>,
+    pub ensures: Vec<String>,
+    pub domain: Vec<String>,
+    pub fingerprints: Fingerprints,
+    pub obligations: Vec<ObligationRow>,
+    pub errors: Vec<ErrorRow>,
+    pub shapes_sampled: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MutationSummary {
+    pub mutants: usize,
+    pub refuted: usize,
+    pub by_operator: Vec<(String, usize, usize)>,
+    pub survivors: Vec<String>,
+}
+
+impl KernelReport {
+    pub fn count(&self, status: &str) -> usize {
+        self.obligations.iter().filter(|o| o.status == status).count()
+    }
+    pub fn seconds(&self) -> f64 {
+        self.obligations.iter().map(|o| o.seconds).sum()
+    }
+}
+
+fn time(t: f64, redact: bool) -> String {
+    if redact {
+        "[time]".into()
+    } else {
+        format!("{:.3}", t)
+    }
+}
+
+fn sci(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{:.2e}", x)
+    }
+}
+
+impl Report {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{}\"}}", e))
+    }
+
+    pub fn to_markdown(&self, redact_times: bool) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# Verification report\n");
+        let _ = writeln!(s, "Tool: {}. Solver: {}. Target: {}. Schema version {}.\n", self.tool, self.solver, self.target, self.schema_version);
+        let _ = writeln!(s, "## Summary\n");
+        let _ = writeln!(s, "| kernel | schedule | index | proved | refuted | unknown | solver s | max error / tolerance |");
+        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|");
+        for k in &self.kernels {
+            let worst = k.errors.iter().map(|e| e.worst_ratio).fold(0.0, f64::max);
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
+                k.name,
+                k.schedule,
+                k.index_type,
+                k.count("proved"),
+                k.count("refuted"),
+                k.count("unknown"),
+                time(k.seconds(), redact_times),
+                if k.errors.is_empty() { "n/a".into() } else { format!("{:.3}", worst) }
+            );
+        }
+        if let Some(m) = &self.mutation {
+            let _ = writeln!(s, "\n## Mutation testing of the verifier\n");
+            let _ = writeln!(s, "{} of {} injected bugs refuted ({:.1}%).\n", m.refuted, m.mutants, 100.0 * m.refuted as f64 / m.mutants.max(1) as f64);
+            let _ = writeln!(s, "| operator | mutants | refuted |\n|---|---:|---:|");
+            for (op, n, r) in &m.by_operator {
+                let _ = writeln!(s, "| {} | {} | {} |", op, n, r);
+            }
+            for sv in &m.survivors {
+                let _ = writeln!(s, "- survived: {}", sv);
+            }
+        }
+        for k in &self.kernels {
+            let _ = writeln!(s, "\n## `{}` ({})\n", k.name, k.file);
+            if !k.doc.is_empty() {
+                let _ = writeln!(s, "{}\n", k.doc);
+            }
+            let _ = writeln!(s, "- requires: {}", if k.requires.is_empty() { "(none)".into() } else { k.requires.iter().map(|r| format!("`{}`", r)).collect::<Vec<_>>().join(", ") });
+            if !k.ensures.is_empty() {
+                let _ = writeln!(s, "- ensures: {}", k.ensures.iter().map(|r| format!("`{}`", r)).collect::<Vec<_>>().join(", "));
+            }
+            if !k.domain.is_empty() {
+                let _ = writeln!(s, "- domain: {}", k.domain.iter().map(|r| format!("`{}`", r)).collect::<Vec<_>>().join(", "));
+            }
+            let f = &k.fingerprints;
+            let _ = writeln!(s, "- fingerprint: `{}` (source sha256 `{}`, compiler {}, {}, target {})\n", f.kernel, f.source_sha256, f.compiler_version, f.solver_version, f.target);
+            if !k.errors.is_empty() {
+                let _ = writeln!(s, "| output | tolerance abs | tolerance rel | max abs error | worst error / tolerance | elements | within |\n|---|---:|---:|---:|---:|---:|---|");
+                for e in &k.errors {
+                    let _ = writeln!(s, "| `{}` | {} | {} | {} | {:.3} | {} | {} |", e.output, sci(e.tolerance_abs), sci(e.tolerance_rel), sci(e.max_abs_error), e.worst_ratio, e.elements, if e.within { "yes" } else { "**no**" });
+                }
+                let _ = writeln!(s, "\nShapes sampled: {}.\n", k.shapes_sampled.join("; "));
+            }
+            let _ = writeln!(s, "| obligation | status | seconds |\n|---|---|---:|");
+            for o in &k.obligations {
+                let _ = writeln!(s, "| {}: {} | {} | {} |", o.kind, o.description.replace('|', "\\|"), o.status, time(o.seconds, redact_times));
+            }
+        }
+        let _ = writeln!(s, "\n## Evidence\n");
+        for e in &self.evidence {
+            let _ = writeln!(s, "- {}", e);
+        }
+        let _ = writeln!(s, "\n## Not claimed\n");
+        for e in &self.non_claims {
+            let _ = writeln!(s, "- {}", e);
+        }
+        s
+    }
+
+    /// booktabs tables: the summary and the observed errors.
+    pub fn to_latex(&self, redact_times: bool) -> String {
+        let esc = |t: &str| t.replace('\\', "\\textbackslash{}").replace('_', "\\_").replace('&', "\\&").replace('%', "\\%").replace('#', "\\#");
+        let mut s = String::new();
+        let _ = writeln!(s, "% Generated by {}; \\input this file (needs \\usepackage{{booktabs}}).", esc(&self.tool));
+        let _ = writeln!(s, "\\begin{{table}}[t]\n\\centering\n\\caption{{Obligations proved per kernel ({}; target {}).}}\n\\label{{tab:tokitai-obligations}}", esc(&self.solver), esc(&self.target));
+        let _ = writeln!(s, "\\begin{{tabular}}{{llrrrr}}\n\\toprule\nKernel & Schedule & Proved & Refuted & Unknown & Solver (s) \\\\\n\\midrule");
+        for k in &self.kernels {
+            let _ = writeln!(s, "\\texttt{{{}}} & {} & {} & {} & {} & {} \\\\", esc(&k.name), esc(&k.schedule), k.count("proved"), k.count("refuted"), k.count("unknown"), time(k.seconds(), redact_times).replace('[', "{[").replace(']', "]}"));
+        }
+        let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}\n");
+        let _ = writeln!(s, "\\begin{{table}}[t]\n\\centering\n\\caption{{Observed error of the dtype-faithful CPU mirror against the exact oracle, relative to the declared tolerance.}}\n\\label{{tab:tokitai-errors}}");
+        let _ = writeln!(s, "\\begin{{tabular}}{{llrrrr}}\n\\toprule\nKernel & Output & Abs. tol. & Rel. tol. & Max abs. error & Error/tol. \\\\\n\\midrule");
+        for k in &self.kernels {
+            for e in &k.errors {
+                let _ = writeln!(s, "\\texttt{{{}}} & \\texttt{{{}}} & {} & {} & {} & {:.3} \\\\", esc(&k.name), esc(&e.output), sci(e.tolerance_abs), sci(e.tolerance_rel), sci(e.max_abs_error), e.worst_ratio);
+            }
+        }
+        let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}");
+        if let Some(m) = &self.mutation {
+            let _ = writeln!(s, "\n% Mutation testing: {} of {} injected bugs refuted.", m.refuted, m.mutants);
+        }
+        s
+    }
+
+    /// Horizontal bars: worst observed error as a fraction of the tolerance,
+    /// per kernel output (1.0 is the declared tolerance).
+    pub fn error_plot_svg(&self) -> String {
+        let rows: Vec<(String, f64)> = self.kernels.iter().flat_map(|k| k.errors.iter().map(move |e| (format!("{}.{}", k.name, e.output), e.worst_ratio))).collect();
+        let (w, left, row_h) = (760.0, 230.0, 18.0);
+        let h = 60.0 + row_h * rows.len() as f64;
+        let scale = |r: f64| left + (w - left - 30.0) * r.clamp(0.0, 1.2) / 1.2;
+        let mut s = String::new();
+        let _ = writeln!(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">", w, h);
+        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+        let _ = writeln!(s, "<text x=\"{}\" y=\"18\" font-size=\"13\">Observed error / declared tolerance (mirror vs exact oracle)</text>", left);
+        for (i, (name, r)) in rows.iter().enumerate() {
+            let y = 34.0 + row_h * i as f64;
+            let color = if *r <= 1.0 { "#3b7dd8" } else { "#d83b3b" };
+            let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left - 6.0, y + 12.0, name);
+            let _ = writeln!(s, "<rect x=\"{}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"/>", left, y + 2.0, (scale(*r) - left).max(0.5), row_h - 5.0, color);
+            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\">{:.3}</text>", scale(*r) + 4.0, y + 12.0, r);
+        }
+        let x1 = scale(1.0);
+        let _ = writeln!(s, "<line x1=\"{:.1}\" y1=\"26\" x2=\"{:.1}\" y2=\"{}\" stroke=\"black\" stroke-dasharray=\"4 3\"/>", x1, x1, h - 20.0);
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">tolerance</text>", x1, h - 6.0);
+        s.push_str("</svg>\n");
+        s
+    }
+}
