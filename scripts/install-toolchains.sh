@@ -4,10 +4,14 @@
 # Idempotent: skips what is already there.
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if ! command -v hipcc >/dev/null 2>&1; then
-    echo "installing hipcc..."
+missing=""
+command -v hipcc >/dev/null 2>&1 || missing="$missing hipcc"
+# The prover links the system libz3 (the z3 crate's `bundled` feature builds it instead).
+[ -e /usr/include/z3.h ] || missing="$missing libz3-dev"
+if [ -n "$missing" ]; then
+    echo "installing$missing..."
     $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends hipcc >/dev/null
+    $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 if ! python3 -c "import nvidia.cu13" >/dev/null 2>&1 || ! ls "$(python3 -c 'import nvidia, os; print(nvidia.__path__[0])')"/cu13/include/cuda_fp16.h >/dev/null 2>&1; then
     echo "installing the NVRTC wheels..."
