@@ -90,18 +90,7 @@ impl Term {
     }
     /// Rename every variable (used to build two copies of one execution).
     pub fn rename(&self, f: &dyn Fn(&str) -> String) -> Term {
-        let b = |t: &Term| Box::new(t.rename(f));
-        match self {
-            Term::Const(v) => Term::Const(*v),
-            Term::Var(n) => Term::Var(f(n)),
-            Term::Add(a, c) => Term::Add(b(a), b(c)),
-            Term::Sub(a, c) => Term::Sub(b(a), b(c)),
-            Term::Mul(a, c) => Term::Mul(b(a), b(c)),
-            Term::Div(a, c) => Term::Div(b(a), b(c)),
-            Term::Rem(a, c) => Term::Rem(b(a), b(c)),
-            Term::Min(a, c) => Term::Min(b(a), b(c)),
-            Term::Ite(p, a, c) => Term::Ite(Box::new(p.rename(f)), b(a), b(c)),
-        }
+        self.subst(&|n| Some(Term::Var(f(n))))
     }
     /// Replace variables by terms.
     pub fn subst(&self, f: &dyn Fn(&str) -> Option<Term>) -> Term {
@@ -176,17 +165,7 @@ impl Formula {
         Formula::Implies(Box::new(self), Box::new(o))
     }
     pub fn rename(&self, f: &dyn Fn(&str) -> String) -> Formula {
-        match self {
-            Formula::True => Formula::True,
-            Formula::False => Formula::False,
-            Formula::Lt(a, b) => Formula::Lt(a.rename(f), b.rename(f)),
-            Formula::Le(a, b) => Formula::Le(a.rename(f), b.rename(f)),
-            Formula::Eq(a, b) => Formula::Eq(a.rename(f), b.rename(f)),
-            Formula::And(v) => Formula::And(v.iter().map(|x| x.rename(f)).collect()),
-            Formula::Or(v) => Formula::Or(v.iter().map(|x| x.rename(f)).collect()),
-            Formula::Not(x) => Formula::Not(Box::new(x.rename(f))),
-            Formula::Implies(a, b) => Formula::Implies(Box::new(a.rename(f)), Box::new(b.rename(f))),
-        }
+        self.subst(&|n| Some(Term::Var(f(n))))
     }
     pub fn subst(&self, f: &dyn Fn(&str) -> Option<Term>) -> Formula {
         match self {

@@ -113,10 +113,7 @@ impl<'a> KernelChecker<'a> {
                 (self.tensors[t].dtype, Some(t))
             }
             Some(Entity::Scalar(s)) => (self.scalars[s].dtype, None),
-            Some(Entity::Dim(d)) => {
-                let _ = d;
-                (Dtype::I32, None)
-            }
+            Some(Entity::Dim(_)) => (Dtype::I32, None),
             None => {
                 self.error(
                     Diagnostic::error("E0201", format!("cannot find `{}` in this kernel", r.name.name), r.name.span)

@@ -580,9 +580,6 @@ impl<'a> KernelChecker<'a> {
         if self.bad_fns.contains(&id.name) {
             return None; // its own errors were reported once already
         }
-        if let Some(d) = Dtype::from_name(&id.name) {
-            let _ = d; // unreachable: dtype names lex as keywords
-        }
         self.unknown_name(id, scope, "function");
         None
     }

@@ -189,7 +189,7 @@ impl<'a> Gen<'a> {
                 }
             }
             let (len, len_text) = match &a.target {
-                Target::Global(b) => (self.exec.index_len(*b), format!("the {} elements of `{}`", self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.iter().map(|d| self.exec.k.dim_name(*d)).collect::<Vec<_>>().join("*").replace("", "").trim().to_string().replace("", ""), self.exec.ir.bufs[*b].name)),
+                Target::Global(b) => (self.exec.index_len(*b), format!("the {} elements of `{}`", self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.iter().map(|d| self.exec.k.dim_name(*d)).collect::<Vec<_>>().join("*"), self.exec.ir.bufs[*b].name)),
                 Target::Shared(s) => (Term::c(self.exec.ir.shared[*s].len as i64), format!("shared `{}[{}]`", self.exec.ir.shared[*s].name, self.exec.ir.shared[*s].len)),
                 Target::Array(l, n) => (Term::c(*n as i64), format!("register array `{}[{}]`", self.exec.ir.locals[*l].name, n)),
             };
