@@ -21,11 +21,13 @@ pub struct Options {
     pub verify: bool,
     /// Per-obligation solver timeout.
     pub timeout_ms: u32,
+    /// Where the generated Rust finds its support code and a runtime.
+    pub style: bindings::BindingStyle,
 }
 
 impl Options {
     pub fn new(target: Target) -> Options {
-        Options { target, verify: cfg!(feature = "verify"), timeout_ms: 10_000 }
+        Options { target, verify: cfg!(feature = "verify"), timeout_ms: 10_000, style: Default::default() }
     }
 }
 
@@ -123,7 +125,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         compile_flags: target.compile_flags(),
         kernels: entries,
     };
-    let bindings = bindings::file_bindings(&program.kernels, &kernels, &source.name);
+    let bindings = bindings::file_bindings(&program.kernels, &kernels, &source.name, &opts.style);
     Ok(Artifacts {
         #[cfg(feature = "verify")]
         proofs,
@@ -178,6 +180,7 @@ pub struct Build {
     verify: bool,
     out_dir: Option<PathBuf>,
     cargo_metadata: bool,
+    style: bindings::BindingStyle,
 }
 
 impl Default for Build {
@@ -188,7 +191,7 @@ impl Default for Build {
 
 impl Build {
     pub fn new() -> Build {
-        Build { files: Vec::new(), target: Target::default_cuda(), verify: cfg!(feature = "verify"), out_dir: None, cargo_metadata: true }
+        Build { files: Vec::new(), target: Target::default_cuda(), verify: cfg!(feature = "verify"), out_dir: None, cargo_metadata: true, style: Default::default() }
     }
     pub fn file(mut self, path: impl AsRef<Path>) -> Build {
         self.files.push(path.as_ref().to_path_buf());
@@ -212,6 +215,18 @@ impl Build {
         self.verify = on;
         self
     }
+    /// Share one support module (`tk_rt`, `tk_info`) among the files, at
+    /// this path; write its text with `bindings::support_source()`.
+    pub fn support_module(mut self, path: &str) -> Build {
+        self.style.support = Some(path.to_string());
+        self
+    }
+    /// Emit typed launchers on the runtime crate at `path`
+    /// (`tokitai_runtime`, or `crate` inside the runtime itself).
+    pub fn launchers(mut self, runtime_path: &str) -> Build {
+        self.style.runtime = Some(runtime_path.to_string());
+        self
+    }
     /// Print `cargo:rerun-if-changed` lines (on by default).
     pub fn cargo_metadata(mut self, on: bool) -> Build {
         self.cargo_metadata = on;
@@ -232,7 +247,7 @@ impl Build {
             }
             let text = std::fs::read_to_string(f).map_err(|error| BuildError::Io { path: f.clone(), error })?;
             let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "kernels".into());
-            let opts = Options { verify: self.verify, ..Options::new(self.target.clone()) };
+            let opts = Options { verify: self.verify, style: self.style.clone(), ..Options::new(self.target.clone()) };
             let arts = compile_with(SourceFile::new(f.display().to_string(), text), &opts)?;
             for w in &arts.warnings {
                 if self.cargo_metadata {

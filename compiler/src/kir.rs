@@ -134,7 +134,9 @@ pub struct VExpr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum VKind {
     Const(Const),
-    Load { buf: BufId, index: IExpr, access: AccessId },
+    /// `axes` is the element's multi-index, `index` its row-major image
+    /// (what is printed); the prover checks both and reasons per axis.
+    Load { buf: BufId, index: IExpr, axes: Vec<IExpr>, access: AccessId },
     Scalar(ScalarId),
     /// An integer term used as a value (an index variable's value, a dim).
     Int(IExpr),
@@ -316,6 +318,26 @@ pub struct Cover {
     pub what: String,
 }
 
+/// A loop that visits the index range of a reduction: the prover checks
+/// that it visits every index in `[0, extent)` exactly once and nothing
+/// outside it, and that every accumulator slot it updates is updated in
+/// every iteration; the visits are either in one
+/// thread (`cooperative == false`: each thread reduces the whole range) or
+/// spread over the threads of a block (`true`: each index by one thread,
+/// whose partials the block then combines).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReductionLoop {
+    pub var: IVar,
+    pub extent: IExpr,
+    pub cooperative: bool,
+    /// Indices per iteration: 1, or the depth of a k-slab (the loop visits
+    /// `[v, v + granule)` at `v`, the rest of the slab being inner loops).
+    pub granule: i64,
+    /// The reduction's source variable and where it is bound, for diagnostics.
+    pub name: String,
+    pub span: Span,
+}
+
 /// A kernel parameter in signature order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KParam {
@@ -347,6 +369,7 @@ pub struct KernelIr {
     pub reduction_order: BTreeMap<VarId, ReductionOrder>,
     /// Coverage witnesses, one per output (and per contraction operand).
     pub coverage: Vec<Cover>,
+    pub reduction_loops: Vec<ReductionLoop>,
 }
 
 impl KernelIr {
@@ -371,6 +394,7 @@ impl KernelIr {
             accesses: vec![],
             reduction_order: BTreeMap::new(),
             coverage: vec![],
+            reduction_loops: vec![],
         }
     }
 

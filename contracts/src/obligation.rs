@@ -29,6 +29,10 @@ pub enum ObligationKind {
     Dtype,
     /// An `ensures` clause.
     Ensures,
+    /// Every register slot that is read was set before, on every path.
+    Initialized,
+    /// A reduction loop visits every index of its range exactly once.
+    ReductionComplete,
 }
 
 impl ObligationKind {
@@ -44,6 +48,8 @@ impl ObligationKind {
             ObligationKind::Coverage => "coverage",
             ObligationKind::Dtype => "dtype",
             ObligationKind::Ensures => "ensures",
+            ObligationKind::Initialized => "initialized",
+            ObligationKind::ReductionComplete => "reduction-complete",
         }
     }
 }

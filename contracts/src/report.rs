@@ -140,6 +140,8 @@ impl Report {
             for sv in &m.survivors {
                 let _ = writeln!(s, "- survived: {}", sv);
             }
+        } else {
+            let _ = writeln!(s, "\n## Mutation testing of the verifier\n\nNot run for this report (`--no-mutants`).");
         }
         for k in &self.kernels {
             let _ = writeln!(s, "\n## `{}` ({})\n", k.name, k.file);
@@ -198,7 +200,12 @@ impl Report {
         }
         let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}");
         if let Some(m) = &self.mutation {
-            let _ = writeln!(s, "\n% Mutation testing: {} of {} injected bugs refuted.", m.refuted, m.mutants);
+            let _ = writeln!(s, "\n\\begin{{table}}[t]\n\\centering\n\\caption{{Mutation testing of the verifier: {} of {} injected bugs refuted.}}", m.refuted, m.mutants);
+            let _ = writeln!(s, "\\begin{{tabular}}{{lrr}}\n\\toprule\noperator & mutants & refuted \\\\\n\\midrule");
+            for (op, n, r) in &m.by_operator {
+                let _ = writeln!(s, "{} & {} & {} \\\\", esc(op), n, r);
+            }
+            let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}");
         }
         s
     }

@@ -32,6 +32,9 @@ pub enum Formula {
     Implies(Box<Formula>, Box<Formula>),
 }
 
+/// Builders named after the operators they build (not the operators: a
+/// term is data, and `a.add(b)` folds constants).
+#[allow(clippy::should_implement_trait)]
 impl Term {
     pub fn var(name: impl Into<String>) -> Term {
         Term::Var(name.into())

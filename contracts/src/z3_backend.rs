@@ -38,8 +38,8 @@ impl Enc {
             Term::Add(a, b) => self.term(a) + self.term(b),
             Term::Sub(a, b) => self.term(a) - self.term(b),
             Term::Mul(a, b) => self.term(a) * self.term(b),
-            Term::Div(a, b) => self.term(a).div(&self.term(b)),
-            Term::Rem(a, b) => self.term(a).modulo(&self.term(b)),
+            Term::Div(a, b) => self.term(a).div(self.term(b)),
+            Term::Rem(a, b) => self.term(a).modulo(self.term(b)),
             Term::Min(a, b) => {
                 let (x, y) = (self.term(a), self.term(b));
                 x.lt(&y).ite(&x, &y)
@@ -56,9 +56,9 @@ impl Enc {
         match f {
             Formula::True => Bool::from_bool(true),
             Formula::False => Bool::from_bool(false),
-            Formula::Lt(a, b) => self.term(a).lt(&self.term(b)),
-            Formula::Le(a, b) => self.term(a).le(&self.term(b)),
-            Formula::Eq(a, b) => self.term(a).eq(&self.term(b)),
+            Formula::Lt(a, b) => self.term(a).lt(self.term(b)),
+            Formula::Le(a, b) => self.term(a).le(self.term(b)),
+            Formula::Eq(a, b) => self.term(a).eq(self.term(b)),
             Formula::And(v) => {
                 let parts: Vec<Bool> = v.iter().map(|x| self.formula(x)).collect();
                 Bool::and(&parts)
@@ -68,13 +68,55 @@ impl Enc {
                 Bool::or(&parts)
             }
             Formula::Not(x) => self.formula(x).not(),
-            Formula::Implies(a, b) => self.formula(a).implies(&self.formula(b)),
+            Formula::Implies(a, b) => self.formula(a).implies(self.formula(b)),
         }
     }
 }
 
 /// Prove one obligation.
+/// With `TOKITAI_SMT_DUMP=DIR`, write each query as SMT-LIB 2 (with the
+/// obligation's description as a comment) to `DIR/<hash>.smt2`, for
+/// reproducing a slow or surprising proof with the `z3` command line.
+fn dump_query(ob: &Obligation, solver: &Solver) {
+    use sha2::{Digest, Sha256};
+    let Some(dir) = std::env::var_os("TOKITAI_SMT_DUMP") else { return };
+    let text = format!("; {}: {}\n{}(check-sat)\n", ob.kind.name(), ob.description, solver);
+    let name = format!("{:x}", Sha256::digest(text.as_bytes()));
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{}.smt2", &name[..16])), text);
+}
+
+/// `discharge`, remembering decided queries for the life of the process:
+/// an obligation is a closed formula, so the same kind, hypotheses and goal
+/// always get the same answer. Mutation testing leans on this (a mutant
+/// shares most obligations with the kernel it came from). `unknown` is not
+/// kept: a later call may have a longer timeout.
+pub fn discharge_memo(ob: &Obligation, cfg: &Config) -> Outcome {
+    use sha2::{Digest, Sha256};
+    use std::sync::{Mutex, OnceLock};
+    static MEMO: OnceLock<Mutex<HashMap<[u8; 32], Outcome>>> = OnceLock::new();
+    let key: [u8; 32] = Sha256::digest(format!("{:?}|{:?}|{:?}", ob.kind, ob.hypotheses, ob.goal).as_bytes()).into();
+    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(hit) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return hit;
+    }
+    let outcome = discharge(ob, cfg);
+    if !matches!(outcome, Outcome::Unknown { .. }) {
+        if let Ok(mut m) = memo.lock() {
+            m.insert(key, outcome.clone());
+        }
+    }
+    outcome
+}
+
+/// Decide one obligation in a fresh Z3 context: the answer, and a
+/// refutation's model, then depend on the query alone, not on what this
+/// thread asked before (models feed snapshot-tested diagnostics).
 pub fn discharge(ob: &Obligation, cfg: &Config) -> Outcome {
+    z3::with_z3_config(&z3::Config::new(), || discharge_here(ob, cfg))
+}
+
+fn discharge_here(ob: &Obligation, cfg: &Config) -> Outcome {
     let start = Instant::now();
     let solver = Solver::new();
     let mut params = Params::new();
@@ -92,8 +134,9 @@ pub fn discharge(ob: &Obligation, cfg: &Config) -> Outcome {
     if want_sat {
         solver.assert(&goal);
     } else {
-        solver.assert(&goal.not());
+        solver.assert(goal.not());
     }
+    dump_query(ob, &solver);
     let result = solver.check();
     let seconds = start.elapsed().as_secs_f64();
     let model = || {

@@ -94,7 +94,7 @@ impl<'a> Printer<'a> {
     fn kernel(&mut self) {
         let ir = self.ir;
         for l in ir.doc.lines() {
-            self.line(&format!("/// {}", l).trim_end().to_string());
+            self.line(format!("/// {}", l).trim_end());
         }
         let geometry = ir
             .grid

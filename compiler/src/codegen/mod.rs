@@ -3,5 +3,6 @@
 
 pub mod bindings;
 pub mod hip;
+pub mod launch;
 pub mod manifest;
 pub mod oracle;

@@ -143,6 +143,9 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         fma_tile(acc, afrag, bfrag, ty, &mut b),
     ];
     let frags = vec![KStmt::DeclArray { arr: afrag, len: TM, init: None }, KStmt::DeclArray { arr: bfrag, len: TN, init: None }];
+    let kname = b.k.vars[p.kvar].name.clone();
+    b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(BK as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
+    b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span });
     kbody.push(KStmt::For { var: kk_v, start: IExpr::c(0), end: IExpr::c(BK as i64), step: IExpr::c(1), unroll: true, body: [frags, inner].concat() });
     kbody.push(KStmt::Barrier);
     body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(BK as i64), unroll: false, body: kbody });
@@ -247,7 +250,7 @@ fn tile_load(
     env.vars.insert(kvar, IExpr::Var(gk_v));
     let mut then = Vec::new();
     let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
-    operand_cover(b, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0, &out_ext.clone(), &kext.clone());
+    operand_cover(b, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0);
     let index = IExpr::Var(kk_v).mul(IExpr::c(width as i64)).add(IExpr::Var(x_v));
     then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
     let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
@@ -267,7 +270,7 @@ fn tile_load(
 /// pair (o, k); the block whose tile holds o loads it in slab k / BK, at
 /// loop position l of the loader.
 #[allow(clippy::too_many_arguments)]
-fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kvar: VarId, width: u32, k_contiguous: bool, l_v: IVar, k0: &IExpr, out_ext: &IExpr, kext: &IExpr) {
+fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kvar: VarId, width: u32, k_contiguous: bool, l_v: IVar, k0: &IExpr) {
     // Only a (cast) load of one tensor indexed by plain (o, k) or (k, o).
     let mut inner = operand;
     while let TExprKind::Cast(a) = &inner.kind {
@@ -290,9 +293,9 @@ fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kv
     }
     find(v, &mut access);
     let (Some(access), IExpr::Var(k0_v)) = (access, k0.clone()) else { return };
-    let x = b.ivar("elem");
-    let xe = IExpr::Var(x);
-    let (o, k) = if o_first { (xe.clone().div(kext.clone()), xe.rem(kext.clone())) } else { (xe.clone().rem(out_ext.clone()), xe.div(out_ext.clone())) };
+    // The element as its two axes: no division by a dim in the witness.
+    let axes = [b.ivar("elem_0"), b.ivar("elem_1")];
+    let (o, k) = if o_first { (IExpr::Var(axes[0]), IExpr::Var(axes[1])) } else { (IExpr::Var(axes[1]), IExpr::Var(axes[0])) };
     let (xo, kk) = (o.clone().rem(IExpr::c(width as i64)), k.clone().rem(IExpr::c(BK as i64)));
     let l = if k_contiguous { xo.mul(IExpr::c(BK as i64)).add(kk) } else { kk.mul(IExpr::c(width as i64)).add(xo) };
     let tile_axis = if width == BM && out_var != kvar && b.k.stmts[0].vars[0] == out_var { 1 } else { 0 };
@@ -304,5 +307,5 @@ fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kv
     ];
     let buf = b.buf(*tensor);
     let what = format!("every element of `{}` is loaded into a tile (every tile, every k)", b.k.tensors[*tensor].name);
-    b.ir.coverage.push(Cover { buf, elem: vec![x], cases: vec![CoverCase { when: Cond::True, access, assign }], what });
+    b.ir.coverage.push(Cover { buf, elem: axes.to_vec(), cases: vec![CoverCase { when: Cond::True, access, assign }], what });
 }

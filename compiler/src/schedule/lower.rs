@@ -86,6 +86,7 @@ impl<'k> Builder<'k> {
             accesses: Vec::new(),
             reduction_order: BTreeMap::new(),
             coverage: Vec::new(),
+            reduction_loops: Vec::new(),
         };
         Builder { k, ir, buf_of, row_var: None, closing_barrier: true }
     }
@@ -301,7 +302,7 @@ impl<'k> Builder<'k> {
         let buf = self.buf(t);
         let what = format!("read of `{}`", self.k.tensors[t].name);
         let access = self.access(buf, AccessKind::Read, e.span, what);
-        Ok(VExpr::new(VKind::Load { buf, index: flat, access }, self.k.tensors[t].dtype))
+        Ok(VExpr::new(VKind::Load { buf, index: flat, axes: idx, access }, self.k.tensors[t].dtype))
     }
 
     /// `acc = identity; for k in 0..K { acc = acc (op) body }` in one thread.
@@ -333,7 +334,9 @@ impl<'k> Builder<'k> {
             let term = VExpr::local(vl, acc_ty);
             combine_into(op, acc, idx, acc_ty, term, VExpr::new(VKind::Int(IExpr::Var(k)), Dtype::I32), &mut body_out);
         }
-        out.push(KStmt::For { var: k, start: IExpr::c(0), end: super::extent_expr(self.k.vars[var].extent), step: IExpr::c(1), unroll: false, body: body_out });
+        let extent = super::extent_expr(self.k.vars[var].extent);
+        self.ir.reduction_loops.push(ReductionLoop { var: k, extent: extent.clone(), cooperative: false, granule: 1, name: format!("`{}`", name), span: self.k.vars[var].span });
+        out.push(KStmt::For { var: k, start: IExpr::c(0), end: extent, step: IExpr::c(1), unroll: false, body: body_out });
         Ok(match idx {
             Some(i) => VExpr::local(i, Dtype::I32),
             None => VExpr::local(acc, acc_ty).cast(ty),

@@ -33,7 +33,7 @@ pub fn schedule(k: &Kernel, target: &Target, prefix: usize) -> Result<KernelIr, 
     b.row_var = Some(row);
     let mut env = Env::default();
     let mut body = Vec::new();
-    b.decompose(IExpr::Var(row), &first.to_vec(), &mut env, &mut body);
+    b.decompose(IExpr::Var(row), first, &mut env, &mut body);
     for s in &k.stmts {
         for (j, v) in s.vars[..prefix].iter().enumerate() {
             let e = env.vars[&first[j]].clone();
@@ -158,6 +158,8 @@ fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Ve
                 combine_into(a.op, a.value, a.index, a.ty, VExpr::local(term, a.ty), VExpr::new(VKind::Int(IExpr::Var(c)), Dtype::I32), &mut body);
             }
         }
+        let name = format!("`{}`", k.vars[accs[g[0]].var].name);
+        b.ir.reduction_loops.push(ReductionLoop { var: c, extent: extent.clone(), cooperative: true, granule: 1, name, span: k.vars[accs[g[0]].var].span });
         out.push(KStmt::For { var: c, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: false, body });
     }
     block_reduce(b, &accs, out);

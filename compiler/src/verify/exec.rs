@@ -82,6 +82,53 @@ pub struct Assignment {
     pub path: Vec<Formula>,
 }
 
+/// A write of register-array slots: one slot (`index`) or the first
+/// `width` slots (a vector load), under `path`, inside `loops`.
+#[derive(Clone, Debug)]
+pub struct SlotWrite {
+    pub index: Option<Term>,
+    pub width: u32,
+    pub path: Vec<Formula>,
+    pub loops: Vec<usize>,
+    /// Program-order sequence number among all slot writes.
+    pub seq: usize,
+}
+
+/// A read of a slot of a register array declared without a value: the slot
+/// term (a fresh `slot#n` for each slot of a vector store), its range, the
+/// path, and what was written before it (in program order) that may set it.
+#[derive(Clone, Debug)]
+pub struct SlotRead {
+    /// A read (`false`), or the check at the end of a reduction loop's
+    /// iteration that every slot of an accumulator was updated (`true`).
+    pub accumulator: bool,
+    /// The reduction (accumulators) or the vector store, where known.
+    pub span: Option<crate::span::Span>,
+    pub slot: Term,
+    pub slot_range: Vec<Formula>,
+    pub path: Vec<Formula>,
+    /// For each earlier write that can be tied to this slot, the condition
+    /// under which it set exactly this slot; writes inside loops already left
+    /// count only when their slot names the loop variable (solved for it).
+    pub set_by: Vec<Formula>,
+    pub what: String,
+}
+
+/// A loop over a reduction's range, with its bounds as terms and the path
+/// under which it starts.
+#[derive(Clone, Debug)]
+pub struct ReductionVisit {
+    pub name: String,
+    pub span: crate::span::Span,
+    pub cooperative: bool,
+    pub granule: i64,
+    pub start: Term,
+    pub end: Term,
+    pub step: Term,
+    pub extent: Term,
+    pub path: Vec<Formula>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Barrier {
     /// Every enclosing condition and loop bound, thread-uniform?
@@ -124,6 +171,20 @@ pub struct Exec<'a> {
     /// Launch assumptions: dims, ids, requires, index-tensor contracts.
     pub base: Vec<Formula>,
     cond_stack: Vec<(bool, String)>,
+    /// Register arrays and their slot writes since their declaration;
+    /// `uninit` the arrays declared without a value (whose reads are checked).
+    slot_writes: HashMap<LocalId, Vec<SlotWrite>>,
+    uninit: std::collections::HashSet<LocalId>,
+    slot_seq: usize,
+    /// The slot sequence number at each array's declaration.
+    declared_at: HashMap<LocalId, usize>,
+    /// Ids (into `loops`) of the loops that are reduction loops.
+    reduction_ids: Vec<usize>,
+    /// The symbolic value of each indirect-index element read so far, with
+    /// the facts its tensor's contract gives about it.
+    load_values: HashMap<(AccessId, String), (Term, Vec<Formula>)>,
+    pub slot_reads: Vec<SlotRead>,
+    pub reductions: Vec<ReductionVisit>,
 }
 
 fn contains_barrier(body: &[KStmt]) -> bool {
@@ -161,6 +222,14 @@ impl<'a> Exec<'a> {
             fresh: 0,
             base: Vec::new(),
             cond_stack: Vec::new(),
+            slot_writes: HashMap::new(),
+            uninit: Default::default(),
+            slot_seq: 0,
+            declared_at: HashMap::new(),
+            reduction_ids: Vec::new(),
+            load_values: HashMap::new(),
+            slot_reads: Vec::new(),
+            reductions: Vec::new(),
         };
         e.base = e.launch_assumptions();
         let root = e.new_list(false);
@@ -278,20 +347,28 @@ impl<'a> Exec<'a> {
             }
             IExpr::Load { buf, index, access } => {
                 let i = self.iterm(index);
-                self.record(Target::Global(*buf), false, i, 1, Some(*access), None);
+                self.record(Target::Global(*buf), false, i.clone(), 1, Some(*access), None);
+                // One element read twice (a flat index and its axes) is one
+                // value: index tensors are inputs, never written by the kernel.
+                let key = (*access, i.to_string());
+                if let Some((v, facts)) = self.load_values.get(&key).cloned() {
+                    self.path.extend(facts);
+                    return v;
+                }
                 self.fresh += 1;
                 let v = Term::var(format!("load.{}.{}", self.ir.bufs[*buf].name, self.fresh));
+                let mut facts = Vec::new();
                 if let Some(r) = &self.k.tensors[self.ir.bufs[*buf].tensor].value_range {
                     if let (Some(lo), Some(hi)) = (texpr_term(self.k, &r.lo), texpr_term(self.k, &r.hi)) {
-                        let lo_f = if r.lo_closed { lo.le(v.clone()) } else { lo.lt(v.clone()) };
-                        let hi_f = if r.hi_closed { v.clone().le(hi) } else { v.clone().lt(hi) };
-                        self.path.push(lo_f);
-                        self.path.push(hi_f);
+                        facts.push(if r.lo_closed { lo.le(v.clone()) } else { lo.lt(v.clone()) });
+                        facts.push(if r.hi_closed { v.clone().le(hi) } else { v.clone().lt(hi) });
                     }
                 } else {
                     let (lo, hi) = int_range(self.ir.bufs[*buf].dtype);
-                    self.path.push(v.clone().within(Term::c(lo), Term::c(hi).add(Term::c(1))));
+                    facts.push(v.clone().within(Term::c(lo), Term::c(hi).add(Term::c(1))));
                 }
+                self.path.extend(facts.iter().cloned());
+                self.load_values.insert(key, (v.clone(), facts));
                 v
             }
             IExpr::Select(c, a, b) => {
@@ -383,9 +460,13 @@ impl<'a> Exec<'a> {
 
     fn vexpr(&mut self, v: &VExpr) {
         match &v.kind {
-            VKind::Load { buf, index, access } => {
+            VKind::Load { buf, index, axes, access } => {
                 let i = self.iterm(index);
+                let axes: Vec<Term> = axes.iter().map(|a| self.iterm(a)).collect();
                 self.record(Target::Global(*buf), false, i, 1, Some(*access), None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.axes = axes;
+                }
             }
             VKind::Int(i) => {
                 self.iterm(i);
@@ -393,7 +474,8 @@ impl<'a> Exec<'a> {
             VKind::ArrayGet { arr, index } => {
                 let i = self.iterm(index);
                 let len = self.array_len(*arr);
-                self.record(Target::Array(*arr, len), false, i, 1, None, None);
+                self.record(Target::Array(*arr, len), false, i.clone(), 1, None, None);
+                self.read_slot(*arr, i, vec![], None);
             }
             VKind::SharedGet { arr, index } => {
                 let i = self.iterm(index);
@@ -441,10 +523,16 @@ impl<'a> Exec<'a> {
                     self.assignments.push(Assignment { local: *local, value: v.clone(), path: self.path.clone() });
                 }
             }
-            KStmt::DeclArray { init, .. } => {
+            KStmt::DeclArray { init, arr, .. } => {
                 if let Some(v) = init {
                     self.vexpr(v);
+                    self.uninit.remove(arr);
+                } else {
+                    // A fresh array: nothing of it is set yet.
+                    self.uninit.insert(*arr);
                 }
+                self.slot_writes.insert(*arr, Vec::new());
+                self.declared_at.insert(*arr, self.slot_seq);
             }
             KStmt::Assign { value, local } => {
                 self.vexpr(value);
@@ -454,7 +542,8 @@ impl<'a> Exec<'a> {
                 self.vexpr(value);
                 let t = self.iterm(i);
                 let len = self.array_len(*arr);
-                self.record(Target::Array(*arr, len), true, t, 1, None, None);
+                self.record(Target::Array(*arr, len), true, t.clone(), 1, None, None);
+                self.write_slots(*arr, Some(t), 1);
             }
             KStmt::LetInt { var, value } => {
                 let t = self.iterm(value);
@@ -470,6 +559,12 @@ impl<'a> Exec<'a> {
                 let has_barrier = contains_barrier(body);
                 let body_list = self.new_list(true);
                 let uniform = self.is_uniform(&s0) && self.is_uniform(&e0) && self.is_uniform(&st);
+                if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var) {
+                    self.reduction_ids.push(self.loops.len());
+                    let extent = self.iterm_pure(&r.extent);
+                    let visit = ReductionVisit { name: r.name.clone(), span: r.span, cooperative: r.cooperative, granule: r.granule, start: s0.clone(), end: e0.clone(), step: st.clone(), extent, path: self.path.clone() };
+                    self.reductions.push(visit);
+                }
                 self.loops.push(LoopInfo { var: name, form, has_barrier, start: s0.clone() });
                 let id = self.loops.len() - 1;
                 self.env.insert(*var, kv.clone());
@@ -506,7 +601,11 @@ impl<'a> Exec<'a> {
                 self.int_op(&next, None, "loop increment");
                 self.cond_stack.push((uniform, format!("loop bounds of `{}`", self.ir.ivars[*var])));
                 self.loop_stack.push(id);
+                let since = self.slot_seq;
                 self.block(body, body_list);
+                if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var) {
+                    self.accumulators_complete(since, &r.name, r.span);
+                }
                 self.loop_stack.pop();
                 self.cond_stack.pop();
                 self.path.truncate(saved);
@@ -542,13 +641,18 @@ impl<'a> Exec<'a> {
                     last.axes = axes;
                 }
             }
-            KStmt::VecLoad { buf, base, width, access, .. } => {
+            KStmt::VecLoad { buf, base, width, access, arr } => {
                 let t = self.iterm(base);
                 self.record(Target::Global(*buf), false, t, *width, Some(*access), None);
+                self.write_slots(*arr, None, *width);
             }
-            KStmt::VecStore { buf, base, width, access, .. } => {
+            KStmt::VecStore { buf, base, width, access, arr } => {
                 let t = self.iterm(base);
                 self.record(Target::Global(*buf), true, t, *width, Some(*access), None);
+                self.fresh += 1;
+                let slot = Term::var(format!("slot#{}", self.fresh));
+                let span = Some(self.ir.accesses[*access].span);
+                self.read_slot(*arr, slot.clone(), vec![slot.within(Term::c(0), Term::c(*width as i64))], span);
             }
             KStmt::SharedSet { arr, index: i, value } => {
                 self.vexpr(value);
@@ -563,12 +667,110 @@ impl<'a> Exec<'a> {
         }
     }
 
+    fn write_slots(&mut self, arr: LocalId, index: Option<Term>, width: u32) {
+        self.slot_seq += 1;
+        let w = SlotWrite { index, width, path: self.path.clone(), loops: self.loop_stack.clone(), seq: self.slot_seq };
+        self.slot_writes.entry(arr).or_default().push(w);
+    }
+
+    /// Record a read of slot `slot` of `arr` (if `arr` was declared without
+    /// a value) with the conditions under which earlier writes set it.
+    fn read_slot(&mut self, arr: LocalId, slot: Term, slot_range: Vec<Formula>, span: Option<crate::span::Span>) {
+        if !self.uninit.contains(&arr) {
+            return;
+        }
+        let writes = self.slot_writes.get(&arr).cloned().unwrap_or_default();
+        let set_by = writes.iter().filter_map(|w| self.sets_slot(w, &slot)).collect();
+        let what = format!("register array `{}`", self.ir.locals[arr].name);
+        self.slot_reads.push(SlotRead { accumulator: false, span, slot, slot_range, path: self.path.clone(), set_by, what });
+    }
+
+    /// At the end of an iteration of a reduction loop: every array written
+    /// in the iteration must have had every slot written in it (an
+    /// accumulator tile updated only in part drops terms of the sum).
+    fn accumulators_complete(&mut self, since: usize, loop_name: &str, span: crate::span::Span) {
+        // This loop's own updates: not inside a nested reduction loop (that
+        // loop checks them), to arrays declared outside this iteration.
+        let depth = self.loop_stack.len();
+        let own = |w: &SlotWrite| w.seq > since && !w.loops[depth..].iter().any(|l| self.reduction_ids.contains(l));
+        let mut arrays: Vec<LocalId> = self
+            .slot_writes
+            .iter()
+            .filter(|(a, ws)| self.declared_at.get(a).is_some_and(|d| *d <= since) && ws.iter().any(own))
+            .map(|(a, _)| *a)
+            .collect();
+        arrays.sort();
+        for arr in arrays {
+            let writes: Vec<SlotWrite> = self.slot_writes[&arr].iter().filter(|w| own(w)).cloned().collect();
+            self.fresh += 1;
+            let slot = Term::var(format!("slot#{}", self.fresh));
+            let len = self.array_len(arr) as i64;
+            let set_by = writes.iter().filter_map(|w| self.sets_slot(w, &slot)).collect();
+            let what = format!("register array `{}` in each iteration of the loop over {}", self.ir.locals[arr].name, loop_name);
+            let slot_range = vec![slot.clone().within(Term::c(0), Term::c(len))];
+            self.slot_reads.push(SlotRead { accumulator: true, span: Some(span), slot, slot_range, path: self.path.clone(), set_by, what });
+        }
+    }
+
+    /// When did write `w` set `slot`? Variables of loops the write is in
+    /// but the read is not are eliminated by solving the slot equation for
+    /// the one such variable (slot `v + c`); a write that cannot be tied to
+    /// the slot that way gives no credit (conservative).
+    fn sets_slot(&self, w: &SlotWrite, slot: &Term) -> Option<Formula> {
+        let exited: Vec<String> = w.loops.iter().filter(|l| !self.loop_stack.contains(l)).map(|l| self.loops[*l].var.clone()).collect();
+        let (sub, slot_eq) = match &w.index {
+            None => (vec![], slot.clone().within(Term::c(0), Term::c(w.width as i64))),
+            Some(index) => match solve_slot(index, &exited, slot) {
+                // The write at the solved iteration hits exactly `slot`.
+                Some(sub) => (sub, index.clone().eq(slot.clone())),
+                None => (vec![], index.clone().eq(slot.clone())),
+            },
+        };
+        let mut parts = w.path.clone();
+        parts.push(slot_eq);
+        let f = Formula::and(parts).subst(&|n| sub.iter().find(|(v, _)| v == n).map(|(_, t)| t.clone()));
+        let mut vars = Vec::new();
+        f.vars(&mut vars);
+        (!vars.iter().any(|v| exited.contains(v))).then_some(f)
+    }
+
     /// Does any of these variables stand for a thread-dependent loop var?
     fn depends_on_thread(&self, vars: &[String]) -> bool {
         vars.iter().any(|v| {
             self.loops.iter().any(|l| l.var == *v && matches!(l.form, LoopForm::GridStride | LoopForm::ThreadStride | LoopForm::Other) && mentions(&l.start, &[TID]))
         })
     }
+}
+
+/// Values of loop variables (of `vars`) at which a slot term `t` equals
+/// `slot`: for `v + c`, `v = slot - c`; for `a * C + b`, `a = slot / C`
+/// and `b = slot % C`. A witness only: the write's own path must still
+/// hold at those values for the write to count.
+fn solve_slot(t: &Term, vars: &[String], slot: &Term) -> Option<Vec<(String, Term)>> {
+    let var = |x: &Term| match x {
+        Term::Var(v) if vars.contains(v) => Some(v.clone()),
+        _ => None,
+    };
+    let scaled = |x: &Term| match x {
+        Term::Mul(a, c) => match (var(a), &**c, var(c), &**a) {
+            (Some(v), Term::Const(k), _, _) | (_, _, Some(v), Term::Const(k)) if *k > 0 => Some((v, *k)),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(v) = var(t) {
+        return Some(vec![(v, slot.clone())]);
+    }
+    let Term::Add(a, b) = t else { return None };
+    for (x, y) in [(a, b), (b, a)] {
+        if let (Some(v), Term::Const(c)) = (var(x), &**y) {
+            return Some(vec![(v, slot.clone().sub(Term::c(*c)))]);
+        }
+        if let (Some((hi, k)), Some(lo)) = (scaled(x), var(y)) {
+            return Some(vec![(hi, slot.clone().div(Term::c(k))), (lo, slot.clone().rem(Term::c(k)))]);
+        }
+    }
+    None
 }
 
 fn loop_form(start: &Term, step: &Term, block: u32) -> LoopForm {
@@ -594,7 +796,7 @@ pub fn thread_free(t: &Term) -> Term {
 /// grid-stride loop, and so on. Anything else is `Other`, and no lemma
 /// is used for it.
 fn canonical(form: LoopForm, start: &Term, step: &Term, block: u32) -> LoopForm {
-    use tokitai_contracts::z3_backend::{discharge, Config};
+    use tokitai_contracts::z3_backend::{discharge_memo as discharge, Config};
     use tokitai_contracts::{Obligation, ObligationKind};
     let b = Term::c(block as i64);
     let a = thread_free(start);

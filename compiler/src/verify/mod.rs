@@ -1,6 +1,7 @@
 //! Verification of `KernelIr`: obligations generated from the object the
 //! HIP printer prints, discharged by Z3 (design.md, items 1 to 7).
 
+mod completeness;
 mod exec;
 mod obligations;
 pub mod mutate;

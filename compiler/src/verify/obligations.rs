@@ -9,7 +9,7 @@ use crate::types::Dtype;
 use crate::kir::{VExpr, VKind, Witness};
 use crate::tir::{Contract, TensorRole};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use tokitai_contracts::z3_backend::{discharge, Config};
+use tokitai_contracts::z3_backend::{discharge_memo as discharge, Config};
 use tokitai_contracts::{Formula, Obligation, ObligationKind, Outcome, Term};
 
 /// An obligation, its outcome and where in the source it comes from.
@@ -56,6 +56,8 @@ impl KernelProofs {
                         ObligationKind::Coverage => "E0908",
                         ObligationKind::Dtype => "E0909",
                         ObligationKind::Ensures => "E0910",
+                        ObligationKind::Initialized => "E0911",
+                        ObligationKind::ReductionComplete => "E0912",
                     };
                     let mut d = Diagnostic::error(code, format!("kernel `{}`: {} refuted: {}", self.kernel, v.obligation.kind.name(), v.obligation.description), v.span)
                         .with_label("this access or contract fails")
@@ -107,6 +109,15 @@ fn counterexample_words(model: &BTreeMap<String, i64>, show: &[(String, String)]
             parts.push(format!("{} = {}", label, v));
         }
     }
+    // Values read from index tensors: `load.<tensor>.<n>`.
+    let loaded: Vec<String> = model
+        .iter()
+        .filter(|(k, _)| k.starts_with("load.") && !k.ends_with('\''))
+        .map(|(k, v)| format!("`{}` holds {}", k[5..].rsplit_once('.').map(|(t, _)| t).unwrap_or(&k[5..]), v))
+        .collect();
+    if !loaded.is_empty() {
+        parts.push(format!("the element read from {}", loaded.join(", ")));
+    }
     let loops: Vec<String> = model
         .iter()
         .filter(|(k, _)| k.contains('#') && !k.ends_with('\''))
@@ -118,14 +129,14 @@ fn counterexample_words(model: &BTreeMap<String, i64>, show: &[(String, String)]
     parts.join("; ")
 }
 
-struct Gen<'a> {
-    exec: Exec<'a>,
+pub(super) struct Gen<'a> {
+    pub(super) exec: Exec<'a>,
     obs: Vec<(Obligation, Span)>,
     seen: HashSet<String>,
 }
 
 impl<'a> Gen<'a> {
-    fn push(&mut self, kind: ObligationKind, description: String, span: Span, path: &[Formula], goal: Formula, show: Vec<(String, String)>) {
+    pub(super) fn push(&mut self, kind: ObligationKind, description: String, span: Span, path: &[Formula], goal: Formula, show: Vec<(String, String)>) {
         let key = format!("{:?}|{}|{}|{:?}", kind, goal, Formula::and(path.to_vec()), span);
         if !self.seen.insert(key) {
             return;
@@ -169,7 +180,8 @@ impl<'a> Gen<'a> {
     fn in_bounds(&mut self) {
         for a in self.exec.accesses.clone() {
             let (span, what) = self.span_of(&a);
-            if let (Target::Global(b), false) = (&a.target, a.axes.is_empty()) {
+            // Per axis for tensors of two or more axes (one axis is its flat index).
+            if let (Target::Global(b), true) = (&a.target, a.axes.len() > 1) {
                 // Per axis, then the flat index as the row-major image of the
                 // axes (the row-major lemma: in-range axes give an in-range,
                 // distinct flat index).
@@ -429,7 +441,12 @@ impl<'a> Gen<'a> {
                         goal.push(a.subst(&|n| map.get(n).cloned()).eq(e.clone()));
                     }
                 } else {
-                    let e = Term::var("elem");
+                    // The flat element: the row-major image of the axes.
+                    let e = if per_axis {
+                        elems.iter().zip(&shape).skip(1).fold(elems[0].1.clone(), |h, ((_, x), d)| h.mul(exec::dim_term(self.exec.k, *d)).add(x.clone()))
+                    } else {
+                        Term::var("elem")
+                    };
                     let idx = acc.index.subst(&|n| map.get(n).cloned());
                     goal.push(idx.clone().le(e.clone()));
                     goal.push(e.lt(idx.add(Term::c(acc.width as i64))));
@@ -546,8 +563,11 @@ impl<'a> Gen<'a> {
     }
 }
 
+/// Discharge independent queries on every core (each rayon thread has its
+/// own Z3 context); the order of the result is the order of `obs`.
 fn discharge_all(obs: Vec<(Obligation, Span)>, cfg: &Config) -> Vec<VerifiedObligation> {
-    obs.into_iter()
+    use rayon::prelude::*;
+    obs.into_par_iter()
         .map(|(obligation, span)| {
             let outcome = discharge(&obligation, cfg);
             VerifiedObligation { obligation, outcome, span }
@@ -578,6 +598,8 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.races();
     g.shared_races();
     g.coverage();
+    g.registers_initialized();
+    g.reductions_complete();
     g.ensures();
     let barriers = g.barriers();
     let dtypes = g.dtypes();
@@ -600,6 +622,8 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     g.in_bounds();
     g.shared_races();
     g.races();
+    g.registers_initialized();
+    g.reductions_complete();
     g.coverage();
     g.ensures();
     g.overflow(ir.index_ty);

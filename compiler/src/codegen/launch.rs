@@ -1,0 +1,120 @@
+//! What a runtime needs to launch a kernel, emitted beside its oracles: the
+//! grid as a function of the dims, the kernel's parameters in signature
+//! order, and (for a runtime crate) a typed launcher that checks shapes,
+//! dtypes and `requires` before anything runs.
+
+use crate::kir::{GridDim, IExpr, KParam, KernelIr};
+use crate::tir::{Kernel, Param, TensorRole};
+use crate::types::Dtype;
+use std::fmt::Write;
+
+/// An integer expression over dims as Rust (`d` is the dims slice, in the
+/// kernel's dim order), in i64.
+fn rust_iexpr(k: &Kernel, ir: &KernelIr, e: &IExpr) -> String {
+    let b = |x: &IExpr| rust_iexpr(k, ir, x);
+    match e {
+        IExpr::Const(v) => format!("{}i64", v),
+        IExpr::Dim(d) => {
+            let name = &ir.dims[*d];
+            let pos = k.dims.iter().position(|x| &x.name == name).unwrap_or(0);
+            format!("d[{}]", pos)
+        }
+        IExpr::Add(x, y) => format!("({} + {})", b(x), b(y)),
+        IExpr::Sub(x, y) => format!("({} - {})", b(x), b(y)),
+        IExpr::Mul(x, y) => format!("({} * {})", b(x), b(y)),
+        IExpr::Div(x, y) => format!("({} / {})", b(x), b(y)),
+        IExpr::Rem(x, y) => format!("({} % {})", b(x), b(y)),
+        IExpr::Min(x, y) => format!("{}.min({})", b(x), b(y)),
+        // Launch geometry depends on dims only (the schedules build it so).
+        other => format!("{{ let _ = {:?}; 1i64 }}", format!("{:?}", other)),
+    }
+}
+
+/// Position of each tensor parameter among the tensor parameters, and of
+/// each scalar among the scalars, in signature order.
+fn signature_positions(k: &Kernel) -> (Vec<usize>, Vec<usize>) {
+    let tensors = k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).collect();
+    let scalars = k.params.iter().filter_map(|p| if let Param::Scalar(s) = p { Some(*s) } else { None }).collect();
+    (tensors, scalars)
+}
+
+/// `grid`, `BLOCK`, `SHARED_BYTES`, `INDEX_BITS` and `PARAMS` for one
+/// kernel module.
+pub fn launch_metadata(k: &Kernel, ir: &KernelIr) -> String {
+    let mut s = String::new();
+    let axes: Vec<String> = (0..2)
+        .map(|a| match ir.grid.get(a) {
+            None => "1".to_string(),
+            Some(GridDim::Exact(e)) => format!("({}).clamp(1, u32::MAX as i64) as u32", rust_iexpr(k, ir, e)),
+            Some(GridDim::Stride { work, per_block }) => {
+                format!("(({} + {p} - 1) / {p}).clamp(1, max_blocks.max(1)) as u32", rust_iexpr(k, ir, work), p = per_block)
+            }
+        })
+        .collect();
+    let _ = writeln!(s, "    /// Blocks per grid axis (x, y) for these dims (kernel dim order); `max_blocks` caps grid-stride axes.");
+    let _ = writeln!(s, "    #[allow(unused_variables)]");
+    let _ = writeln!(s, "    pub fn grid(d: &[i64], max_blocks: i64) -> [u32; 2] {{ [{}, {}] }}", axes[0], axes[1]);
+    let _ = writeln!(s, "    /// Threads per block.");
+    let _ = writeln!(s, "    pub const BLOCK: u32 = {};", ir.block);
+    let _ = writeln!(s, "    /// Static shared memory per block, in bytes.");
+    let _ = writeln!(s, "    pub const SHARED_BYTES: u32 = {};", ir.shared_bytes());
+    let _ = writeln!(s, "    /// Width of the dims as passed to the kernel (32 where 32-bit indexing is proved safe).");
+    let _ = writeln!(s, "    pub const INDEX_BITS: u32 = {};", if ir.index_ty == Dtype::I32 { 32 } else { 64 });
+    let (tensors, scalars) = signature_positions(k);
+    let params: Vec<String> = ir
+        .params
+        .iter()
+        .map(|p| match *p {
+            KParam::Buffer(b) => format!("super::tk_info::LaunchParam::Tensor({})", tensors.iter().position(|t| *t == ir.bufs[b].tensor).unwrap_or(usize::MAX)),
+            KParam::Scalar(x) => {
+                let pos = scalars.iter().position(|sc| k.scalars[*sc].name == ir.scalars[x].0).unwrap_or(usize::MAX);
+                format!("super::tk_info::LaunchParam::Scalar({}, {:?})", pos, ir.scalars[x].1.name())
+            }
+            KParam::Dim(d) => format!("super::tk_info::LaunchParam::Dim({})", k.dims.iter().position(|x| x.name == ir.dims[d]).unwrap_or(usize::MAX)),
+        })
+        .collect();
+    let _ = writeln!(s, "    /// The kernel's parameters in the order of its HIP signature.");
+    let _ = writeln!(s, "    pub const PARAMS: &[super::tk_info::LaunchParam] = &[{}];", params.join(", "));
+    s
+}
+
+/// A typed launcher on the runtime at path `rt` (`tokitai_runtime`, or
+/// `crate` inside the runtime): tensors by reference in signature order,
+/// scalars by value.
+pub fn launcher(k: &Kernel, rt: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
+    let _ = writeln!(
+        s,
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, block: BLOCK, shared_bytes: SHARED_BYTES, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        rt = rt
+    );
+    let mut params = vec![format!("dev: &{}::Device", rt)];
+    let mut args = Vec::new();
+    for p in &k.params {
+        match *p {
+            Param::Tensor(t) => {
+                let info = &k.tensors[t];
+                if info.role == TensorRole::Input {
+                    params.push(format!("{}: &{}::Tensor", info.name, rt));
+                    args.push(format!("{}::Arg::In({})", rt, info.name));
+                } else {
+                    params.push(format!("{}: &mut {}::Tensor", info.name, rt));
+                    args.push(format!("{}::Arg::Out({})", rt, info.name));
+                }
+            }
+            Param::Scalar(sc) => {
+                let info = &k.scalars[sc];
+                let ty = if info.dtype.is_half() { "f32" } else { info.dtype.rust_type() };
+                params.push(format!("{}: {}", info.name, ty));
+                let value = if info.dtype == Dtype::Bool { format!("{} as u8 as f64", info.name) } else { format!("{} as f64", info.name) };
+                args.push(format!("{}::Arg::Scalar({})", rt, value));
+            }
+        }
+    }
+    let _ = writeln!(s, "    /// Launch `{}` on `dev`: dims are read off the tensors' shapes, then shapes, dtypes and `requires` are checked.", k.name);
+    let _ = writeln!(s, "    pub fn launch({}) -> Result<(), {}::Error> {{", params.join(", "), rt);
+    let _ = writeln!(s, "        {}::launch(dev, &KERNEL, &mut [{}])", rt, args.join(", "));
+    let _ = writeln!(s, "    }}");
+    s
+}
