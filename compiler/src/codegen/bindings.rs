@@ -39,6 +39,12 @@ pub mod tk_info {
         pub schedule: &'static str,
         pub block: u32,
     }
+    /// A parameter of the source signature: a tensor or a scalar.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum SigParam {
+        Tensor,
+        Scalar,
+    }
     /// One parameter of a kernel's HIP signature.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum LaunchParam {
@@ -95,6 +101,10 @@ pub fn file_bindings(kernels: &[Kernel], irs: &[KernelIr], source_name: &str, st
         let _ = writeln!(s, "    ({n}::INFO, {n}::mirror, {n}::exact, {n}::check_requires),", n = k.name);
     }
     s.push_str("];\n");
+    if let Some(rt) = &style.runtime {
+        let _ = writeln!(s, "/// Every kernel of this file, for the runtime.");
+        let _ = writeln!(s, "pub const ALL: &[&{}::KernelDef] = &[{}];", rt, kernels.iter().map(|k| format!("&{}::KERNEL", k.name)).collect::<Vec<_>>().join(", "));
+    }
     s
 }
 

@@ -73,6 +73,9 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr) -> String {
             KParam::Dim(d) => format!("super::tk_info::LaunchParam::Dim({})", k.dims.iter().position(|x| x.name == ir.dims[d]).unwrap_or(usize::MAX)),
         })
         .collect();
+    let sig: Vec<&str> = k.params.iter().map(|p| if matches!(p, Param::Tensor(_)) { "super::tk_info::SigParam::Tensor" } else { "super::tk_info::SigParam::Scalar" }).collect();
+    let _ = writeln!(s, "    /// Tensors and scalars in the order of the source signature.");
+    let _ = writeln!(s, "    pub const SIGNATURE: &[super::tk_info::SigParam] = &[{}];", sig.join(", "));
     let _ = writeln!(s, "    /// The kernel's parameters in the order of its HIP signature.");
     let _ = writeln!(s, "    pub const PARAMS: &[super::tk_info::LaunchParam] = &[{}];", params.join(", "));
     s
@@ -86,7 +89,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, block: BLOCK, shared_bytes: SHARED_BYTES, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, block: BLOCK, shared_bytes: SHARED_BYTES, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];

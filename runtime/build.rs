@@ -1,0 +1,30 @@
+//! Compile the runtime's kernels (`examples/ops/*.tk`, the one set of
+//! sources the examples, tests and benchmarks share) with the compiler's
+//! build-script API, proving every obligation: a refuted or unproved kernel
+//! fails the build. Each file becomes `OUT_DIR/<stem>.rs` with typed
+//! launchers on this crate; `OUT_DIR/abi.rs` holds the support code they
+//! share.
+
+use std::path::Path;
+
+fn main() {
+    let ops = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops");
+    let mut files: Vec<_> = std::fs::read_dir(&ops)
+        .expect("examples/ops exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tk"))
+        .collect();
+    files.sort();
+    println!("cargo:rerun-if-changed={}", ops.display());
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    let abi = Path::new(&out).join("abi.rs");
+    if let Err(e) = tokitai_compiler::build::write_atomic(&abi, tokitai_compiler::codegen::bindings::support_source().as_bytes()) {
+        eprintln!("{}", e);
+        std::process::exit(1);
+    }
+    let build = tokitai_compiler::Build::new().files(&files).verify(true).support_module("crate::abi").launchers("crate");
+    if let Err(e) = build.compile() {
+        eprintln!("{}", e);
+        std::process::exit(1);
+    }
+}

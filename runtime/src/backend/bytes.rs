@@ -1,0 +1,96 @@
+//! Host buffers as little-endian bytes and back (device copies move bytes).
+
+use crate::abi::tk_rt::Buf;
+use crate::DType;
+
+pub fn to_bytes(buf: &Buf) -> Vec<u8> {
+    fn flat<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+        v.iter().flat_map(|x| f(*x)).collect()
+    }
+    match buf {
+        Buf::F16(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::Bf16(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::F32(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::F64(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::I32(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::U32(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::I64(v) => flat(v, |x| x.to_le_bytes()),
+        Buf::Bool(v) => v.iter().map(|b| *b as u8).collect(),
+    }
+}
+
+pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Buf {
+    fn chunks<const N: usize, T>(b: &[u8], f: impl Fn([u8; N]) -> T) -> Vec<T> {
+        b.chunks_exact(N).map(|c| f(c.try_into().expect("exact chunks"))).collect()
+    }
+    match dtype {
+        DType::F16 => Buf::F16(chunks(bytes, half::f16::from_le_bytes)),
+        DType::Bf16 => Buf::Bf16(chunks(bytes, half::bf16::from_le_bytes)),
+        DType::F32 => Buf::F32(chunks(bytes, f32::from_le_bytes)),
+        DType::F64 => Buf::F64(chunks(bytes, f64::from_le_bytes)),
+        DType::I32 => Buf::I32(chunks(bytes, i32::from_le_bytes)),
+        DType::U32 => Buf::U32(chunks(bytes, u32::from_le_bytes)),
+        DType::I64 => Buf::I64(chunks(bytes, i64::from_le_bytes)),
+        DType::Bool => Buf::Bool(bytes.iter().map(|b| *b != 0).collect()),
+    }
+}
+
+/// One kernel argument by value, as the kernel's signature declares it.
+#[derive(Clone, Copy, Debug)]
+pub enum ArgValue {
+    Ptr(u64),
+    F32(f32),
+    F64(f64),
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    U8(u8),
+}
+
+impl ArgValue {
+    /// A scalar of dtype `dtype` from its f64 carrier.
+    pub fn scalar(dtype: &str, v: f64) -> ArgValue {
+        match dtype {
+            "f64" => ArgValue::F64(v),
+            "i32" => ArgValue::I32(v as i32),
+            "u32" => ArgValue::U32(v as u32),
+            "i64" => ArgValue::I64(v as i64),
+            "bool" => ArgValue::U8((v != 0.0) as u8),
+            _ => ArgValue::F32(v as f32),
+        }
+    }
+    /// A dim as the kernel's index type.
+    pub fn dim(bits: u32, v: i64) -> ArgValue {
+        if bits == 32 {
+            ArgValue::I32(v as i32)
+        } else {
+            ArgValue::I64(v)
+        }
+    }
+    /// The address of the value, as the driver's launch call wants it.
+    pub fn as_ptr(&mut self) -> *mut std::ffi::c_void {
+        match self {
+            ArgValue::Ptr(x) => x as *mut u64 as *mut _,
+            ArgValue::F32(x) => x as *mut f32 as *mut _,
+            ArgValue::F64(x) => x as *mut f64 as *mut _,
+            ArgValue::I32(x) => x as *mut i32 as *mut _,
+            ArgValue::U32(x) => x as *mut u32 as *mut _,
+            ArgValue::I64(x) => x as *mut i64 as *mut _,
+            ArgValue::U8(x) => x as *mut u8 as *mut _,
+        }
+    }
+}
+
+/// The argument values of a launch, in signature order; `ptr(i)` gives the
+/// device address of tensor `i`.
+pub fn launch_values(k: &crate::KernelDef, bound: &crate::launch::Bound, ptr: impl Fn(usize) -> u64) -> Vec<ArgValue> {
+    use crate::abi::tk_info::LaunchParam;
+    k.params
+        .iter()
+        .map(|p| match *p {
+            LaunchParam::Tensor(i) => ArgValue::Ptr(ptr(i)),
+            LaunchParam::Scalar(i, dtype) => ArgValue::scalar(dtype, bound.scalars[i]),
+            LaunchParam::Dim(i) => ArgValue::dim(k.index_bits, bound.dims[i]),
+        })
+        .collect()
+}

@@ -1,0 +1,231 @@
+//! The CUDA backend (cudarc, libraries loaded at run time): NVRTC compiles
+//! a kernel's HIP text (the prelude maps it onto CUDA) to PTX for the
+//! device's architecture once per process and once per user on disk; the
+//! driver loads and launches it on one stream, in process.
+
+use super::bytes::{from_bytes, launch_values, to_bytes};
+use crate::abi::tk_rt::Buf;
+use crate::cache::DiskCache;
+use crate::launch::{Arg, Bound, KernelDef};
+use crate::tensor::Storage;
+use crate::{DType, Error, Result};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+const BACKEND: &str = "CUDA";
+
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    ordinal: usize,
+    name: String,
+    arch: String,
+    sm_count: u32,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    cache: DiskCache,
+    include: Option<PathBuf>,
+}
+
+/// A device allocation holding one tensor's bytes.
+pub struct DeviceBuf {
+    slice: CudaSlice<u8>,
+    backend: Arc<CudaBackend>,
+}
+
+fn device_err(call: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| Error::Device { backend: BACKEND, call: call.to_string(), message: e.to_string() }
+}
+
+/// Is one of the names cudarc would load present? (cudarc panics when none
+/// is; we answer with an error instead.)
+fn library_present(name: &str) -> bool {
+    cudarc::get_lib_name_candidates(name).iter().any(|n| unsafe { libloading::Library::new(n) }.is_ok())
+}
+
+/// Where `cuda_fp16.h` is: `$TOKITAI_CUDA_INCLUDE`, `$CUDA_HOME/include`,
+/// `/usr/local/cuda/include`, or the `nvidia-cuda-runtime` pip wheel.
+pub fn find_include() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for var in ["TOKITAI_CUDA_INCLUDE", "CUDA_HOME", "CUDA_PATH"] {
+        if let Some(v) = std::env::var_os(var) {
+            let p = PathBuf::from(v);
+            candidates.push(p.join("include"));
+            candidates.push(p);
+        }
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    for root in ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"] {
+        if let Ok(entries) = std::fs::read_dir(root) {
+            for e in entries.flatten() {
+                let py = e.path();
+                for site in ["site-packages", "dist-packages"] {
+                    for sub in ["cu13", "cuda_runtime"] {
+                        candidates.push(py.join(site).join("nvidia").join(sub).join("include"));
+                    }
+                }
+            }
+        }
+    }
+    candidates.into_iter().find(|p| p.join("cuda_fp16.h").exists())
+}
+
+impl CudaBackend {
+    pub fn new(ordinal: usize) -> Result<Arc<CudaBackend>> {
+        let unavailable = |reason: String| Error::DeviceUnavailable { backend: BACKEND, reason };
+        if !library_present("cuda") {
+            return Err(unavailable("libcuda (the NVIDIA driver library) is not installed".into()));
+        }
+        let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
+            .map_err(|_| unavailable("the CUDA driver library lacks a symbol this runtime needs (driver too old?)".into()))?
+            .map_err(|e| unavailable(format!("device {}: {}", ordinal, e)))?;
+        // One stream, so cudarc's per-buffer event tracking only costs time.
+        unsafe { ctx.disable_event_tracking() };
+        let (major, minor) = ctx.compute_capability().map_err(device_err("cuDeviceGetAttribute"))?;
+        let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(device_err("cuDeviceGetAttribute"))? as u32;
+        let name = ctx.name().map_err(device_err("cuDeviceGetName"))?;
+        let stream = ctx.default_stream();
+        Ok(Arc::new(CudaBackend {
+            ctx,
+            stream,
+            ordinal,
+            name,
+            arch: format!("sm_{}{}", major, minor),
+            sm_count,
+            functions: Mutex::new(HashMap::new()),
+            cache: DiskCache::default_location(),
+            include: find_include(),
+        }))
+    }
+
+    pub fn describe(&self) -> String {
+        format!("{} {} ({}, {} SMs)", self.location(), self.name, self.arch, self.sm_count)
+    }
+    pub fn location(&self) -> String {
+        format!("cuda:{}", self.ordinal)
+    }
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    /// Replace the on-disk cache (tests use a private folder).
+    pub fn with_cache(self: &Arc<Self>, cache: DiskCache) -> Arc<CudaBackend> {
+        Arc::new(CudaBackend {
+            ctx: self.ctx.clone(),
+            stream: self.stream.clone(),
+            ordinal: self.ordinal,
+            name: self.name.clone(),
+            arch: self.arch.clone(),
+            sm_count: self.sm_count,
+            functions: Mutex::new(HashMap::new()),
+            cache,
+            include: self.include.clone(),
+        })
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(device_err("cuStreamSynchronize"))
+    }
+
+    pub(crate) fn upload(self: &Arc<Self>, buf: &Buf) -> Result<DeviceBuf> {
+        let bytes = to_bytes(buf);
+        // Zero-length tensors still get a (one-byte) allocation and address.
+        let slice = if bytes.is_empty() { self.stream.alloc_zeros::<u8>(1) } else { self.stream.clone_htod(&bytes) }.map_err(device_err("cuMemcpyHtoD"))?;
+        Ok(DeviceBuf { slice, backend: self.clone() })
+    }
+
+    fn options(&self) -> Vec<String> {
+        nvrtc_options(&self.arch, self.include.as_deref())
+    }
+
+    /// The loaded function of `k`: from this process's table, else the
+    /// disk cache, else NVRTC.
+    pub fn function(&self, k: &KernelDef) -> Result<CudaFunction> {
+        let options = self.options();
+        // The include path is where the headers are, not what they say.
+        let key_opts: Vec<String> = options.iter().filter(|o| !o.starts_with("-I")).cloned().collect();
+        let key = super::code_key(k.hip_source, "nvrtc", &key_opts, &self.arch);
+        if let Some(f) = self.functions.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(f);
+        }
+        let (ptx, _hit) = self.cache.get_or_build(&key, "ptx", || nvrtc_compile(k, &options).map(String::into_bytes))?;
+        let text = String::from_utf8(ptx).map_err(|_| Error::Compile { kernel: k.info.name.into(), backend: BACKEND, log: "cached PTX is not text".into() })?;
+        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(text)).map_err(device_err("cuModuleLoadData"))?;
+        let f = module.load_function(k.info.name).map_err(device_err("cuModuleGetFunction"))?;
+        if let Ok(mut m) = self.functions.lock() {
+            m.insert(key, f.clone());
+        }
+        Ok(f)
+    }
+
+    /// Blocks for a grid-stride axis: enough to fill every SM.
+    pub fn max_blocks(&self, k: &KernelDef) -> i64 {
+        self.sm_count as i64 * (2048 / k.block.max(1)) as i64
+    }
+
+    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
+        let f = self.function(k)?;
+        let ptrs: Vec<u64> = args
+            .iter()
+            .filter_map(|a| a.tensor())
+            .map(|t| match &t.storage {
+                Storage::Cuda(b) => b.slice.device_ptr(&self.stream).0,
+                _ => 0,
+            })
+            .collect();
+        let mut values = launch_values(k, bound, |i| ptrs[i]);
+        let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
+        let [gx, gy] = (k.grid)(&bound.dims, self.max_blocks(k));
+        self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (k.block, 1, 1), 0, self.stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
+    }
+}
+
+/// NVRTC options: no fma contraction (the kernel says where it fuses, and
+/// the mirror oracle follows it), the architecture, the CUDA headers.
+pub fn nvrtc_options(arch: &str, include: Option<&std::path::Path>) -> Vec<String> {
+    let mut o = vec![format!("--gpu-architecture={}", arch), "--fmad=false".to_string(), "-std=c++17".to_string()];
+    if let Some(inc) = include {
+        o.push(format!("-I{}", inc.display()));
+    }
+    o
+}
+
+/// Compile a kernel's HIP text to PTX with NVRTC, in process (no GPU needed,
+/// only libnvrtc). The log of a failed compile is in the error.
+pub fn nvrtc_compile(k: &KernelDef, options: &[String]) -> Result<String> {
+    if !library_present("nvrtc") {
+        return Err(Error::DeviceUnavailable { backend: BACKEND, reason: "libnvrtc (CUDA run-time compilation) is not installed".into() });
+    }
+    let opts = cudarc::nvrtc::CompileOptions { options: options.to_vec(), name: Some(format!("{}.cu", k.info.name)), ..Default::default() };
+    let ptx = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(k.hip_source, opts))
+        .map_err(|_| Error::DeviceUnavailable { backend: BACKEND, reason: "libnvrtc lacks a symbol this runtime needs".into() })?
+        .map_err(|e| Error::Compile { kernel: k.info.name.into(), backend: BACKEND, log: compile_log(&e) })?;
+    Ok(ptx.to_src())
+}
+
+fn compile_log(e: &cudarc::nvrtc::CompileError) -> String {
+    match e {
+        cudarc::nvrtc::CompileError::CompileError { log, options, .. } => format!("{}\n(options: {})", log.to_string_lossy(), options.join(" ")),
+        other => format!("{:?}", other),
+    }
+}
+
+impl DeviceBuf {
+    pub fn location(&self) -> String {
+        self.backend.location()
+    }
+    pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
+        let bytes = self.backend.stream.clone_dtoh(&self.slice).map_err(device_err("cuMemcpyDtoH"))?;
+        Ok(from_bytes(dtype, &bytes[..(len * dtype.size_bytes()).min(bytes.len())]))
+    }
+}

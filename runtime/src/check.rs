@@ -1,0 +1,181 @@
+//! Checking a kernel on a device against its exact (f64) oracle: random
+//! shapes that meet `requires`, random inputs over the declared `domain`
+//! (with its edges), outputs poisoned with NaN before the launch so that an
+//! element the kernel never writes fails, and every element compared with
+//! the declared tolerance `|got - exact| <= abs + rel |exact|`.
+//!
+//! Used by the CPU tests in CI and by the GPU suite (`tokitai-gpucheck`).
+
+use crate::abi::tk_info::SigParam;
+use crate::abi::tk_rt::{self, Buf};
+use crate::{Arg, Device, Error, KernelDef, Result, Tensor};
+
+/// SplitMix64: small, deterministic, good enough for test data.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next_u64() % ((hi - lo + 1).max(1) as u64)) as i64
+    }
+}
+
+/// One call's data: dims (kernel order), scalars and every tensor (outputs
+/// poisoned with NaN, integer outputs with -1).
+pub struct Case {
+    pub dims: Vec<i64>,
+    pub scalars: Vec<f64>,
+    pub tensors: Vec<(Vec<usize>, Buf)>,
+}
+
+fn shape_of(k: &KernelDef, dims: &[i64], t: usize) -> Vec<usize> {
+    k.info.tensors[t]
+        .shape
+        .iter()
+        .map(|d| k.info.dims.iter().position(|x| x == d).map(|i| dims[i]).unwrap_or_else(|| d.parse().unwrap_or(1)) as usize)
+        .collect()
+}
+
+/// Dims of about `scale` (each at most `scale` and its bound from
+/// `requires`), scalars over their domain; retried until `requires` holds.
+pub fn random_case(k: &KernelDef, rng: &mut Rng, scale: i64) -> Result<Case> {
+    let info = k.info;
+    let mut dims = vec![0i64; info.dims.len()];
+    let mut scalars: Vec<f64>;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        if tries > 500 {
+            return Err(Error::Argument { kernel: info.name.into(), message: format!("no dims of scale {} satisfy `requires`", scale) });
+        }
+        for d in 0..dims.len() {
+            let class = info.dim_class[d];
+            dims[d] = match info.dim_value[d] {
+                Some(v) => v,
+                None if class < d => dims[class],
+                None => {
+                    let hi = info.dim_upper[d].unwrap_or(i64::MAX).min(scale.max(1 + tries / 4)).max(1);
+                    rng.range((hi / 2).max(1), hi)
+                }
+            };
+        }
+        scalars = info
+            .scalars
+            .iter()
+            .map(|(name, _)| {
+                let (lo, hi) = info.domain.iter().find(|x| x.0 == *name).map(|x| (x.1, x.2)).unwrap_or((0.5, 1.0));
+                lo + (hi - lo) * rng.unit()
+            })
+            .collect();
+        if (k.requires)(&dims, &scalars).is_ok() {
+            break;
+        }
+    }
+    let dim = |name: &str| info.dims.iter().position(|d| *d == name).map(|i| dims[i]).unwrap_or_else(|| name.parse().unwrap_or(1));
+    let mut tensors = Vec::new();
+    for (i, t) in info.tensors.iter().enumerate() {
+        let shape = shape_of(k, &dims, i);
+        let len: usize = shape.iter().product();
+        let output = t.role == "output";
+        let (lo, hi) = info.domain.iter().find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((-1.0, 1.0));
+        let mut vals: Vec<f64> = (0..len).map(|_| if output { f64::NAN } else { lo + (hi - lo) * rng.unit() }).collect();
+        if !output && len > 3 {
+            // The domain's edges and middle.
+            vals[0] = lo;
+            vals[1] = hi;
+            vals[2] = (lo + hi) / 2.0;
+        }
+        let buf = match t.dtype {
+            "f16" => Buf::F16(vals.iter().map(|v| half::f16::from_f64(*v)).collect()),
+            "bf16" => Buf::Bf16(vals.iter().map(|v| half::bf16::from_f64(*v)).collect()),
+            "f32" => Buf::F32(vals.iter().map(|v| *v as f32).collect()),
+            "f64" => Buf::F64(vals),
+            "i32" if output => Buf::I32(vec![-1; len]),
+            "i32" => {
+                let hi = info.index_ranges.iter().find(|r| r.0 == t.name).map(|r| dim(r.1)).unwrap_or(8);
+                Buf::I32((0..len).map(|_| rng.range(0, hi - 1) as i32).collect())
+            }
+            other => return Err(Error::Argument { kernel: info.name.into(), message: format!("no generator for dtype {}", other) }),
+        };
+        tensors.push((shape, buf));
+    }
+    Ok(Case { dims, scalars, tensors })
+}
+
+/// What one check found.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub kernel: String,
+    pub dims: Vec<i64>,
+    pub elements: usize,
+    /// Largest `|got - exact| / (abs + rel |exact|)` over every output
+    /// element (<= 1 passes; NaN or an unwritten element gives infinity).
+    pub worst_ratio: f64,
+    /// The worst element, in words.
+    pub worst: String,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.worst_ratio <= 1.0
+    }
+}
+
+/// Run `case` through `k` on `dev` and compare with the exact oracle.
+pub fn check(dev: &Device, k: &KernelDef, case: &Case) -> Result<Outcome> {
+    let info = k.info;
+    let host: Vec<Buf> = case.tensors.iter().map(|(_, b)| b.clone()).collect();
+    let want = (k.exact)(&case.dims, &case.scalars, &host).map_err(|message| Error::Cpu { kernel: info.name.into(), message })?;
+    let mut tensors: Vec<Tensor> = case.tensors.iter().map(|(s, b)| Tensor::from_buf(s, b.clone())?.to_device(dev)).collect::<Result<_>>()?;
+    {
+        // Arguments in signature order: tensors (outputs mutably) and scalars.
+        let mut scalars = case.scalars.iter();
+        let mut ts = tensors.iter_mut().zip(info.tensors.iter());
+        let mut args: Vec<Arg> = Vec::new();
+        for p in k.signature {
+            match p {
+                SigParam::Tensor => {
+                    let (t, param) = ts.next().expect("one tensor per parameter");
+                    args.push(if param.role == "input" { Arg::In(t) } else { Arg::Out(t) });
+                }
+                SigParam::Scalar => args.push(Arg::Scalar(*scalars.next().expect("one scalar per parameter"))),
+            }
+        }
+        crate::launch(dev, k, &mut args)?;
+    }
+    dev.synchronize()?;
+    let mut elements = 0;
+    let mut worst_ratio: f64 = 0.0;
+    let mut worst = String::from("no output elements");
+    let outs: Vec<usize> = info.tensors.iter().enumerate().filter(|(_, t)| t.role != "input").map(|(i, _)| i).collect();
+    for (o, exact) in outs.iter().zip(&want) {
+        let t = &info.tensors[*o];
+        let got = tensors[*o].to_f64_vec()?;
+        let (abs, rel) = info.tolerance.iter().find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((0.0, 0.0));
+        for (i, (g, e)) in got.iter().zip(exact).enumerate() {
+            elements += 1;
+            let bound = abs + rel * e.abs();
+            let ratio = if tk_rt::within(*g, *e, abs, rel) {
+                if bound > 0.0 { (g - e).abs() / bound } else { 0.0 }
+            } else if g.is_finite() && bound > 0.0 {
+                (g - e).abs() / bound
+            } else {
+                f64::INFINITY
+            };
+            if ratio > worst_ratio || elements == 1 {
+                worst_ratio = worst_ratio.max(ratio);
+                worst = format!("{}[{}] = {} against exact {} (tolerance abs {:e}, rel {:e})", t.name, i, g, e, abs, rel);
+            }
+        }
+    }
+    Ok(Outcome { kernel: info.name.into(), dims: case.dims.clone(), elements, worst_ratio, worst })
+}

@@ -1,0 +1,107 @@
+//! Where kernels run: the CPU (default), an NVIDIA GPU through CUDA, or an
+//! AMD GPU through HIP.
+
+use crate::Result;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub enum Device {
+    /// The generated CPU code (mirror oracles), on rayon's threads.
+    Cpu,
+    #[cfg(feature = "cuda")]
+    Cuda(Arc<crate::backend::cuda::CudaBackend>),
+    #[cfg(feature = "hip")]
+    Hip(Arc<crate::backend::hip::HipBackend>),
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.describe())
+    }
+}
+
+impl Device {
+    /// The first usable GPU (CUDA, then HIP), else the CPU; `reasons` says
+    /// why each GPU backend was passed over.
+    pub fn auto() -> (Device, Vec<String>) {
+        let mut reasons = Vec::new();
+        #[cfg(feature = "cuda")]
+        match Device::cuda(0) {
+            Ok(d) => return (d, reasons),
+            Err(e) => reasons.push(e.to_string()),
+        }
+        #[cfg(feature = "hip")]
+        match Device::hip(0) {
+            Ok(d) => return (d, reasons),
+            Err(e) => reasons.push(e.to_string()),
+        }
+        (Device::Cpu, reasons)
+    }
+
+    /// CUDA device `ordinal`; an error (never a panic) when libcuda, the
+    /// driver or the device is missing.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(ordinal: usize) -> Result<Device> {
+        Ok(Device::Cuda(crate::backend::cuda::CudaBackend::new(ordinal)?))
+    }
+
+    /// HIP device `ordinal`; an error when libamdhip64 or the GPU is missing.
+    #[cfg(feature = "hip")]
+    pub fn hip(ordinal: usize) -> Result<Device> {
+        Ok(Device::Hip(crate::backend::hip::HipBackend::new(ordinal)?))
+    }
+
+    /// Parse `cpu`, `cuda`, `cuda:N`, `hip`, `hip:N` or `auto`.
+    pub fn from_spec(spec: &str) -> Result<Device> {
+        let (kind, ordinal) = match spec.split_once(':') {
+            Some((k, n)) => (k, n.parse::<usize>().map_err(|_| crate::Error::Tensor(format!("device `{}`: `{}` is not a device number", spec, n)))?),
+            None => (spec, 0),
+        };
+        match kind {
+            "cpu" => Ok(Device::Cpu),
+            "auto" => Ok(Device::auto().0),
+            #[cfg(feature = "cuda")]
+            "cuda" => Device::cuda(ordinal),
+            #[cfg(feature = "hip")]
+            "hip" => Device::hip(ordinal),
+            other => Err(crate::Error::Tensor(format!("unknown device `{}` (expected cpu, cuda[:N], hip[:N] or auto)", other))),
+        }
+    }
+
+    /// "cpu (16 threads)", "cuda:0 NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)".
+    pub fn describe(&self) -> String {
+        match self {
+            Device::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.describe(),
+            #[cfg(feature = "hip")]
+            Device::Hip(h) => h.describe(),
+        }
+    }
+
+    /// "host", "cuda:0", "hip:0": where this device's tensors live.
+    pub fn location(&self) -> String {
+        match self {
+            Device::Cpu => "host".into(),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.location(),
+            #[cfg(feature = "hip")]
+            Device::Hip(h) => h.location(),
+        }
+    }
+
+    /// Wait for every queued launch and copy; report an asynchronous failure.
+    pub fn synchronize(&self) -> Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.synchronize(),
+            #[cfg(feature = "hip")]
+            Device::Hip(h) => h.synchronize(),
+        }
+    }
+
+    pub fn is_gpu(&self) -> bool {
+        !matches!(self, Device::Cpu)
+    }
+}

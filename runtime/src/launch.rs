@@ -1,0 +1,121 @@
+//! The one launch path every typed launcher goes through: bind the dims
+//! from the tensors' shapes, check dtypes, shapes, devices and `requires`,
+//! then hand the call to the device's backend.
+
+use crate::abi::tk_info::{KernelInfo, LaunchParam, SigParam};
+use crate::abi::tk_rt::Buf;
+use crate::{Device, Error, Result, Tensor};
+
+pub type MirrorFn = fn(&[i64], &[f64], &mut [Buf]) -> std::result::Result<(), String>;
+pub type ExactFn = fn(&[i64], &[f64], &[Buf]) -> std::result::Result<Vec<Vec<f64>>, String>;
+pub type RequiresFn = fn(&[i64], &[f64]) -> std::result::Result<(), String>;
+
+/// A kernel as the build script generated it (see `kernels`).
+#[derive(Debug)]
+pub struct KernelDef {
+    pub info: &'static KernelInfo,
+    pub mirror: MirrorFn,
+    pub exact: ExactFn,
+    pub requires: RequiresFn,
+    pub grid: fn(&[i64], i64) -> [u32; 2],
+    pub params: &'static [LaunchParam],
+    pub signature: &'static [SigParam],
+    pub block: u32,
+    pub shared_bytes: u32,
+    pub index_bits: u32,
+    pub hip_source: &'static str,
+    pub target: &'static str,
+}
+
+/// One argument in signature order.
+pub enum Arg<'a> {
+    In(&'a Tensor),
+    Out(&'a mut Tensor),
+    Scalar(f64),
+}
+
+impl Arg<'_> {
+    pub(crate) fn tensor(&self) -> Option<&Tensor> {
+        match self {
+            Arg::In(t) => Some(t),
+            Arg::Out(t) => Some(t),
+            Arg::Scalar(_) => None,
+        }
+    }
+}
+
+/// A checked call: dims in the kernel's dim order, scalars in signature
+/// order.
+pub struct Bound {
+    pub dims: Vec<i64>,
+    pub scalars: Vec<f64>,
+}
+
+/// Bind and check everything about a call that does not need a device.
+pub fn bind(k: &KernelDef, args: &[Arg]) -> Result<Bound> {
+    let info = k.info;
+    let kernel = || info.name.to_string();
+    let n_tensors = args.iter().filter(|a| a.tensor().is_some()).count();
+    if n_tensors != info.tensors.len() || args.len() != info.tensors.len() + info.scalars.len() {
+        return Err(Error::Argument { kernel: kernel(), message: format!("expected {} tensors and {} scalars, got {} arguments", info.tensors.len(), info.scalars.len(), args.len()) });
+    }
+    let mut dims: Vec<Option<(i64, &str)>> = vec![None; info.dims.len()];
+    let mut scalars = Vec::new();
+    for (param, t) in info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
+        if t.dtype().name() != param.dtype {
+            return Err(Error::Dtype { kernel: kernel(), tensor: param.name.into(), expected: param.dtype.into(), got: t.dtype().name().into() });
+        }
+        let shape_err = |message: String| Error::Shape { kernel: kernel(), tensor: param.name.into(), message };
+        if t.shape().len() != param.shape.len() {
+            return Err(shape_err(format!("expected {} axes [{}], got shape {:?}", param.shape.len(), param.shape.join(", "), t.shape())));
+        }
+        for (axis, (name, &len)) in param.shape.iter().zip(t.shape()).enumerate() {
+            let len = len as i64;
+            match info.dims.iter().position(|d| d == name) {
+                Some(d) => match dims[d] {
+                    None => dims[d] = Some((len, param.name)),
+                    Some((v, from)) if v != len => {
+                        return Err(shape_err(format!("axis {} is dim {} = {}, but `{}` has {} = {}", axis, name, len, from, name, v)));
+                    }
+                    Some(_) => {}
+                },
+                None => {
+                    let want: i64 = name.parse().map_err(|_| shape_err(format!("axis {} names unknown dim {}", axis, name)))?;
+                    if want != len {
+                        return Err(shape_err(format!("axis {} must have length {}, got {}", axis, want, len)));
+                    }
+                }
+            }
+        }
+    }
+    for a in args {
+        if let Arg::Scalar(v) = a {
+            scalars.push(*v);
+        }
+    }
+    let dims: Vec<i64> = dims
+        .iter()
+        .zip(info.dims)
+        .map(|(d, name)| d.map(|(v, _)| v).ok_or_else(|| Error::Argument { kernel: kernel(), message: format!("dim {} is not the length of any tensor axis", name) }))
+        .collect::<Result<_>>()?;
+    (k.requires)(&dims, &scalars).map_err(|message| Error::Requires { kernel: kernel(), message })?;
+    Ok(Bound { dims, scalars })
+}
+
+/// Launch `k` on `dev` with `args` in signature order.
+pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
+    let bound = bind(k, args)?;
+    let want = dev.location();
+    for (param, t) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
+        if t.location() != want {
+            return Err(Error::WrongDevice { kernel: k.info.name.into(), tensor: param.name.into(), expected: want, got: t.location() });
+        }
+    }
+    match dev {
+        Device::Cpu => crate::backend::cpu::run(k, &bound, args),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(c) => c.launch(k, &bound, args),
+        #[cfg(feature = "hip")]
+        Device::Hip(h) => h.launch(k, &bound, args),
+    }
+}

@@ -1,0 +1,42 @@
+//! The CPU backend runs every shipped kernel through its typed launch path
+//! and agrees with the exact oracle within the declared tolerance, on
+//! random shapes (not multiples of vector widths or tiles) with outputs
+//! poisoned beforehand.
+
+use tokitai_runtime::check::{check, random_case, Rng};
+use tokitai_runtime::{kernels, Device};
+
+#[test]
+fn every_kernel_matches_its_exact_oracle_on_the_cpu() {
+    let all = kernels::all();
+    assert_eq!(all.len(), 20, "the runtime ships every kernel of examples/ops");
+    let mut failures = Vec::new();
+    for k in all {
+        for (i, scale) in [3i64, 37, 130].into_iter().enumerate() {
+            let mut rng = Rng(0x5eed ^ (i as u64) << 32 ^ k.info.name.len() as u64);
+            let case = random_case(k, &mut rng, scale).unwrap();
+            let out = check(&Device::Cpu, k, &case).unwrap();
+            assert!(out.elements > 0, "{}: no output elements checked", k.info.name);
+            if !out.passed() {
+                failures.push(format!("{} dims {:?}: worst {} (ratio {})", out.kernel, out.dims, out.worst, out.worst_ratio));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The check itself can fail: a kernel whose output is left unwritten (the
+/// NaN poison survives) is caught.
+#[test]
+fn an_unwritten_output_fails_the_check() {
+    let k = kernels::by_name("gelu_fwd").unwrap();
+    let mut rng = Rng(7);
+    let case = random_case(k, &mut rng, 50).unwrap();
+    let mut broken = tokitai_runtime::KernelDef { ..*k };
+    fn no_op(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Buf]) -> Result<(), String> {
+        Ok(())
+    }
+    broken.mirror = no_op;
+    let out = check(&Device::Cpu, &broken, &case).unwrap();
+    assert!(!out.passed(), "a kernel that writes nothing passed: {:?}", out);
+}
