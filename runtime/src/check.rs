@@ -80,6 +80,13 @@ pub fn random_case(k: &KernelDef, rng: &mut Rng, scale: i64) -> Result<Case> {
             break;
         }
     }
+    case_with(k, rng, dims, scalars)
+}
+
+/// Random data for given dims and scalars (outputs poisoned).
+pub fn case_with(k: &KernelDef, rng: &mut Rng, dims: Vec<i64>, scalars: Vec<f64>) -> Result<Case> {
+    let info = k.info;
+    (k.requires)(&dims, &scalars).map_err(|message| Error::Requires { kernel: info.name.into(), message })?;
     let dim = |name: &str| info.dims.iter().position(|d| *d == name).map(|i| dims[i]).unwrap_or_else(|| name.parse().unwrap_or(1));
     let mut tensors = Vec::new();
     for (i, t) in info.tensors.iter().enumerate() {
@@ -111,6 +118,41 @@ pub fn random_case(k: &KernelDef, rng: &mut Rng, scale: i64) -> Result<Case> {
     Ok(Case { dims, scalars, tensors })
 }
 
+/// Dims by name (every dim of the kernel), scalars at the middle of their
+/// domain (or 0.5 without one).
+pub fn case_for(k: &KernelDef, rng: &mut Rng, named: &[(&str, i64)]) -> Result<Case> {
+    let info = k.info;
+    let dims = info
+        .dims
+        .iter()
+        .map(|d| named.iter().find(|(n, _)| n == d).map(|(_, v)| *v).ok_or_else(|| Error::Argument { kernel: info.name.into(), message: format!("no value given for dim {}", d) }))
+        .collect::<Result<Vec<i64>>>()?;
+    let scalars = info.scalars.iter().map(|(name, _)| info.domain.iter().find(|x| x.0 == *name).map(|x| (x.1 + x.2) / 2.0).unwrap_or(0.5)).collect();
+    case_with(k, rng, dims, scalars)
+}
+
+/// Device tensors of a case and the launch arguments over them.
+pub fn upload(dev: &Device, case: &Case) -> Result<Vec<Tensor>> {
+    case.tensors.iter().map(|(s, b)| Tensor::from_buf(s, b.clone())?.to_device(dev)).collect()
+}
+
+/// Launch `k` once over `tensors` with `scalars`, in signature order.
+pub fn launch_on(dev: &Device, k: &KernelDef, tensors: &mut [Tensor], scalars: &[f64]) -> Result<()> {
+    let mut scalars = scalars.iter();
+    let mut ts = tensors.iter_mut().zip(k.info.tensors.iter());
+    let mut args: Vec<Arg> = Vec::new();
+    for p in k.signature {
+        match p {
+            SigParam::Tensor => {
+                let (t, param) = ts.next().ok_or_else(|| Error::Argument { kernel: k.info.name.into(), message: "too few tensors".into() })?;
+                args.push(if param.role == "input" { Arg::In(t) } else { Arg::Out(t) });
+            }
+            SigParam::Scalar => args.push(Arg::Scalar(*scalars.next().ok_or_else(|| Error::Argument { kernel: k.info.name.into(), message: "too few scalars".into() })?)),
+        }
+    }
+    crate::launch(dev, k, &mut args)
+}
+
 /// What one check found.
 #[derive(Clone, Debug)]
 pub struct Outcome {
@@ -135,23 +177,8 @@ pub fn check(dev: &Device, k: &KernelDef, case: &Case) -> Result<Outcome> {
     let info = k.info;
     let host: Vec<Buf> = case.tensors.iter().map(|(_, b)| b.clone()).collect();
     let want = (k.exact)(&case.dims, &case.scalars, &host).map_err(|message| Error::Cpu { kernel: info.name.into(), message })?;
-    let mut tensors: Vec<Tensor> = case.tensors.iter().map(|(s, b)| Tensor::from_buf(s, b.clone())?.to_device(dev)).collect::<Result<_>>()?;
-    {
-        // Arguments in signature order: tensors (outputs mutably) and scalars.
-        let mut scalars = case.scalars.iter();
-        let mut ts = tensors.iter_mut().zip(info.tensors.iter());
-        let mut args: Vec<Arg> = Vec::new();
-        for p in k.signature {
-            match p {
-                SigParam::Tensor => {
-                    let (t, param) = ts.next().expect("one tensor per parameter");
-                    args.push(if param.role == "input" { Arg::In(t) } else { Arg::Out(t) });
-                }
-                SigParam::Scalar => args.push(Arg::Scalar(*scalars.next().expect("one scalar per parameter"))),
-            }
-        }
-        crate::launch(dev, k, &mut args)?;
-    }
+    let mut tensors = upload(dev, case)?;
+    launch_on(dev, k, &mut tensors, &case.scalars)?;
     dev.synchronize()?;
     let mut elements = 0;
     let mut worst_ratio: f64 = 0.0;

@@ -1,0 +1,103 @@
+//! Time every workload of perf.md through the runtime on one GPU, with the
+//! device's copy bandwidth measured in the same run, and the launch
+//! overhead of the runtime against a bare cudarc launch.
+//!
+//! Usage: tokitai-bench-kernels [--json FILE]. Prints a table; the JSON
+//! holds every number (bench/report.py merges it with PyTorch's).
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use std::time::Instant;
+use tokitai_bench::{time_ms, WORKLOADS};
+use tokitai_runtime::check::{case_for, launch_on, upload, Rng};
+use tokitai_runtime::{kernels, Device};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
+    let dev = match Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {}", e);
+            std::process::exit(2);
+        }
+    };
+    let Device::Cuda(cuda) = &dev else { unreachable!() };
+    let (ctx, stream) = (cuda.context().clone(), cuda.stream().clone());
+    println!("device: {}", dev.describe());
+
+    // The ceiling: a 512 MiB device-to-device copy (bytes read + written).
+    let bytes = 512usize << 20;
+    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).expect("alloc");
+    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).expect("alloc");
+    let copy_ms = time_ms(&ctx, &stream, 3, 20, || stream.memcpy_dtod(&src, &mut dst).expect("copy"));
+    let copy_gbs = 2.0 * bytes as f64 / (copy_ms * 1e-3) / 1e9;
+    drop((src, dst));
+    println!("device copy 512 MiB: {:.3} ms, {:.0} GB/s", copy_ms, copy_gbs);
+
+    let mut rows = Vec::new();
+    println!("{:<34} {:>10} {:>10} {:>8} {:>9}", "workload", "ms", "GB/s", "% copy", "TFLOP/s");
+    for w in WORKLOADS {
+        let k = kernels::by_name(w.kernel).expect("kernel exists");
+        let mut rng = Rng(0xBE7C4 ^ w.label.len() as u64);
+        let case = match case_for(k, &mut rng, w.dims) {
+            Ok(c) => c,
+            Err(e) => {
+                println!("{:<34} not run: {}", w.label, e);
+                rows.push(serde_json::json!({"label": w.label, "kernel": w.kernel, "error": e.to_string()}));
+                continue;
+            }
+        };
+        let mut tensors = upload(&dev, &case).expect("upload");
+        // Bytes that must move: inputs once, outputs once, inouts twice.
+        let moved: usize = k.info.tensors.iter().zip(&tensors).map(|(p, t)| t.size_bytes() * if p.role == "inout" { 2 } else { 1 }).sum();
+        let mut err = None;
+        let ms = time_ms(&ctx, &stream, 3, 20, || {
+            if let Err(e) = launch_on(&dev, k, &mut tensors, &case.scalars) {
+                err.get_or_insert(e.to_string());
+            }
+        });
+        if let Some(e) = err {
+            println!("{:<34} launch failed: {}", w.label, e);
+            rows.push(serde_json::json!({"label": w.label, "kernel": w.kernel, "error": e}));
+            continue;
+        }
+        let gbs = moved as f64 / (ms * 1e-3) / 1e9;
+        let flops = if k.info.schedule == "contraction" { 2.0 * w.dims.iter().map(|(_, v)| *v as f64).product::<f64>() } else { 0.0 };
+        let tflops = flops / (ms * 1e-3) / 1e12;
+        println!("{:<34} {:>10.4} {:>10.0} {:>7.1}% {:>9.1}", w.label, ms, gbs, 100.0 * gbs / copy_gbs, tflops);
+        rows.push(serde_json::json!({"label": w.label, "kernel": w.kernel, "ms": ms, "bytes": moved, "gbs": gbs, "copy_share": gbs / copy_gbs, "tflops": tflops}));
+    }
+
+    // Launch overhead: the runtime's checked launch against a bare cudarc
+    // launch of the same function, host time per launch (no sync between).
+    let k = kernels::by_name("gelu_fwd").expect("gelu_fwd");
+    let mut rng = Rng(1);
+    let case = case_for(k, &mut rng, &[("N", 1024)]).expect("case");
+    let mut tensors = upload(&dev, &case).expect("upload");
+    let n = 20000;
+    launch_on(&dev, k, &mut tensors, &[]).expect("launch");
+    dev.synchronize().expect("sync");
+    let t = Instant::now();
+    for _ in 0..n {
+        launch_on(&dev, k, &mut tensors, &[]).expect("launch");
+    }
+    let runtime_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    dev.synchronize().expect("sync");
+    let f = cuda.function(k).expect("function");
+    let x: CudaSlice<u16> = stream.alloc_zeros(1024).expect("alloc");
+    let y: CudaSlice<u16> = stream.alloc_zeros(1024).expect("alloc");
+    let (mut px, mut py, mut nn) = (x.device_ptr(&stream).0, y.device_ptr(&stream).0, 1024i32);
+    let mut raw: Vec<*mut std::ffi::c_void> = vec![&mut px as *mut u64 as *mut _, &mut py as *mut u64 as *mut _, &mut nn as *mut i32 as *mut _];
+    let grid = (k.grid)(&[1024], cuda.max_blocks(k));
+    let t = Instant::now();
+    for _ in 0..n {
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (grid[0], grid[1], 1), (k.block, 1, 1), 0, stream.cu_stream(), &mut raw) }.expect("launch");
+    }
+    let bare_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    dev.synchronize().expect("sync");
+    println!("launch overhead: runtime {:.2} us per launch, bare cudarc {:.2} us (host time, {} launches)", runtime_us, bare_us, n);
+    let doc = serde_json::json!({"device": dev.describe(), "copy_ms": copy_ms, "copy_gbs": copy_gbs, "workloads": rows, "launch_us": {"runtime": runtime_us, "bare_cudarc": bare_us}});
+    if let Some(p) = json_path {
+        std::fs::write(&p, serde_json::to_string_pretty(&doc).unwrap_or_default()).expect("write json");
+    }
+}

@@ -1,0 +1,58 @@
+//! Shared pieces of the GPU drivers: the workloads of perf.md and timing
+//! with device events.
+
+use cudarc::driver::{sys, CudaContext, CudaStream};
+use std::sync::Arc;
+
+/// One measured workload: a kernel at named dims.
+pub struct Workload {
+    pub label: &'static str,
+    pub kernel: &'static str,
+    pub dims: &'static [(&'static str, i64)],
+}
+
+/// The sizes of perf.md (and the MoE kernels at training-like sizes).
+pub const WORKLOADS: &[Workload] = &[
+    Workload { label: "gelu_fwd f16 2^26", kernel: "gelu_fwd", dims: &[("N", 1 << 26)] },
+    Workload { label: "gelu_bwd f16 2^26", kernel: "gelu_bwd", dims: &[("N", 1 << 26)] },
+    Workload { label: "softmax_fwd f16 16384x4096", kernel: "softmax_fwd", dims: &[("R", 16384), ("C", 4096)] },
+    Workload { label: "softmax_fwd f16 65536x1024", kernel: "softmax_fwd", dims: &[("R", 65536), ("C", 1024)] },
+    Workload { label: "softmax_fwd f16 4096x32000", kernel: "softmax_fwd", dims: &[("R", 4096), ("C", 32000)] },
+    Workload { label: "softmax_bwd f16 16384x4096", kernel: "softmax_bwd", dims: &[("R", 16384), ("C", 4096)] },
+    Workload { label: "layernorm_fwd f16 16384x4096", kernel: "layernorm_fwd", dims: &[("R", 16384), ("C", 4096)] },
+    Workload { label: "layernorm_fwd f16 65536x1024", kernel: "layernorm_fwd", dims: &[("R", 65536), ("C", 1024)] },
+    Workload { label: "layernorm_bwd f16 16384x4096", kernel: "layernorm_bwd", dims: &[("R", 16384), ("C", 4096)] },
+    Workload { label: "layernorm_bwd f16 65536x1024", kernel: "layernorm_bwd", dims: &[("R", 65536), ("C", 1024)] },
+    Workload { label: "adamw 2^26", kernel: "adamw", dims: &[("P", 1 << 26)] },
+    Workload { label: "sgd_momentum 2^26", kernel: "sgd_momentum", dims: &[("P", 1 << 26)] },
+    Workload { label: "mse_grad f16 2^26", kernel: "mse_grad", dims: &[("N", 1 << 26)] },
+    Workload { label: "grad_norm_sq f16 2^24", kernel: "grad_norm_sq", dims: &[("P", 1 << 24)] },
+    Workload { label: "clip_grad f16 2^26", kernel: "clip_grad", dims: &[("P", 1 << 26)] },
+    Workload { label: "gather_rows f16 65536x1024", kernel: "gather_rows", dims: &[("T", 65536), ("D", 1024), ("R", 65536)] },
+    Workload { label: "combine2 f16 65536x1024", kernel: "combine2", dims: &[("S", 131072), ("D", 1024), ("R", 65536)] },
+    Workload { label: "top2 f32 2^20x4", kernel: "top2", dims: &[("R", 1 << 20), ("E", 4)] },
+    Workload { label: "linear_fwd f16 4096^3", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
+    Workload { label: "linear_fwd f16 16384x1024x1024", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
+];
+
+/// Median milliseconds of `reps` runs of `f`, each bracketed by events on
+/// `stream`, after `warmup` untimed runs.
+pub fn time_ms(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, warmup: usize, reps: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..warmup {
+        f();
+    }
+    stream.synchronize().expect("synchronize");
+    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = ctx.new_event(flags).expect("event");
+        let end = ctx.new_event(flags).expect("event");
+        start.record(stream).expect("record");
+        f();
+        end.record(stream).expect("record");
+        end.synchronize().expect("event sync");
+        times.push(start.elapsed_ms(&end).expect("elapsed") as f64);
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).expect("finite times"));
+    times[times.len() / 2]
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""PyTorch on the workloads of tokitai-bench-kernels (same labels, sizes and
+dtypes), timed the same way: device events around each call, median of 20
+after 3 warm-up calls. Also the 512 MiB device copy.
+
+Usage: python3 bench/torch_ref.py [--json FILE]
+"""
+import argparse, json, statistics
+import torch
+import torch.nn.functional as F
+
+def time_ms(fn, warmup=3, reps=20):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); e.synchronize()
+        times.append(s.elapsed_time(e))
+    return statistics.median(times)
+
+def rand(shape, dtype, lo=-1.0, hi=1.0):
+    return (torch.rand(shape, device="cuda", dtype=torch.float32) * (hi - lo) + lo).to(dtype)
+
+def workloads():
+    h = torch.float16
+    w = {}
+    n = 1 << 26
+    x, dy = rand(n, h, -8, 8), rand(n, h, -4, 4)
+    w["gelu_fwd f16 2^26"] = lambda: F.gelu(x, approximate="tanh")
+    w["gelu_bwd f16 2^26"] = lambda: torch.ops.aten.gelu_backward(dy, x, approximate="tanh")
+    for r, c in [(16384, 4096), (65536, 1024), (4096, 32000)]:
+        xs = rand((r, c), h, -16, 16)
+        w[f"softmax_fwd f16 {r}x{c}"] = (lambda xs=xs: torch.softmax(xs, -1))
+    s = torch.softmax(rand((16384, 4096), h), -1)
+    g = rand((16384, 4096), h)
+    w["softmax_bwd f16 16384x4096"] = lambda: torch._softmax_backward_data(g, s, -1, h)
+    for r, c in [(16384, 4096), (65536, 1024)]:
+        xl, gamma, beta, gy = rand((r, c), h), rand(c, h), rand(c, h), rand((r, c), h)
+        w[f"layernorm_fwd f16 {r}x{c}"] = (lambda xl=xl, gamma=gamma, beta=beta, c=c: F.layer_norm(xl, (c,), gamma, beta, 1e-5))
+        _, mean, rstd = torch.ops.aten.native_layer_norm(xl, (c,), gamma, beta, 1e-5)
+        w[f"layernorm_bwd f16 {r}x{c}"] = (lambda gy=gy, xl=xl, mean=mean, rstd=rstd, gamma=gamma, beta=beta, c=c:
+            torch.ops.aten.native_layer_norm_backward(gy, xl, (c,), mean, rstd, gamma, beta, [True, False, False]))
+    p = torch.nn.Parameter(rand(n, torch.float32))
+    p.grad = rand(n, torch.float32)
+    adam = torch.optim.AdamW([p], lr=1e-3, fused=True)
+    w["adamw 2^26"] = adam.step
+    q = torch.nn.Parameter(rand(n, torch.float32))
+    q.grad = rand(n, torch.float32)
+    sgd = torch.optim.SGD([q], lr=1e-2, momentum=0.9, foreach=True)
+    w["sgd_momentum 2^26"] = sgd.step
+    y, t = rand(n, h, -4, 4), rand(n, h, 0, 1)
+    w["mse_grad f16 2^26"] = lambda: (2.0 / n) * (y - t)
+    gn = rand(1 << 24, h)
+    w["grad_norm_sq f16 2^24"] = lambda: torch.linalg.vector_norm(gn, dtype=torch.float32) ** 2
+    gc = rand(n, h)
+    w["clip_grad f16 2^26"] = lambda: gc.mul_(0.999)
+    xt, idx = rand((65536, 1024), h, -4, 4), torch.randint(0, 65536, (65536,), device="cuda")
+    w["gather_rows f16 65536x1024"] = lambda: xt.index_select(0, idx)
+    hh = rand((131072, 1024), h, -4, 4)
+    p0, p1 = torch.randint(0, 131072, (65536,), device="cuda"), torch.randint(0, 131072, (65536,), device="cuda")
+    w0, w1 = rand(65536, torch.float32, 0, 1), rand(65536, torch.float32, 0, 1)
+    w["combine2 f16 65536x1024"] = lambda: (hh[p0].float() * w0[:, None] + hh[p1].float() * w1[:, None]).half()
+    pr = rand((1 << 20, 4), torch.float32, 0, 1)
+    w["top2 f32 2^20x4"] = lambda: torch.topk(pr, 2, dim=-1)
+    for m, k, nn in [(4096, 4096, 4096), (16384, 1024, 1024)]:
+        a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
+        label = "linear_fwd f16 4096^3" if m == k == nn else f"linear_fwd f16 {m}x{k}x{nn}"
+        w[label] = (lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b))
+    return w
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    nbytes = 512 << 20
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    copy_ms = time_ms(lambda: dst.copy_(src))
+    del src, dst
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "copy_ms": copy_ms,
+           "copy_gbs": 2 * nbytes / (copy_ms * 1e-3) / 1e9, "workloads": {}}
+    print(f"torch {torch.__version__} on {out['device']}: copy {copy_ms:.3f} ms, {out['copy_gbs']:.0f} GB/s")
+    for label, fn in workloads().items():
+        ms = time_ms(fn)
+        out["workloads"][label] = ms
+        print(f"{label:<34} {ms:10.4f} ms")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+if __name__ == "__main__":
+    main()
