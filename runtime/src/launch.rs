@@ -105,10 +105,9 @@ pub fn bind(k: &KernelDef, args: &[Arg]) -> Result<Bound> {
 /// Launch `k` on `dev` with `args` in signature order.
 pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     let bound = bind(k, args)?;
-    let want = dev.location();
     for (param, t) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
-        if t.location() != want {
-            return Err(Error::WrongDevice { kernel: k.info.name.into(), tensor: param.name.into(), expected: want, got: t.location() });
+        if !t.is_on(dev) {
+            return Err(Error::WrongDevice { kernel: k.info.name.into(), tensor: param.name.into(), expected: dev.location(), got: t.location() });
         }
     }
     match dev {

@@ -140,6 +140,19 @@ impl Tensor {
         }
     }
 
+    /// Does this tensor live where `dev` runs kernels?
+    pub fn is_on(&self, dev: &Device) -> bool {
+        match (&self.storage, dev) {
+            (Storage::Host(_), Device::Cpu) => true,
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(b), Device::Cuda(c)) => b.ordinal() == c.ordinal(),
+            #[cfg(feature = "hip")]
+            (Storage::Hip(b), Device::Hip(h)) => b.ordinal() == h.ordinal(),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
     /// A copy on `dev` (the CPU device means the host).
     pub fn to_device(&self, dev: &Device) -> Result<Tensor> {
         let host = self.to_host()?;

@@ -14,6 +14,8 @@ use tokitai_runtime::{kernels, Device};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
+    // `--only TEXT`: just the workloads whose label contains TEXT.
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let dev = match Device::cuda(0) {
         Ok(d) => d,
         Err(e) => {
@@ -36,7 +38,7 @@ fn main() {
 
     let mut rows = Vec::new();
     println!("{:<34} {:>10} {:>10} {:>8} {:>9}", "workload", "ms", "GB/s", "% copy", "TFLOP/s");
-    for w in WORKLOADS {
+    for w in WORKLOADS.iter().filter(|w| only.as_ref().is_none_or(|o| w.label.contains(o.as_str()))) {
         let k = kernels::by_name(w.kernel).expect("kernel exists");
         let mut rng = Rng(0xBE7C4 ^ w.label.len() as u64);
         let case = match case_for(k, &mut rng, w.dims) {

@@ -256,22 +256,42 @@ impl<'a> Gen<'a> {
         acc
     }
 
+    /// One statement: its loop nest, in parallel over ranges of the
+    /// outermost variable (each element is written once, the race rule
+    /// says, so the ranges are independent); values are collected, then
+    /// stored in order.
     fn statement(&self, st: &tir::Stmt) -> String {
         let mut s = String::new();
         let name = &self.k.tensors[st.target].name;
-        let _ = writeln!(s, "        // {}", self.k.tensors[st.target].name);
-        let mut indent = String::from("        ");
-        for v in &st.vars {
+        let vt = value_type(self.k.tensors[st.target].dtype, self.mode);
+        let _ = writeln!(s, "        // {}", name);
+        let idx: Vec<String> = st.vars.iter().map(|v| self.var(*v)).collect();
+        let value = self.expr(&st.value);
+        let flat = self.flat(st.target, &idx);
+        let Some((first, rest)) = st.vars.split_first() else {
+            let _ = writeln!(s, "        let value = {};", value);
+            let _ = writeln!(s, "        tk_rt::set(&mut t_{}, {}, value, \"{}\")?;", name, flat, name);
+            return s;
+        };
+        let extents: Vec<String> = st.vars.iter().map(|v| dim_expr(self.k, self.k.vars[*v].extent)).collect();
+        let _ = writeln!(s, "        let parts = tk_rt::par_ranges({}, {}, |lo: i64, hi: i64| -> Result<Vec<(i64, {})>, String> {{", extents[0], extents.join(" * "), vt);
+        let _ = writeln!(s, "            let mut out = Vec::new();");
+        let _ = writeln!(s, "            for {} in lo..hi {{", self.var(*first));
+        let mut indent = String::from("                ");
+        for v in rest {
             let _ = writeln!(s, "{}for {} in 0..{} {{", indent, self.var(*v), dim_expr(self.k, self.k.vars[*v].extent));
             indent.push_str("    ");
         }
-        let idx: Vec<String> = st.vars.iter().map(|v| self.var(*v)).collect();
-        let _ = writeln!(s, "{}let value = {};", indent, self.expr(&st.value));
-        let _ = writeln!(s, "{}tk_rt::set(&mut t_{}, {}, value, \"{}\")?;", indent, name, self.flat(st.target, &idx), name);
-        for _ in &st.vars {
+        let _ = writeln!(s, "{}let value = {};", indent, value);
+        let _ = writeln!(s, "{}out.push(({}, value));", indent, flat);
+        for _ in rest {
             indent.truncate(indent.len() - 4);
             let _ = writeln!(s, "{}}}", indent);
         }
+        let _ = writeln!(s, "            }}");
+        let _ = writeln!(s, "            Ok(out)");
+        let _ = writeln!(s, "        }});");
+        let _ = writeln!(s, "        for part in parts {{ for (i, value) in part? {{ tk_rt::set(&mut t_{}, i, value, \"{}\")?; }} }}", name, name);
         s
     }
 

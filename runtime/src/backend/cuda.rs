@@ -24,6 +24,7 @@ pub struct CudaBackend {
     arch: String,
     sm_count: u32,
     functions: Mutex<HashMap<String, CudaFunction>>,
+    by_address: Mutex<HashMap<usize, CudaFunction>>,
     cache: DiskCache,
     include: Option<PathBuf>,
 }
@@ -94,6 +95,7 @@ impl CudaBackend {
             arch: format!("sm_{}{}", major, minor),
             sm_count,
             functions: Mutex::new(HashMap::new()),
+            by_address: Mutex::new(HashMap::new()),
             cache: DiskCache::default_location(),
             include: find_include(),
         }))
@@ -104,6 +106,9 @@ impl CudaBackend {
     }
     pub fn location(&self) -> String {
         format!("cuda:{}", self.ordinal)
+    }
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
     }
     pub fn arch(&self) -> &str {
         &self.arch
@@ -127,6 +132,7 @@ impl CudaBackend {
             arch: self.arch.clone(),
             sm_count: self.sm_count,
             functions: Mutex::new(HashMap::new()),
+            by_address: Mutex::new(HashMap::new()),
             cache,
             include: self.include.clone(),
         })
@@ -150,6 +156,20 @@ impl CudaBackend {
     /// The loaded function of `k`: from this process's table, else the
     /// disk cache, else NVRTC.
     pub fn function(&self, k: &KernelDef) -> Result<CudaFunction> {
+        // Hot path: a kernel's source is a static string; its address
+        // names it within this process without hashing it again.
+        let addr = k.hip_source.as_ptr() as usize;
+        if let Some(f) = self.by_address.lock().ok().and_then(|m| m.get(&addr).cloned()) {
+            return Ok(f);
+        }
+        let f = self.function_by_key(k)?;
+        if let Ok(mut m) = self.by_address.lock() {
+            m.insert(addr, f.clone());
+        }
+        Ok(f)
+    }
+
+    fn function_by_key(&self, k: &KernelDef) -> Result<CudaFunction> {
         let options = self.options();
         // The include path is where the headers are, not what they say.
         let key_opts: Vec<String> = options.iter().filter(|o| !o.starts_with("-I")).cloned().collect();
@@ -168,8 +188,11 @@ impl CudaBackend {
     }
 
     /// Blocks for a grid-stride axis: enough to fill every SM.
+    /// `TOKITAI_BLOCKS_PER_SM` overrides the blocks per SM (for tuning).
     pub fn max_blocks(&self, k: &KernelDef) -> i64 {
-        self.sm_count as i64 * (2048 / k.block.max(1)) as i64
+        static OVERRIDE: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+        let per_sm = OVERRIDE.get_or_init(|| std::env::var("TOKITAI_BLOCKS_PER_SM").ok().and_then(|v| v.parse().ok())).unwrap_or((2048 / k.block.max(1)) as i64);
+        self.sm_count as i64 * per_sm
     }
 
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
@@ -221,6 +244,9 @@ fn compile_log(e: &cudarc::nvrtc::CompileError) -> String {
 }
 
 impl DeviceBuf {
+    pub fn ordinal(&self) -> usize {
+        self.backend.ordinal
+    }
     pub fn location(&self) -> String {
         self.backend.location()
     }

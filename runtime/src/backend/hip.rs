@@ -147,6 +147,9 @@ impl HipBackend {
     pub fn location(&self) -> String {
         format!("hip:{}", self.ordinal)
     }
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
     fn bind(&self) -> Result<()> {
         self.api.check("hipSetDevice", unsafe { (self.api.set_device)(self.ordinal as c_int) })
     }
@@ -243,6 +246,9 @@ impl HipBackend {
 }
 
 impl DeviceBuf {
+    pub fn ordinal(&self) -> usize {
+        self.backend.ordinal
+    }
     pub fn location(&self) -> String {
         self.backend.location()
     }
