@@ -182,7 +182,11 @@ impl<'a> Printer<'a> {
             }
             KStmt::For { var, start, end, step, unroll, body } => {
                 if *unroll {
-                    self.line("#pragma unroll");
+                    // Constant trip counts unroll fully; a strided loop over
+                    // a row unrolls by 4 so that four loads are in flight
+                    // per thread (the order of its accumulation is kept).
+                    let constant = matches!((start, end), (IExpr::Const(_), IExpr::Const(_)));
+                    self.line(if constant { "#pragma unroll" } else { "#pragma unroll 4" });
                 }
                 let v = self.ivar(*var);
                 let step = match step {

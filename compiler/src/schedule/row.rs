@@ -160,7 +160,7 @@ fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Ve
         }
         let name = format!("`{}`", k.vars[accs[g[0]].var].name);
         b.ir.reduction_loops.push(ReductionLoop { var: c, extent: extent.clone(), cooperative: true, granule: 1, name, span: k.vars[accs[g[0]].var].span });
-        out.push(KStmt::For { var: c, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: false, body });
+        out.push(KStmt::For { var: c, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: true, body });
     }
     block_reduce(b, &accs, out);
     for a in &accs {
@@ -271,6 +271,6 @@ fn element_loop(b: &mut Builder, stmts: &[StmtId], prefix: usize, env: &mut Env,
         let assign = vec![(Witness::Var(row), IExpr::Var(x).div(extent.clone())), (Witness::Var(e), IExpr::Var(x).rem(extent.clone()))];
         b.cover(stmt.target, x, vec![CoverCase { when: Cond::True, access, assign }]);
     }
-    out.push(KStmt::For { var: e, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: false, body });
+    out.push(KStmt::For { var: e, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: true, body });
     Ok(())
 }
