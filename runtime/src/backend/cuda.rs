@@ -189,14 +189,15 @@ impl CudaBackend {
 
     /// Blocks for a grid-stride axis: enough to fill every SM.
     /// The cap on blocks of a grid-stride axis. Measured on the H100
-    /// (bench/RESULTS.md, 2026-11-22): a full grid (one block per block's
-    /// worth of work) beat persistent grids of 8, 16 or 32 blocks per SM by
-    /// 5-20% on every pointwise kernel, so there is no cap below the
-    /// hardware's. `TOKITAI_BLOCKS_PER_SM` sets one (for tuning).
-    pub fn max_blocks(&self, _k: &KernelDef) -> i64 {
+    /// (bench/RESULTS.md, 2026-11-22): for pointwise kernels a full grid
+    /// (one block per block's worth of work) beat persistent grids of 8, 16
+    /// or 32 blocks per SM by 5-20%; gathers ran 2.7x faster persistent (8
+    /// blocks per SM). `TOKITAI_BLOCKS_PER_SM` sets the cap (for tuning).
+    pub fn max_blocks(&self, k: &KernelDef) -> i64 {
         static OVERRIDE: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
         match OVERRIDE.get_or_init(|| std::env::var("TOKITAI_BLOCKS_PER_SM").ok().and_then(|v| v.parse().ok())) {
             Some(per_sm) => self.sm_count as i64 * per_sm,
+            None if k.info.schedule == "gather" => self.sm_count as i64 * (2048 / k.block.max(1)) as i64,
             None => i32::MAX as i64,
         }
     }
