@@ -40,8 +40,11 @@ pub struct Artifacts {
     pub warnings: Vec<Diagnostic>,
     pub program: crate::tir::Program,
     pub kernels: Vec<crate::kir::KernelIr>,
-    /// (kernel name, HIP text with prelude)
+    /// (kernel name, HIP text with prelude), the kernels then their variants.
     pub hip: Vec<(String, String)>,
+    /// Per kernel, its variants at other block sizes with the row lengths
+    /// each serves (see `schedule::ROW_VARIANTS`).
+    pub variants: Vec<Vec<(crate::kir::KernelIr, i64, i64)>>,
     pub bindings: String,
     pub manifest: manifest::Manifest,
 }
@@ -101,22 +104,44 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     } else {
         Vec::new()
     };
+    // Variants (the same kernel at other block sizes), proved like the rest.
+    let mut variants: Vec<Vec<(crate::kir::KernelIr, i64, i64)>> = program
+        .kernels
+        .iter()
+        .zip(&kernels)
+        .map(|(k, ir)| crate::schedule::schedule_variants(k, target, ir))
+        .collect::<Result<_, Diagnostic>>()
+        .map_err(|d| fail(&source, vec![d]))?;
+    #[cfg(feature = "verify")]
+    if opts.verify {
+        let cfg = tokitai_contracts::z3_backend::Config { timeout_ms: opts.timeout_ms };
+        let mut diags = Vec::new();
+        for (k, vs) in program.kernels.iter().zip(variants.iter_mut()) {
+            for (v, _, _) in vs.iter_mut() {
+                diags.extend(crate::verify::verify_cached(k, v, &cfg).diagnostics());
+            }
+        }
+        if diags.iter().any(|d| d.is_error() || d.code == "W0901") {
+            return Err(fail(&source, diags));
+        }
+    }
     let verified = cfg!(feature = "verify") && opts.verify;
     if !verified {
         // Without a proof that 32-bit index arithmetic cannot overflow, index in 64 bits.
-        for ir in kernels.iter_mut() {
+        for ir in kernels.iter_mut().chain(variants.iter_mut().flatten().map(|(v, _, _)| v)) {
             ir.index_ty = crate::types::Dtype::I64;
         }
     }
     let source_sha = manifest::sha256_hex(source.text.as_bytes());
-    let hip: Vec<(String, String)> = kernels.iter().map(|ir| (ir.name.clone(), hip::kernel_source(ir))).collect();
-    let entries = program
+    let mut hip: Vec<(String, String)> = kernels.iter().map(|ir| (ir.name.clone(), hip::kernel_source(ir))).collect();
+    hip.extend(variants.iter().flatten().map(|(v, _, _)| (v.name.clone(), hip::kernel_source(v))));
+    let irs: Vec<(&crate::tir::Kernel, &crate::kir::KernelIr)> = program
         .kernels
         .iter()
         .zip(&kernels)
-        .zip(&hip)
-        .map(|((k, ir), (_, text))| manifest::kernel_entry(k, ir, &source_sha, text, verified))
+        .chain(program.kernels.iter().zip(&variants).flat_map(|(k, vs)| vs.iter().map(move |(v, _, _)| (k, v))))
         .collect();
+    let entries = irs.iter().zip(&hip).map(|((k, ir), (_, text))| manifest::kernel_entry(k, ir, &source_sha, text, verified)).collect();
     let manifest = manifest::Manifest {
         schema_version: manifest::SCHEMA_VERSION,
         compiler: manifest::CompilerInfo { name: "tokitai-compiler", version: crate::VERSION },
@@ -125,7 +150,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         compile_flags: target.compile_flags(),
         kernels: entries,
     };
-    let bindings = bindings::file_bindings(&program.kernels, &kernels, &source.name, &opts.style);
+    let bindings = bindings::file_bindings(&program.kernels, &kernels, &variants, &source.name, &opts.style);
     Ok(Artifacts {
         #[cfg(feature = "verify")]
         proofs,
@@ -133,6 +158,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         program,
         kernels,
         hip,
+        variants,
         bindings,
         manifest,
         source,

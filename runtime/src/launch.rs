@@ -2,7 +2,7 @@
 //! from the tensors' shapes, check dtypes, shapes, devices and `requires`,
 //! then hand the call to the device's backend.
 
-use crate::abi::tk_info::{KernelInfo, LaunchParam, SigParam};
+use crate::abi::tk_info::{KernelInfo, LaunchParam, SigParam, Variant};
 use crate::abi::tk_rt::Buf;
 use crate::{Device, Error, Result, Tensor};
 
@@ -20,6 +20,9 @@ pub struct KernelDef {
     pub grid: fn(&[i64], i64) -> [u32; 2],
     pub params: &'static [LaunchParam],
     pub signature: &'static [SigParam],
+    /// The kernel at other block sizes, by row length.
+    pub variants: &'static [Variant],
+    pub row_length: fn(&[i64]) -> i64,
     pub block: u32,
     pub shared_bytes: u32,
     pub index_bits: u32,
@@ -49,6 +52,36 @@ impl Arg<'_> {
 pub struct Bound {
     pub dims: Vec<i64>,
     pub scalars: Vec<f64>,
+}
+
+/// What a GPU launches for a call: the kernel itself or one of its variants.
+#[derive(Clone, Copy, Debug)]
+pub struct Chosen {
+    pub name: &'static str,
+    pub block: u32,
+    pub hip_source: &'static str,
+    pub index_bits: u32,
+}
+
+impl KernelDef {
+    /// The variant serving these dims (by row length), else the kernel.
+    pub fn choose(&self, dims: &[i64]) -> Chosen {
+        let len = (self.row_length)(dims);
+        match self.variants.iter().find(|v| v.min_row <= len && len <= v.max_row) {
+            Some(v) => Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits },
+            None => self.primary(),
+        }
+    }
+    /// The kernel itself (no variant).
+    pub fn primary(&self) -> Chosen {
+        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits }
+    }
+    /// The kernel and every variant.
+    pub fn all_compiled(&self) -> Vec<Chosen> {
+        let mut v = vec![self.primary()];
+        v.extend(self.variants.iter().map(|x| Chosen { name: x.name, block: x.block, hip_source: x.hip_source, index_bits: x.index_bits }));
+        v
+    }
 }
 
 /// Bind and check everything about a call that does not need a device.

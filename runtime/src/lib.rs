@@ -31,7 +31,7 @@ mod tensor;
 
 pub use device::Device;
 pub use error::Error;
-pub use launch::{launch, Arg, KernelDef};
+pub use launch::{launch, Arg, Chosen, KernelDef};
 pub use tensor::{DType, Tensor};
 
 pub type Result<T> = std::result::Result<T, Error>;

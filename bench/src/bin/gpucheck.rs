@@ -46,6 +46,29 @@ fn main() {
             }
         }
     }
+    // One check per benchmark workload at its full size (contractions at
+    // 1024^3: their exact oracle runs on the CPU).
+    for w in tokitai_bench::WORKLOADS {
+        let Some(k) = kernels::by_name(w.kernel) else { continue };
+        let dims: Vec<(&str, i64)> = if k.info.schedule == "contraction" { w.dims.iter().map(|(n, _)| (*n, 1024)).collect() } else { w.dims.to_vec() };
+        if k.info.schedule == "contraction" && rows.iter().any(|r| r["kernel"] == k.info.name && r["large"] == true) {
+            continue;
+        }
+        let mut rng = Rng(0xB16 ^ w.label.len() as u64);
+        match tokitai_runtime::check::case_for(k, &mut rng, &dims).and_then(|case| check(&dev, k, &case)) {
+            Ok(out) => {
+                let ok = out.passed();
+                failed += !ok as usize;
+                println!("{:<22} {:<5} dims {:<28} elements {:>9}  worst/tol {:>8.3}  {}", out.kernel, if ok { "ok" } else { "FAIL" }, format!("{:?}", out.dims), out.elements, out.worst_ratio, if ok { String::new() } else { out.worst.clone() });
+                rows.push(serde_json::json!({"kernel": out.kernel, "dims": out.dims, "elements": out.elements, "worst_ratio": if out.worst_ratio.is_finite() { serde_json::json!(out.worst_ratio) } else { serde_json::json!("inf") }, "passed": ok, "worst": out.worst, "large": true}));
+            }
+            Err(e) => {
+                failed += 1;
+                println!("{:<22} ERROR {}", k.info.name, e);
+                rows.push(serde_json::json!({"kernel": k.info.name, "error": e.to_string(), "passed": false, "large": true}));
+            }
+        }
+    }
     let total = rows.len();
     println!("\n{} of {} checks passed on {}", total - failed, total, dev.describe());
     if let Some(path) = opt("--json") {

@@ -85,7 +85,7 @@ fn main() {
     }
     let runtime_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
     dev.synchronize().expect("sync");
-    let f = cuda.function(k).expect("function");
+    let f = cuda.function(&k.primary()).expect("function");
     let x: CudaSlice<u16> = stream.alloc_zeros(1024).expect("alloc");
     let y: CudaSlice<u16> = stream.alloc_zeros(1024).expect("alloc");
     let (mut px, mut py, mut nn) = (x.device_ptr(&stream).0, y.device_ptr(&stream).0, 1024i32);

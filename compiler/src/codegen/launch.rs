@@ -40,8 +40,28 @@ fn signature_positions(k: &Kernel) -> (Vec<usize>, Vec<usize>) {
 
 /// `grid`, `BLOCK`, `SHARED_BYTES`, `INDEX_BITS` and `PARAMS` for one
 /// kernel module.
-pub fn launch_metadata(k: &Kernel, ir: &KernelIr) -> String {
+pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> String {
     let mut s = String::new();
+    let row = ir.reduction_loops.iter().find(|r| r.cooperative).map(|r| rust_iexpr(k, ir, &r.extent)).unwrap_or_else(|| "0i64".into());
+    let _ = writeln!(s, "    /// Elements per row of a row schedule (0 for other schedules): what picks a variant.");
+    let _ = writeln!(s, "    #[allow(unused_variables)]");
+    let _ = writeln!(s, "    pub fn row_length(d: &[i64]) -> i64 {{ {} }}", row);
+    let vs: Vec<String> = variants
+        .iter()
+        .map(|(v, lo, hi)| {
+            format!(
+                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {} }}",
+                v.name,
+                v.block,
+                lo,
+                hi,
+                crate::codegen::hip::kernel_source(v),
+                if v.index_ty == Dtype::I32 { 32 } else { 64 }
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "    /// This kernel at other block sizes, each proved like the kernel itself.");
+    let _ = writeln!(s, "    pub const VARIANTS: &[super::tk_info::Variant] = &[{}];", vs.join(", "));
     let axes: Vec<String> = (0..2)
         .map(|a| match ir.grid.get(a) {
             None => "1".to_string(),
@@ -89,7 +109,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, block: BLOCK, shared_bytes: SHARED_BYTES, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];

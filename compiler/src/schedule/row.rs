@@ -26,7 +26,12 @@ enum Item {
 }
 
 pub fn schedule(k: &Kernel, target: &Target, prefix: usize) -> Result<KernelIr, Diagnostic> {
-    let mut b = Builder::new(k, target, Schedule::RowReduction { rows_rank: prefix as u32 }, BLOCK);
+    schedule_with_block(k, target, prefix, BLOCK)
+}
+
+/// The row schedule with `block` threads per row.
+pub fn schedule_with_block(k: &Kernel, target: &Target, prefix: usize, block: u32) -> Result<KernelIr, Diagnostic> {
+    let mut b = Builder::new(k, target, Schedule::RowReduction { rows_rank: prefix as u32 }, block);
     let first = &k.stmts[0].vars[..prefix];
     let rows = first.iter().fold(IExpr::c(1), |acc, v| acc.mul(extent_expr(k.vars[*v].extent)));
     let row = b.ivar("row");

@@ -83,14 +83,14 @@ impl ArgValue {
 
 /// The argument values of a launch, in signature order; `ptr(i)` gives the
 /// device address of tensor `i`.
-pub fn launch_values(k: &crate::KernelDef, bound: &crate::launch::Bound, ptr: impl Fn(usize) -> u64) -> Vec<ArgValue> {
+pub fn launch_values(k: &crate::KernelDef, index_bits: u32, bound: &crate::launch::Bound, ptr: impl Fn(usize) -> u64) -> Vec<ArgValue> {
     use crate::abi::tk_info::LaunchParam;
     k.params
         .iter()
         .map(|p| match *p {
             LaunchParam::Tensor(i) => ArgValue::Ptr(ptr(i)),
             LaunchParam::Scalar(i, dtype) => ArgValue::scalar(dtype, bound.scalars[i]),
-            LaunchParam::Dim(i) => ArgValue::dim(k.index_bits, bound.dims[i]),
+            LaunchParam::Dim(i) => ArgValue::dim(index_bits, bound.dims[i]),
         })
         .collect()
 }

@@ -6,7 +6,7 @@
 use super::bytes::{from_bytes, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
-use crate::launch::{Arg, Bound, KernelDef};
+use crate::launch::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
@@ -155,7 +155,7 @@ impl CudaBackend {
 
     /// The loaded function of `k`: from this process's table, else the
     /// disk cache, else NVRTC.
-    pub fn function(&self, k: &KernelDef) -> Result<CudaFunction> {
+    pub fn function(&self, k: &Chosen) -> Result<CudaFunction> {
         // Hot path: a kernel's source is a static string; its address
         // names it within this process without hashing it again.
         let addr = k.hip_source.as_ptr() as usize;
@@ -169,7 +169,7 @@ impl CudaBackend {
         Ok(f)
     }
 
-    fn function_by_key(&self, k: &KernelDef) -> Result<CudaFunction> {
+    fn function_by_key(&self, k: &Chosen) -> Result<CudaFunction> {
         let options = self.options();
         // The include path is where the headers are, not what they say.
         let key_opts: Vec<String> = options.iter().filter(|o| !o.starts_with("-I")).cloned().collect();
@@ -178,9 +178,9 @@ impl CudaBackend {
             return Ok(f);
         }
         let (ptx, _hit) = self.cache.get_or_build(&key, "ptx", || nvrtc_compile(k, &options).map(String::into_bytes))?;
-        let text = String::from_utf8(ptx).map_err(|_| Error::Compile { kernel: k.info.name.into(), backend: BACKEND, log: "cached PTX is not text".into() })?;
+        let text = String::from_utf8(ptx).map_err(|_| Error::Compile { kernel: k.name.into(), backend: BACKEND, log: "cached PTX is not text".into() })?;
         let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(text)).map_err(device_err("cuModuleLoadData"))?;
-        let f = module.load_function(k.info.name).map_err(device_err("cuModuleGetFunction"))?;
+        let f = module.load_function(k.name).map_err(device_err("cuModuleGetFunction"))?;
         if let Ok(mut m) = self.functions.lock() {
             m.insert(key, f.clone());
         }
@@ -203,7 +203,8 @@ impl CudaBackend {
     }
 
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        let f = self.function(k)?;
+        let chosen = k.choose(&bound.dims);
+        let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
             .iter()
             .filter_map(|a| a.tensor())
@@ -212,11 +213,11 @@ impl CudaBackend {
                 _ => 0,
             })
             .collect();
-        let mut values = launch_values(k, bound, |i| ptrs[i]);
+        let mut values = launch_values(k, chosen.index_bits, bound, |i| ptrs[i]);
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
         let [gx, gy] = (k.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
-        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (k.block, 1, 1), 0, self.stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), 0, self.stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
     }
 }
 
@@ -232,14 +233,14 @@ pub fn nvrtc_options(arch: &str, include: Option<&std::path::Path>) -> Vec<Strin
 
 /// Compile a kernel's HIP text to PTX with NVRTC, in process (no GPU needed,
 /// only libnvrtc). The log of a failed compile is in the error.
-pub fn nvrtc_compile(k: &KernelDef, options: &[String]) -> Result<String> {
+pub fn nvrtc_compile(k: &Chosen, options: &[String]) -> Result<String> {
     if !library_present("nvrtc") {
         return Err(Error::DeviceUnavailable { backend: BACKEND, reason: "libnvrtc (CUDA run-time compilation) is not installed".into() });
     }
-    let opts = cudarc::nvrtc::CompileOptions { options: options.to_vec(), name: Some(format!("{}.cu", k.info.name)), ..Default::default() };
+    let opts = cudarc::nvrtc::CompileOptions { options: options.to_vec(), name: Some(format!("{}.cu", k.name)), ..Default::default() };
     let ptx = std::panic::catch_unwind(|| cudarc::nvrtc::compile_ptx_with_opts(k.hip_source, opts))
         .map_err(|_| Error::DeviceUnavailable { backend: BACKEND, reason: "libnvrtc lacks a symbol this runtime needs".into() })?
-        .map_err(|e| Error::Compile { kernel: k.info.name.into(), backend: BACKEND, log: compile_log(&e) })?;
+        .map_err(|e| Error::Compile { kernel: k.name.into(), backend: BACKEND, log: compile_log(&e) })?;
     Ok(ptx.to_src())
 }
 

@@ -7,7 +7,7 @@
 use super::bytes::{from_bytes, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
-use crate::launch::{Arg, Bound, KernelDef};
+use crate::launch::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use libloading::Library;
@@ -170,11 +170,11 @@ impl HipBackend {
         Ok(out)
     }
 
-    fn compile(&self, k: &KernelDef) -> Result<Vec<u8>> {
+    fn compile(&self, k: &Chosen) -> Result<Vec<u8>> {
         let api = &self.api;
-        let compile_err = |log: String| Error::Compile { kernel: k.info.name.into(), backend: BACKEND, log };
+        let compile_err = |log: String| Error::Compile { kernel: k.name.into(), backend: BACKEND, log };
         let src = CString::new(k.hip_source).map_err(|_| compile_err("source holds a NUL byte".into()))?;
-        let name = CString::new(format!("{}.hip", k.info.name)).map_err(|_| compile_err("bad kernel name".into()))?;
+        let name = CString::new(format!("{}.hip", k.name)).map_err(|_| compile_err("bad kernel name".into()))?;
         let mut prog: Ptr = std::ptr::null_mut();
         if unsafe { (api.rtc_create)(&mut prog, src.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null()) } != 0 {
             return Err(compile_err("hiprtcCreateProgram failed".into()));
@@ -208,7 +208,7 @@ impl HipBackend {
         o
     }
 
-    fn function(&self, k: &KernelDef) -> Result<Ptr> {
+    fn function(&self, k: &Chosen) -> Result<Ptr> {
         let key = super::code_key(k.hip_source, "hiprtc", &self.options(), &self.name);
         if let Some(f) = self.functions.lock().ok().and_then(|m| m.get(&key).copied()) {
             return Ok(f as Ptr);
@@ -218,7 +218,7 @@ impl HipBackend {
         let mut module: Ptr = std::ptr::null_mut();
         self.api.check("hipModuleLoadData", unsafe { (self.api.module_load_data)(&mut module, code.as_ptr() as *const c_void) })?;
         let mut f: Ptr = std::ptr::null_mut();
-        let name = CString::new(k.info.name).map_err(|_| Error::Argument { kernel: k.info.name.into(), message: "bad kernel name".into() })?;
+        let name = CString::new(k.name).map_err(|_| Error::Argument { kernel: k.name.into(), message: "bad kernel name".into() })?;
         self.api.check("hipModuleGetFunction", unsafe { (self.api.module_get_function)(&mut f, module, name.as_ptr()) })?;
         if let Ok(mut m) = self.functions.lock() {
             m.insert(key, f as usize);
@@ -227,7 +227,8 @@ impl HipBackend {
     }
 
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        let f = self.function(k)?;
+        let chosen = k.choose(&bound.dims);
+        let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
             .iter()
             .filter_map(|a| a.tensor())
@@ -236,12 +237,12 @@ impl HipBackend {
                 _ => 0,
             })
             .collect();
-        let mut values = launch_values(k, bound, |i| ptrs[i]);
+        let mut values = launch_values(k, chosen.index_bits, bound, |i| ptrs[i]);
         let mut raw: Vec<Ptr> = values.iter_mut().map(|v| v.as_ptr()).collect();
         // Grid-stride axes: a generous fixed cap (CU counts are not queried).
         let [gx, gy] = (k.grid)(&bound.dims, 1 << 16);
         self.bind()?;
-        self.api.check("hipModuleLaunchKernel", unsafe { (self.api.launch)(f, gx, gy, 1, k.block, 1, 1, 0, std::ptr::null_mut(), raw.as_mut_ptr(), std::ptr::null_mut()) })
+        self.api.check("hipModuleLaunchKernel", unsafe { (self.api.launch)(f, gx, gy, 1, chosen.block, 1, 1, 0, std::ptr::null_mut(), raw.as_mut_ptr(), std::ptr::null_mut()) })
     }
 }
 
