@@ -26,6 +26,7 @@ pub mod check;
 mod device;
 mod error;
 pub mod kernels;
+pub mod moe;
 mod launch;
 mod tensor;
 

@@ -1,0 +1,6 @@
+//! The Mixture-of-Experts training project (shared/docs/moe.md): model
+//! sizes and parameter counts, datasets. The model, its kernels and the
+//! trainer build on these.
+
+pub mod config;
+pub mod data;
