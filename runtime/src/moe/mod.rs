@@ -2,5 +2,8 @@
 //! sizes and parameter counts, datasets. The model, its kernels and the
 //! trainer build on these.
 
+pub mod cli;
 pub mod config;
 pub mod data;
+pub mod run;
+pub mod schedule;

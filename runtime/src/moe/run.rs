@@ -1,0 +1,182 @@
+//! What a training run writes: `arch.json` (with its fingerprint),
+//! `metrics.jsonl` (a row per step), a safetensors checkpoint (written
+//! atomically), and the `SUMMARY:` line.
+
+use super::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM, TOP_K};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The architecture fields of `arch.json`, in this order.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Arch {
+    pub size: String,
+    pub input_dim: usize,
+    pub hidden_dim: usize,
+    pub output_dim: usize,
+    pub n_experts: usize,
+    pub top_k: usize,
+    pub expert_depth: usize,
+    pub seed: u64,
+    pub model_kind: String,
+    pub router_kind: String,
+    pub param_count: usize,
+}
+
+impl Arch {
+    pub fn new(size: Size, seed: u64, model_kind: &str, router_kind: &str) -> Arch {
+        Arch {
+            size: size.name().into(),
+            input_dim: INPUT_DIM,
+            hidden_dim: size.hidden(),
+            output_dim: OUTPUT_DIM,
+            n_experts: N_EXPERTS,
+            top_k: TOP_K,
+            expert_depth: size.n_hidden(),
+            seed,
+            model_kind: model_kind.into(),
+            router_kind: router_kind.into(),
+            param_count: size.param_count(),
+        }
+    }
+    /// First 16 hex digits of sha256 of the compact JSON of the fields.
+    pub fn fingerprint(&self) -> String {
+        let json = serde_json::to_string(self).expect("plain fields serialise");
+        format!("{:x}", Sha256::digest(json.as_bytes()))[..16].to_string()
+    }
+    /// `arch.json`: the fields and the fingerprint.
+    pub fn to_json(&self) -> String {
+        let mut v = serde_json::to_value(self).expect("plain fields serialise");
+        v["fingerprint"] = serde_json::Value::String(self.fingerprint());
+        serde_json::to_string_pretty(&v).expect("a JSON value prints")
+    }
+}
+
+/// One row of `metrics.jsonl`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StepMetrics {
+    pub step: usize,
+    pub loss: f64,
+    pub grad_norm: f64,
+    pub lr: f64,
+    pub elapsed_ms: f64,
+    pub model_size: String,
+    pub router_entropy_mean: f64,
+    pub per_expert_share: [f64; N_EXPERTS],
+    /// Synthetic numbers of a `--dry-run`, not of training.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// Write `bytes` to `path` so that a crash leaves the old file or the new
+/// one, never a mix: a temporary sibling, flushed to disk, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// A checkpoint: named f32 tensors (weights, optimizer moments) and
+/// metadata (step, configuration).
+#[derive(Debug)]
+pub struct Checkpoint {
+    pub tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+    pub metadata: HashMap<String, String>,
+}
+
+impl Checkpoint {
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
+        let bytes: Vec<Vec<u8>> = self.tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+        let views = self
+            .tensors
+            .iter()
+            .zip(&bytes)
+            .map(|((name, shape, _), b)| safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).map(|v| (name.clone(), v)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        safetensors::serialize(views, Some(self.metadata.clone())).map_err(|e| e.to_string())
+    }
+    /// Written atomically: the last good checkpoint survives a crash.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let bytes = self.to_bytes()?;
+        write_atomic(path, &bytes).map_err(|e| format!("{}: {}", path.display(), e))
+    }
+    pub fn load(path: &Path) -> Result<Checkpoint, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {}", path.display(), e))?;
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| format!("{}: not a safetensors checkpoint: {}", path.display(), e))?;
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{}: {}", path.display(), e))?;
+        let mut tensors = Vec::new();
+        for (name, view) in st.tensors() {
+            let data = view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            tensors.push((name, view.shape().to_vec(), data));
+        }
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Checkpoint { tensors, metadata: meta.metadata().clone().unwrap_or_default() })
+    }
+}
+
+/// The last line of a run.
+#[allow(clippy::too_many_arguments)]
+pub fn summary_line(arch: &Arch, final_loss: f64, steps_run: usize, seconds: f64, last_entropy: f64, checkpoint: &Path, arch_path: &Path) -> String {
+    format!(
+        "SUMMARY: model_size={} total_params={} final_loss={:.6} steps_run={} time_elapsed_sec={:.3} throughput_steps_per_sec={:.3} last_router_entropy={:.6} checkpoint={} arch={} fingerprint={}",
+        arch.size,
+        arch.param_count,
+        final_loss,
+        steps_run,
+        seconds,
+        if seconds > 0.0 { steps_run as f64 / seconds } else { 0.0 },
+        last_entropy,
+        checkpoint.display(),
+        arch_path.display(),
+        arch.fingerprint()
+    )
+}
+
+/// The paths of a run's outputs.
+#[derive(Clone, Debug)]
+pub struct RunPaths {
+    pub dir: PathBuf,
+    pub metrics: PathBuf,
+    pub arch: PathBuf,
+    pub checkpoint: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_depends_on_every_architecture_field() {
+        let a = Arch::new(Size::Nano, 42, "moe", "softmax");
+        assert_eq!(a.fingerprint().len(), 16);
+        assert_eq!(a.fingerprint(), Arch::new(Size::Nano, 42, "moe", "softmax").fingerprint());
+        assert_ne!(a.fingerprint(), Arch::new(Size::Nano, 43, "moe", "softmax").fingerprint());
+        assert_ne!(a.fingerprint(), Arch::new(Size::Nano, 42, "moe", "sheaf-padic").fingerprint());
+        let json: serde_json::Value = serde_json::from_str(&a.to_json()).unwrap();
+        assert_eq!(json["param_count"], 195_540);
+        assert_eq!(json["fingerprint"], a.fingerprint());
+    }
+
+    #[test]
+    fn checkpoints_round_trip_through_safetensors() {
+        let dir = std::env::temp_dir().join(format!("tokitai-ckpt-{}", std::process::id()));
+        let path = dir.join("model.safetensors");
+        let c = Checkpoint { tensors: vec![("w".into(), vec![2, 3], vec![1.0, -2.0, 3.5, 0.0, 1e-8, 7.0])], metadata: HashMap::from([("step".to_string(), "12".to_string())]) };
+        c.save(&path).unwrap();
+        let back = Checkpoint::load(&path).unwrap();
+        assert_eq!(back.tensors, c.tensors);
+        assert_eq!(back.metadata["step"], "12");
+        assert!(Checkpoint::load(&dir.join("missing.safetensors")).is_err());
+        std::fs::write(dir.join("junk.safetensors"), b"not a checkpoint").unwrap();
+        assert!(Checkpoint::load(&dir.join("junk.safetensors")).unwrap_err().contains("not a safetensors checkpoint"));
+    }
+}
