@@ -36,6 +36,9 @@ pub struct Artifacts {
     /// Per kernel, what was proved (empty when not verified).
     #[cfg(feature = "verify")]
     pub proofs: Vec<crate::verify::KernelProofs>,
+    /// What was proved of each variant (see `variants`).
+    #[cfg(feature = "verify")]
+    pub variant_proofs: Vec<crate::verify::KernelProofs>,
     pub source: SourceFile,
     pub warnings: Vec<Diagnostic>,
     pub program: crate::tir::Program,
@@ -113,12 +116,17 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         .collect::<Result<_, Diagnostic>>()
         .map_err(|d| fail(&source, vec![d]))?;
     #[cfg(feature = "verify")]
+    let mut variant_proofs = Vec::new();
+    #[cfg(feature = "verify")]
     if opts.verify {
         let cfg = tokitai_contracts::z3_backend::Config { timeout_ms: opts.timeout_ms };
         let mut diags = Vec::new();
         for (k, vs) in program.kernels.iter().zip(variants.iter_mut()) {
             for (v, _, _) in vs.iter_mut() {
-                diags.extend(crate::verify::verify_cached(k, v, &cfg).diagnostics());
+                let mut p = crate::verify::verify_cached(k, v, &cfg);
+                p.kernel = v.name.clone();
+                diags.extend(p.diagnostics());
+                variant_proofs.push(p);
             }
         }
         if diags.iter().any(|d| d.is_error() || d.code == "W0901") {
@@ -154,6 +162,8 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     Ok(Artifacts {
         #[cfg(feature = "verify")]
         proofs,
+        #[cfg(feature = "verify")]
+        variant_proofs,
         warnings,
         program,
         kernels,

@@ -149,7 +149,7 @@ fn main() -> ExitCode {
                         continue;
                     }
                 };
-                for proofs in &arts.proofs {
+                for proofs in arts.proofs.iter().chain(&arts.variant_proofs) {
                     let count = |s: &str| proofs.obligations.iter().filter(|o| o.outcome.status() == s).count();
                     let secs: f64 = proofs.obligations.iter().map(|o| o.outcome.seconds()).sum();
                     println!("{:<22} {:>4} proved {:>3} refuted {:>3} unknown  index {}  {:.2}s", proofs.kernel, count("proved"), count("refuted"), count("unknown"), proofs.index_ty, secs);

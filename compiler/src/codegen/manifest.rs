@@ -96,7 +96,7 @@ pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str,
         .collect();
     let flags = ir.target.compile_flags();
     KernelEntry {
-        name: k.name.clone(),
+        name: ir.name.clone(),
         doc: k.doc.clone(),
         schedule: ir.schedule,
         block: [ir.block, 1, 1],
@@ -110,9 +110,9 @@ pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str,
         tolerance: k.tolerance.iter().map(|t| (k.tensors[t.tensor].name.clone(), t.abs, t.rel)).collect(),
         verified,
         index_type: ir.index_ty.to_string(),
-        hip_file: format!("kernels/{}.hip", k.name),
+        hip_file: format!("kernels/{}.hip", ir.name),
         hip_sha256: sha256_hex(hip_text.as_bytes()),
-        fingerprint: fingerprint(source_sha, &ir.target.to_string(), &flags, &k.name),
+        fingerprint: fingerprint(source_sha, &ir.target.to_string(), &flags, &ir.name),
     }
 }
 
