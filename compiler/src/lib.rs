@@ -23,6 +23,7 @@ pub mod build;
 pub mod verify;
 #[cfg(feature = "verify")]
 pub mod report;
+pub mod rng;
 pub use build::Build;
 
 /// This compiler's version, part of every fingerprint.

@@ -8,27 +8,8 @@ use crate::kir::KernelIr;
 use crate::tir::{Contract, Kernel, Param, TensorRole};
 use tokitai_contracts::report::*;
 
-/// SplitMix64, seeded from the kernel's name: reports are reproducible.
-struct Rng(u64);
-impl Rng {
-    fn seeded(name: &str) -> Rng {
-        let h = sha256_hex(name.as_bytes());
-        Rng(u64::from_str_radix(&h[..16], 16).unwrap_or(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo + 1).max(1) as u64)) as i64
-    }
-}
+/// Reproducible data: seeded from the kernel's name.
+use crate::rng::SplitMix as Rng;
 
 /// Dims and scalars that satisfy `requires`, drawn at random.
 fn sample_launch(k: &Kernel, rng: &mut Rng, scale: i64) -> Option<(Vec<i64>, Vec<f64>)> {

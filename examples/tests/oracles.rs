@@ -5,23 +5,8 @@
 
 use proptest::prelude::*;
 
-/// SplitMix64: a small deterministic generator driven by proptest's seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % ((hi - lo + 1) as u64)) as i64
-    }
-}
+/// Deterministic data driven by proptest's seed.
+use tokitai_compiler::rng::SplitMix as Rng;
 
 macro_rules! oracle_agreement {
     ($test:ident, $file:ident) => {
