@@ -69,7 +69,7 @@ fn a_reduction_mutant_is_reported_with_its_counterexample() {
     let src = SourceFile::new("examples/ops/softmax.tk".to_string(), std::fs::read_to_string(&path).unwrap());
     let arts = compile_source(src.clone(), &Target::default_cuda()).unwrap();
     let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
-    let m = mutants(ir).into_iter().find(|m| m.description.contains("loop `c` starts one late")).expect("the mutant exists");
+    let m = mutants(k, ir).into_iter().find(|m| m.description.contains("loop `c` starts one late")).expect("the mutant exists");
     let refuted = first_refutation(k, &m.ir, &Config { timeout_ms: 5_000 }).expect("refuted");
     let proofs = KernelProofs { kernel: k.name.clone(), index_ty: ir.index_ty, index_note: None, obligations: vec![refuted] };
     let text: Vec<String> = proofs.diagnostics().iter().map(|d| d.render(&src)).collect();

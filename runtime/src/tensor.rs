@@ -140,6 +140,41 @@ impl Tensor {
         }
     }
 
+    /// The same elements under another shape of the same size (no copy).
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor> {
+        if elements(shape) != self.len() {
+            return Err(Error::Tensor(format!("cannot reshape {:?} ({} elements) to {:?} ({} elements)", self.shape, self.len(), shape, elements(shape))));
+        }
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+
+    /// Copy every row of `src` into rows `at..at + src rows` of this tensor
+    /// (a row is everything after the first axis). Both on one device.
+    pub fn copy_rows_from(&mut self, at: usize, src: &Tensor) -> Result<()> {
+        let row = |t: &Tensor| t.shape.iter().skip(1).product::<usize>();
+        let rows = src.shape.first().copied().unwrap_or(1);
+        let fits = self.dtype == src.dtype && row(self) == row(src) && at + rows <= self.shape.first().copied().unwrap_or(1);
+        if !fits {
+            return Err(Error::Tensor(format!("cannot copy {} {:?} into rows {}.. of {} {:?}", src.dtype.name(), src.shape, at, self.dtype.name(), self.shape)));
+        }
+        let (offset, bytes) = (at * row(self) * self.dtype.size_bytes(), src.size_bytes());
+        match (&mut self.storage, &src.storage) {
+            (Storage::Host(dst), Storage::Host(s)) => {
+                let mut all = crate::backend::bytes::to_bytes(dst);
+                all[offset..offset + bytes].copy_from_slice(&crate::backend::bytes::to_bytes(s));
+                *dst = crate::backend::bytes::from_bytes(self.dtype, &all);
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(dst), Storage::Cuda(s)) => dst.copy_from(offset, s, bytes),
+            #[cfg(feature = "hip")]
+            (Storage::Hip(dst), Storage::Hip(s)) => dst.copy_from(offset, s, bytes),
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::Tensor(format!("cannot copy between {} and {}", src.location(), self.location()))),
+        }
+    }
+
     /// Does this tensor live where `dev` runs kernels?
     pub fn is_on(&self, dev: &Device) -> bool {
         match (&self.storage, dev) {

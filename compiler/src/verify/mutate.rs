@@ -104,8 +104,28 @@ fn wrong_stride(e: &IExpr) -> Option<IExpr> {
     })
 }
 
+/// Does a loop run at most one iteration per thread for every launch its
+/// kernel admits? (`end - start <= step`, with `end` a dim bounded by
+/// `requires` or a constant, `start` and `step` constants or the thread id.)
+fn at_most_one_iteration(k: &crate::tir::Kernel, ir: &KernelIr, start: &IExpr, end: &IExpr, step: &IExpr) -> bool {
+    let upper = match end {
+        IExpr::Const(c) => Some(*c),
+        IExpr::Dim(d) => k.dims.iter().position(|x| x.name == ir.dims[*d]).and_then(|i| k.dim_upper_bound(crate::tir::Dim::Sym(i))),
+        _ => None,
+    };
+    let lowest_start = match start {
+        IExpr::Const(c) => Some(*c),
+        IExpr::Tid | IExpr::BlockIdx(_) => Some(0),
+        _ => None,
+    };
+    match (upper, lowest_start, step) {
+        (Some(u), Some(s), IExpr::Const(st)) => u - s <= *st,
+        _ => false,
+    }
+}
+
 /// All mutants of one kernel.
-pub fn mutants(ir: &KernelIr) -> Vec<Mutant> {
+pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
     let mut all = Vec::new();
     let mut list = Vec::new();
     sites(&ir.body, &mut Vec::new(), &mut list);
@@ -139,10 +159,16 @@ pub fn mutants(ir: &KernelIr) -> Vec<Mutant> {
                     true
                 };
                 mutate_at(&mut all, ir, "off-by-one bound", format!("loop `{}` runs one iteration too far", name), &end_plus_one, site);
-                // A loop of one iteration (`0..1`, a whole-tensor reduction's
-                // single row) runs the same with any stride: that mutant is
-                // equivalent, not a bug, so it is not generated.
-                let single = matches!(&stmt, KStmt::For { start: IExpr::BlockIdx(_) | IExpr::Const(0), end: IExpr::Const(1), .. });
+                // A loop that runs at most one iteration per thread for every
+                // launch `requires` admits (a whole-tensor reduction's single
+                // row; a reduction over E <= 64 experts strided by 256) runs
+                // the same with any larger stride: that mutant is equivalent,
+                // not a bug, so it is not generated.
+                let single = match &stmt {
+                    KStmt::For { start: IExpr::BlockIdx(_) | IExpr::Const(0), end: IExpr::Const(1), .. } => true,
+                    KStmt::For { start, end, step, .. } => at_most_one_iteration(k, ir, start, end, step),
+                    _ => false,
+                };
                 if !single {
                     mutate_at(&mut all, ir, "wrong stride", format!("loop `{}` steps twice as far", name), &double_step, site);
                 }
@@ -267,7 +293,7 @@ pub fn run_all(files: &[crate::build::Artifacts], cfg: &tokitai_contracts::z3_ba
     let all: Vec<(&crate::tir::Kernel, Mutant)> = files
         .iter()
         .flat_map(|arts| arts.program.kernels.iter().zip(&arts.kernels))
-        .flat_map(|(k, ir)| mutants(ir).into_iter().map(move |m| (k, m)))
+        .flat_map(|(k, ir)| mutants(k, ir).into_iter().map(move |m| (k, m)))
         .collect();
     all.into_par_iter().map(|(k, m)| {
         let killed = super::first_refutation(k, &m.ir, cfg).is_some();

@@ -258,6 +258,15 @@ impl DeviceBuf {
     pub fn location(&self) -> String {
         self.backend.location()
     }
+    /// Device-to-device copy of `bytes` bytes of `src` to byte `offset`.
+    pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let from = src.slice.slice(0..bytes);
+        let mut to = self.slice.slice_mut(offset..offset + bytes);
+        self.backend.stream.memcpy_dtod(&from, &mut to).map_err(device_err("cuMemcpyDtoD"))
+    }
     pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
         let bytes = self.backend.stream.clone_dtoh(&self.slice).map_err(device_err("cuMemcpyDtoH"))?;
         Ok(from_bytes(dtype, &bytes[..(len * dtype.size_bytes()).min(bytes.len())]))

@@ -47,6 +47,7 @@ struct Api {
 
 const MEMCPY_HOST_TO_DEVICE: c_int = 1;
 const MEMCPY_DEVICE_TO_HOST: c_int = 2;
+const MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
 
 fn open(names: &[&str]) -> Option<Library> {
     names.iter().find_map(|n| unsafe { Library::new(n) }.ok())
@@ -252,6 +253,15 @@ impl DeviceBuf {
     }
     pub fn location(&self) -> String {
         self.backend.location()
+    }
+    /// Device-to-device copy of `bytes` bytes of `src` to byte `offset`.
+    pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.backend.bind()?;
+        let dst = (self.ptr + offset) as Ptr;
+        self.backend.api.check("hipMemcpy", unsafe { (self.backend.api.memcpy)(dst, src.ptr as *const c_void, bytes, MEMCPY_DEVICE_TO_DEVICE) })
     }
     pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
         self.backend.bind()?;

@@ -1,0 +1,83 @@
+//! The MoE forward pass on generated kernels (CPU backend): sparse dispatch
+//! and the dense form agree, and both follow an f64 reference written out
+//! plainly here (rows whose routing is a near-tie are left out: f16 rounding
+//! may pick the other expert there, legitimately).
+
+use tokitai_runtime::moe::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM};
+use tokitai_runtime::moe::data::synth_quality;
+use tokitai_runtime::moe::model::{Dispatch, Linear, Model, LAYERNORM_EPS};
+use tokitai_runtime::{DType, Device, Tensor};
+
+fn batch(n: usize) -> Tensor {
+    let d = synth_quality(n, 5);
+    let x: Vec<f64> = d.x.iter().map(|v| *v as f64).collect();
+    Tensor::from_f64_as(&[n, INPUT_DIM], DType::F16, &x).unwrap()
+}
+
+fn host(t: &Tensor) -> Vec<f64> {
+    t.to_f64_vec().unwrap()
+}
+
+fn linear_ref(x: &[f64], rows: usize, l: &Linear) -> Vec<f64> {
+    let (w, b) = (host(&l.w), host(&l.b));
+    let (k, n) = (l.w.shape()[0], l.w.shape()[1]);
+    (0..rows * n).map(|i| b[i % n] + (0..k).map(|j| x[(i / n) * k + j] * w[j * n + i % n]).sum::<f64>()).collect()
+}
+
+fn expert_ref(m: &Model, e: usize, x: &[f64], rows: usize) -> Vec<f64> {
+    let mut h = x.to_vec();
+    for (lin, norm) in &m.experts[e].layers {
+        let z = linear_ref(&h, rows, lin);
+        let c = lin.w.shape()[1];
+        let (g, be) = (host(&norm.gamma), host(&norm.beta));
+        h = (0..rows * c)
+            .map(|i| {
+                let row = &z[(i / c) * c..(i / c + 1) * c];
+                let mean = row.iter().sum::<f64>() / c as f64;
+                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / c as f64;
+                let v = (z[i] - mean) / (var + LAYERNORM_EPS as f64).sqrt() * g[i % c] + be[i % c];
+                0.5 * v * (1.0 + (0.7978845608 * (v + 0.044715 * v * v * v)).tanh())
+            })
+            .collect();
+    }
+    linear_ref(&h, rows, &m.experts[e].out)
+}
+
+#[test]
+fn sparse_and_dense_dispatch_agree_and_follow_the_f64_reference() {
+    let dev = Device::Cpu;
+    let model = Model::init(Size::Nano, 42, &dev).unwrap();
+    let b = 96;
+    let x = batch(b);
+    let sparse = model.forward(&dev, &x, Dispatch::Sparse).unwrap();
+    let dense = model.forward(&dev, &x, Dispatch::Dense).unwrap();
+    let (ys, yd) = (host(&sparse.y), host(&dense.y));
+    assert_eq!(ys.len(), b * OUTPUT_DIM);
+    assert!(ys.iter().all(|v| v.is_finite()));
+    for (s, d) in ys.iter().zip(&yd) {
+        assert!((s - d).abs() <= 1e-3 + 1e-3 * d.abs(), "sparse {} vs dense {}", s, d);
+    }
+    // The f64 reference, row by row.
+    let xv = host(&x);
+    let logits = linear_ref(&xv, b, &model.router);
+    let outs: Vec<Vec<f64>> = (0..N_EXPERTS).map(|e| expert_ref(&model, e, &xv, b)).collect();
+    let mut checked = 0;
+    for r in 0..b {
+        let z = &logits[r * N_EXPERTS..(r + 1) * N_EXPERTS];
+        let m = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let s: f64 = z.iter().map(|v| (v - m).exp()).sum();
+        let mut p: Vec<(f64, usize)> = z.iter().enumerate().map(|(e, v)| ((v - m).exp() / s, e)).collect();
+        p.sort_by(|a, b| b.0.total_cmp(&a.0));
+        if p[0].0 - p[1].0 < 2e-3 || p[1].0 - p[2].0 < 2e-3 {
+            continue;
+        }
+        assert_eq!((sparse.i0[r] as usize, sparse.i1[r] as usize), (p[0].1, p[1].1), "row {}: routing", r);
+        for c in 0..OUTPUT_DIM {
+            let want = p[0].0 * outs[p[0].1][r * OUTPUT_DIM + c] + p[1].0 * outs[p[1].1][r * OUTPUT_DIM + c];
+            let got = ys[r * OUTPUT_DIM + c];
+            assert!((got - want).abs() <= 5e-3 + 1e-2 * want.abs(), "row {} output {}: {} vs reference {}", r, c, got, want);
+        }
+        checked += 1;
+    }
+    assert!(checked > b / 2, "only {} of {} rows had a clear routing", checked, b);
+}
