@@ -69,6 +69,23 @@ fn main() {
             }
         }
     }
+    // The MoE forward pass (nano and tiny, sparse and dense dispatch) on
+    // this device against the same model on the CPU backend.
+    for (size, batch) in [(tokitai_runtime::moe::config::Size::Nano, 128usize), (tokitai_runtime::moe::config::Size::Tiny, 512)] {
+        match model_check(&dev, size, batch) {
+            Ok((worst, routing_diff)) => {
+                let ok = worst <= 2e-2 && routing_diff * 50 <= batch;
+                failed += !ok as usize;
+                println!("{:<22} {:<5} {} batch {}: max |device - cpu| {:.2e} over outputs of rows routed alike; {} rows routed differently (f16 near-ties)", "moe forward", if ok { "ok" } else { "FAIL" }, size, batch, worst, routing_diff);
+                rows.push(serde_json::json!({"kernel": format!("moe forward {} b{}", size, batch), "max_abs_diff": worst, "rows_routed_differently": routing_diff, "passed": ok}));
+            }
+            Err(e) => {
+                failed += 1;
+                println!("moe forward ERROR {}", e);
+                rows.push(serde_json::json!({"kernel": "moe forward", "error": e.to_string(), "passed": false}));
+            }
+        }
+    }
     let total = rows.len();
     println!("\n{} of {} checks passed on {}", total - failed, total, dev.describe());
     if let Some(path) = opt("--json") {
@@ -79,4 +96,37 @@ fn main() {
         }
     }
     std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+/// The nano/tiny forward pass on `dev` and on the CPU, sparse and dense:
+/// the largest output difference over rows both routed alike, and how many
+/// rows were routed differently.
+fn model_check(dev: &Device, size: tokitai_runtime::moe::config::Size, batch: usize) -> tokitai_runtime::Result<(f64, usize)> {
+    use tokitai_runtime::moe::config::{INPUT_DIM, OUTPUT_DIM};
+    use tokitai_runtime::moe::model::{Dispatch, Model};
+    use tokitai_runtime::{DType, Tensor};
+    let data = tokitai_runtime::moe::data::synth_quality(batch, 11);
+    let x: Vec<f64> = data.x.iter().map(|v| *v as f64).collect();
+    let x_cpu = Tensor::from_f64_as(&[batch, INPUT_DIM], DType::F16, &x)?;
+    let x_dev = x_cpu.to_device(dev)?;
+    let cpu = Model::init(size, 3, &Device::Cpu)?.forward(&Device::Cpu, &x_cpu, Dispatch::Sparse)?;
+    let model = Model::init(size, 3, dev)?;
+    let mut worst: f64 = 0.0;
+    let mut routed_differently = 0;
+    for dispatch in [Dispatch::Sparse, Dispatch::Dense] {
+        let f = model.forward(dev, &x_dev, dispatch)?;
+        dev.synchronize()?;
+        let (a, b) = (f.y.to_f64_vec()?, cpu.y.to_f64_vec()?);
+        for r in 0..batch {
+            if (f.i0[r], f.i1[r]) != (cpu.i0[r], cpu.i1[r]) {
+                routed_differently += 1;
+                continue;
+            }
+            for c in 0..OUTPUT_DIM {
+                let d = (a[r * OUTPUT_DIM + c] - b[r * OUTPUT_DIM + c]).abs();
+                worst = if d.is_nan() { f64::INFINITY } else { worst.max(d) };
+            }
+        }
+    }
+    Ok((worst, routed_differently))
 }
