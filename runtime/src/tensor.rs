@@ -158,18 +158,20 @@ impl Tensor {
         if !fits {
             return Err(Error::Tensor(format!("cannot copy {} {:?} into rows {}.. of {} {:?}", src.dtype.name(), src.shape, at, self.dtype.name(), self.shape)));
         }
-        let (offset, bytes) = (at * row(self) * self.dtype.size_bytes(), src.size_bytes());
+        let offset = at * row(self) * self.dtype.size_bytes();
         match (&mut self.storage, &src.storage) {
             (Storage::Host(dst), Storage::Host(s)) => {
-                let mut all = crate::backend::bytes::to_bytes(dst);
-                all[offset..offset + bytes].copy_from_slice(&crate::backend::bytes::to_bytes(s));
-                *dst = crate::backend::bytes::from_bytes(self.dtype, &all);
-                Ok(())
+                // In place, element-typed: no round trip through bytes.
+                if crate::backend::bytes::copy_into(dst, offset / self.dtype.size_bytes(), s) {
+                    Ok(())
+                } else {
+                    Err(Error::Tensor(format!("cannot copy {} {:?} into rows {}.. of {:?}", src.dtype.name(), src.shape, at, self.shape)))
+                }
             }
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(dst), Storage::Cuda(s)) => dst.copy_from(offset, s, bytes),
+            (Storage::Cuda(dst), Storage::Cuda(s)) => dst.copy_from(offset, s, src.size_bytes()),
             #[cfg(feature = "hip")]
-            (Storage::Hip(dst), Storage::Hip(s)) => dst.copy_from(offset, s, bytes),
+            (Storage::Hip(dst), Storage::Hip(s)) => dst.copy_from(offset, s, src.size_bytes()),
             #[allow(unreachable_patterns)]
             _ => Err(Error::Tensor(format!("cannot copy between {} and {}", src.location(), self.location()))),
         }

@@ -35,6 +35,37 @@ pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Buf {
     }
 }
 
+/// The first `len` elements of `dtype` in a device buffer's bytes (device
+/// allocations may be larger than their tensor, e.g. one byte when empty).
+pub fn decode(dtype: DType, len: usize, bytes: &[u8]) -> Buf {
+    from_bytes(dtype, &bytes[..(len * dtype.size_bytes()).min(bytes.len())])
+}
+
+/// Copy every element of `src` into `dst` from element `at` on; both of one
+/// dtype (checked by the caller), `src` fitting.
+pub fn copy_into(dst: &mut Buf, at: usize, src: &Buf) -> bool {
+    fn put<T: Copy>(d: &mut [T], at: usize, s: &[T]) -> bool {
+        match d.get_mut(at..at + s.len()) {
+            Some(range) => {
+                range.copy_from_slice(s);
+                true
+            }
+            None => false,
+        }
+    }
+    match (dst, src) {
+        (Buf::F16(d), Buf::F16(s)) => put(d, at, s),
+        (Buf::Bf16(d), Buf::Bf16(s)) => put(d, at, s),
+        (Buf::F32(d), Buf::F32(s)) => put(d, at, s),
+        (Buf::F64(d), Buf::F64(s)) => put(d, at, s),
+        (Buf::I32(d), Buf::I32(s)) => put(d, at, s),
+        (Buf::U32(d), Buf::U32(s)) => put(d, at, s),
+        (Buf::I64(d), Buf::I64(s)) => put(d, at, s),
+        (Buf::Bool(d), Buf::Bool(s)) => put(d, at, s),
+        _ => false,
+    }
+}
+
 /// One kernel argument by value, as the kernel's signature declares it.
 #[derive(Clone, Copy, Debug)]
 pub enum ArgValue {

@@ -3,7 +3,7 @@
 //! device's architecture once per process and once per user on disk; the
 //! driver loads and launches it on one stream, in process.
 
-use super::bytes::{from_bytes, launch_values, to_bytes};
+use super::bytes::{decode, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
 use crate::launch::{Arg, Bound, Chosen, KernelDef};
@@ -269,6 +269,6 @@ impl DeviceBuf {
     }
     pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
         let bytes = self.backend.stream.clone_dtoh(&self.slice).map_err(device_err("cuMemcpyDtoH"))?;
-        Ok(from_bytes(dtype, &bytes[..(len * dtype.size_bytes()).min(bytes.len())]))
+        Ok(decode(dtype, len, &bytes))
     }
 }

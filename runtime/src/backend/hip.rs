@@ -4,7 +4,7 @@
 //! `hipModuleLaunchKernel`. On a machine without ROCm or without an AMD GPU,
 //! `HipBackend::new` returns `Error::DeviceUnavailable`.
 
-use super::bytes::{from_bytes, launch_values, to_bytes};
+use super::bytes::{decode, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
 use crate::launch::{Arg, Bound, Chosen, KernelDef};
@@ -269,6 +269,6 @@ impl DeviceBuf {
         if self.bytes > 0 {
             self.backend.api.check("hipMemcpy", unsafe { (self.backend.api.memcpy)(bytes.as_mut_ptr() as Ptr, self.ptr as *const c_void, self.bytes, MEMCPY_DEVICE_TO_HOST) })?;
         }
-        Ok(from_bytes(dtype, &bytes[..(len * dtype.size_bytes()).min(bytes.len())]))
+        Ok(decode(dtype, len, &bytes))
     }
 }
