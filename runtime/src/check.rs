@@ -10,22 +10,24 @@ use crate::abi::tk_info::SigParam;
 use crate::abi::tk_rt::{self, Buf};
 use crate::{Arg, Device, Error, KernelDef, Result, Tensor};
 
-/// SplitMix64: small, deterministic, good enough for test data.
-pub struct Rng(pub u64);
+/// Deterministic test data: the runtime's one generator family (ChaCha8, as
+/// the synthetic datasets use), seeded by the caller.
+pub struct Rng(rand_chacha::ChaCha8Rng);
 
 impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
+    pub fn new(seed: u64) -> Rng {
+        use rand::SeedableRng;
+        Rng(rand_chacha::ChaCha8Rng::seed_from_u64(seed))
     }
+    /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        use rand::Rng as _;
+        self.0.random::<f64>()
     }
+    /// Uniform in [lo, hi] (just `lo` when the range is empty).
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % ((hi - lo + 1).max(1) as u64)) as i64
+        use rand::Rng as _;
+        self.0.random_range(lo..=hi.max(lo))
     }
 }
 

@@ -13,7 +13,7 @@ fn every_kernel_matches_its_exact_oracle_on_the_cpu() {
     let mut failures = Vec::new();
     for k in all {
         for (i, scale) in [3i64, 37, 130].into_iter().enumerate() {
-            let mut rng = Rng(0x5eed ^ (i as u64) << 32 ^ k.info.name.len() as u64);
+            let mut rng = Rng::new(0x5eed ^ (i as u64) << 32 ^ k.info.name.len() as u64);
             let case = random_case(k, &mut rng, scale).unwrap();
             let out = check(&Device::Cpu, k, &case).unwrap();
             assert!(out.elements > 0, "{}: no output elements checked", k.info.name);
@@ -30,7 +30,7 @@ fn every_kernel_matches_its_exact_oracle_on_the_cpu() {
 #[test]
 fn an_unwritten_output_fails_the_check() {
     let k = kernels::by_name("gelu_fwd").unwrap();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let case = random_case(k, &mut rng, 50).unwrap();
     let mut broken = tokitai_runtime::KernelDef { ..*k };
     fn no_op(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Buf]) -> Result<(), String> {

@@ -28,7 +28,7 @@ fn main() {
         let scales: &[i64] = if k.info.schedule == "contraction" { &[3, 61, 333] } else { &[3, 61, 333, 1500] };
         for (i, scale) in scales.iter().enumerate() {
             for seed in 0..2u64 {
-                let mut rng = Rng(0xC0FFEE ^ (seed << 40) ^ ((i as u64) << 20) ^ k.info.name.len() as u64);
+                let mut rng = Rng::new(0xC0FFEE ^ (seed << 40) ^ ((i as u64) << 20) ^ k.info.name.len() as u64);
                 let result = random_case(k, &mut rng, *scale).and_then(|case| check(&dev, k, &case));
                 match result {
                     Ok(out) => {
@@ -54,7 +54,7 @@ fn main() {
         if k.info.schedule == "contraction" && rows.iter().any(|r| r["kernel"] == k.info.name && r["large"] == true) {
             continue;
         }
-        let mut rng = Rng(0xB16 ^ w.label.len() as u64);
+        let mut rng = Rng::new(0xB16 ^ w.label.len() as u64);
         match tokitai_runtime::check::case_for(k, &mut rng, &dims).and_then(|case| check(&dev, k, &case)) {
             Ok(out) => {
                 let ok = out.passed();

@@ -40,7 +40,7 @@ fn main() {
     println!("{:<34} {:>10} {:>10} {:>8} {:>9}", "workload", "ms", "GB/s", "% copy", "TFLOP/s");
     for w in WORKLOADS.iter().filter(|w| only.as_ref().is_none_or(|o| w.label.contains(o.as_str()))) {
         let k = kernels::by_name(w.kernel).expect("kernel exists");
-        let mut rng = Rng(0xBE7C4 ^ w.label.len() as u64);
+        let mut rng = Rng::new(0xBE7C4 ^ w.label.len() as u64);
         let case = match case_for(k, &mut rng, w.dims) {
             Ok(c) => c,
             Err(e) => {
@@ -73,7 +73,7 @@ fn main() {
     // Launch overhead: the runtime's checked launch against a bare cudarc
     // launch of the same function, host time per launch (no sync between).
     let k = kernels::by_name("gelu_fwd").expect("gelu_fwd");
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let case = case_for(k, &mut rng, &[("N", 1024)]).expect("case");
     let mut tensors = upload(&dev, &case).expect("upload");
     let n = 20000;
