@@ -318,6 +318,14 @@ pub struct Cover {
     pub what: String,
 }
 
+impl KStmt {
+    /// `for (var = 0; var < n; ++var)`, fully unrolled (register tiles,
+    /// vector lanes: constant trip counts).
+    pub fn unrolled(var: IVar, n: u32, body: Vec<KStmt>) -> KStmt {
+        KStmt::For { var, start: IExpr::c(0), end: IExpr::c(n as i64), step: IExpr::c(1), unroll: true, body }
+    }
+}
+
 /// A loop that visits the index range of a reduction: the prover checks
 /// that it visits every index in `[0, extent)` exactly once and nothing
 /// outside it, and that every accumulator slot it updates is updated in

@@ -116,37 +116,23 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let j_v = b.ivar("j");
     let (iv, jv) = (IExpr::Var(i_v), IExpr::Var(j_v));
     let inner = vec![
-        KStmt::For {
-            var: i_v,
-            start: IExpr::c(0),
-            end: IExpr::c(TM as i64),
-            step: IExpr::c(1),
-            unroll: true,
-            body: vec![KStmt::ArraySet {
-                arr: afrag,
-                index: iv.clone(),
-                value: VExpr::new(VKind::SharedGet { arr: a_sh, index: kk.clone().mul(IExpr::c(BM as i64)).add(tyy.clone()).add(iv.clone().mul(IExpr::c((BM / TM) as i64))) }, ty),
-            }],
-        },
-        KStmt::For {
-            var: j_v,
-            start: IExpr::c(0),
-            end: IExpr::c(TN as i64),
-            step: IExpr::c(1),
-            unroll: true,
-            body: vec![KStmt::ArraySet {
-                arr: bfrag,
-                index: jv.clone(),
-                value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(BN as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((BN / TN) as i64))) }, ty),
-            }],
-        },
+        KStmt::unrolled(i_v, TM, vec![KStmt::ArraySet {
+            arr: afrag,
+            index: iv.clone(),
+            value: VExpr::new(VKind::SharedGet { arr: a_sh, index: kk.clone().mul(IExpr::c(BM as i64)).add(tyy.clone()).add(iv.clone().mul(IExpr::c((BM / TM) as i64))) }, ty),
+        }]),
+        KStmt::unrolled(j_v, TN, vec![KStmt::ArraySet {
+            arr: bfrag,
+            index: jv.clone(),
+            value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(BN as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((BN / TN) as i64))) }, ty),
+        }]),
         fma_tile(acc, afrag, bfrag, ty, &mut b),
     ];
     let frags = vec![KStmt::DeclArray { arr: afrag, len: TM, init: None }, KStmt::DeclArray { arr: bfrag, len: TN, init: None }];
     let kname = b.k.vars[p.kvar].name.clone();
     b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(BK as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
     b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span });
-    kbody.push(KStmt::For { var: kk_v, start: IExpr::c(0), end: IExpr::c(BK as i64), step: IExpr::c(1), unroll: true, body: [frags, inner].concat() });
+    kbody.push(KStmt::unrolled(kk_v, BK, [frags, inner].concat()));
     kbody.push(KStmt::Barrier);
     body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(BK as i64), unroll: false, body: kbody });
     // Epilogue: the statement with the sum replaced by the accumulator.
@@ -181,14 +167,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((BN / TN) as i64))) },
         KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
     ];
-    body.push(KStmt::For {
-        var: ei,
-        start: IExpr::c(0),
-        end: IExpr::c(TM as i64),
-        step: IExpr::c(1),
-        unroll: true,
-        body: vec![KStmt::For { var: ej, start: IExpr::c(0), end: IExpr::c(TN as i64), step: IExpr::c(1), unroll: true, body: guarded }],
-    });
+    body.push(KStmt::unrolled(ei, TM, vec![KStmt::unrolled(ej, TN, guarded)]));
     b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
     b.ir.body = body;
     Ok(b.finish())
@@ -206,14 +185,7 @@ fn fma_tile(acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Bui
         ),
         ty,
     );
-    KStmt::For {
-        var: i_v,
-        start: IExpr::c(0),
-        end: IExpr::c(TM as i64),
-        step: IExpr::c(1),
-        unroll: true,
-        body: vec![KStmt::For { var: j_v, start: IExpr::c(0), end: IExpr::c(TN as i64), step: IExpr::c(1), unroll: true, body: vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }] }],
-    }
+    KStmt::unrolled(i_v, TM, vec![KStmt::unrolled(j_v, TN, vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }])])
 }
 
 /// Load one operand slab into shared memory as `tile[kk * width + x]`,

@@ -153,7 +153,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
             lane_body.push(KStmt::ArraySet { arr: *arr, index: IExpr::Var(lane), value: VExpr::local(l, k.tensors[stmt.target].dtype) });
         }
     }
-    out.push(KStmt::For { var: lane, start: IExpr::c(0), end: IExpr::c(w as i64), step: IExpr::c(1), unroll: true, body: lane_body });
+    out.push(KStmt::unrolled(lane, w, lane_body));
     for (t, arr, span) in results {
         let buf = b.buf(t);
         let access = b.access(buf, AccessKind::Write, span, format!("vector write of `{}`", k.tensors[t].name));
