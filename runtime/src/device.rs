@@ -8,6 +8,9 @@ use std::sync::Arc;
 pub enum Device {
     /// The generated CPU code (mirror oracles), on rayon's threads.
     Cpu,
+    /// Every kernel by its exact oracle, in f64 (no roundings): the
+    /// reference that gradient checks and `--diagnose` compare against.
+    Reference,
     #[cfg(feature = "cuda")]
     Cuda(Arc<crate::backend::cuda::CudaBackend>),
     #[cfg(feature = "hip")]
@@ -59,6 +62,7 @@ impl Device {
         };
         match kind {
             "cpu" => Ok(Device::Cpu),
+            "reference" => Ok(Device::Reference),
             "auto" => Ok(Device::auto().0),
             #[cfg(feature = "cuda")]
             "cuda" => Device::cuda(ordinal),
@@ -72,6 +76,7 @@ impl Device {
     pub fn describe(&self) -> String {
         match self {
             Device::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Device::Reference => "reference (exact oracles in f64)".into(),
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => c.describe(),
             #[cfg(feature = "hip")]
@@ -82,7 +87,7 @@ impl Device {
     /// "host", "cuda:0", "hip:0": where this device's tensors live.
     pub fn location(&self) -> String {
         match self {
-            Device::Cpu => "host".into(),
+            Device::Cpu | Device::Reference => "host".into(),
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => c.location(),
             #[cfg(feature = "hip")]
@@ -93,7 +98,7 @@ impl Device {
     /// Wait for every queued launch and copy; report an asynchronous failure.
     pub fn synchronize(&self) -> Result<()> {
         match self {
-            Device::Cpu => Ok(()),
+            Device::Cpu | Device::Reference => Ok(()),
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => c.synchronize(),
             #[cfg(feature = "hip")]
@@ -102,6 +107,6 @@ impl Device {
     }
 
     pub fn is_gpu(&self) -> bool {
-        !matches!(self, Device::Cpu)
+        !matches!(self, Device::Cpu | Device::Reference)
     }
 }

@@ -145,6 +145,7 @@ pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     }
     match dev {
         Device::Cpu => crate::backend::cpu::run(k, &bound, args),
+        Device::Reference => crate::backend::reference::run(k, &bound, args),
         #[cfg(feature = "cuda")]
         Device::Cuda(c) => c.launch(k, &bound, args),
         #[cfg(feature = "hip")]

@@ -68,6 +68,20 @@ impl std::fmt::Debug for Tensor {
     }
 }
 
+/// A buffer of `dtype` holding `data` (rounded to the dtype).
+pub(crate) fn buf_from_f64(dtype: DType, data: &[f64]) -> Buf {
+    match dtype {
+        DType::F16 => Buf::F16(data.iter().map(|x| f16::from_f64(*x)).collect()),
+        DType::Bf16 => Buf::Bf16(data.iter().map(|x| bf16::from_f64(*x)).collect()),
+        DType::F32 => Buf::F32(data.iter().map(|x| *x as f32).collect()),
+        DType::F64 => Buf::F64(data.to_vec()),
+        DType::I32 => Buf::I32(data.iter().map(|x| *x as i32).collect()),
+        DType::U32 => Buf::U32(data.iter().map(|x| *x as u32).collect()),
+        DType::I64 => Buf::I64(data.iter().map(|x| *x as i64).collect()),
+        DType::Bool => Buf::Bool(data.iter().map(|x| *x != 0.0).collect()),
+    }
+}
+
 fn elements(shape: &[usize]) -> usize {
     shape.iter().product()
 }
@@ -94,17 +108,16 @@ impl Tensor {
     }
     /// A host tensor of `dtype` from f64 values (rounded to the dtype).
     pub fn from_f64_as(shape: &[usize], dtype: DType, data: &[f64]) -> Result<Tensor> {
-        let buf = match dtype {
-            DType::F16 => Buf::F16(data.iter().map(|x| f16::from_f64(*x)).collect()),
-            DType::Bf16 => Buf::Bf16(data.iter().map(|x| bf16::from_f64(*x)).collect()),
-            DType::F32 => Buf::F32(data.iter().map(|x| *x as f32).collect()),
-            DType::F64 => Buf::F64(data.to_vec()),
-            DType::I32 => Buf::I32(data.iter().map(|x| *x as i32).collect()),
-            DType::U32 => Buf::U32(data.iter().map(|x| *x as u32).collect()),
-            DType::I64 => Buf::I64(data.iter().map(|x| *x as i64).collect()),
-            DType::Bool => Buf::Bool(data.iter().map(|x| *x != 0.0).collect()),
-        };
-        Tensor::from_buf(shape, buf)
+        Tensor::from_buf(shape, buf_from_f64(dtype, data))
+    }
+    /// A tensor of the reference device holding real values (not rounded to
+    /// `dtype`, which stays its declared type): perturbed parameters for
+    /// finite differences.
+    pub fn exact(shape: &[usize], dtype: DType, data: &[f64]) -> Result<Tensor> {
+        if data.len() != elements(shape) {
+            return Err(Error::Tensor(format!("shape {:?} holds {} elements, the data has {}", shape, elements(shape), data.len())));
+        }
+        Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Host(crate::backend::reference::reference_buf(dtype, data)) })
     }
     /// Every element `value`, on `dev`.
     pub fn full(shape: &[usize], dtype: DType, value: f64, dev: &Device) -> Result<Tensor> {
@@ -142,36 +155,57 @@ impl Tensor {
 
     /// The same elements under another shape of the same size (no copy).
     pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor> {
+        self.set_shape(shape)?;
+        Ok(self)
+    }
+    /// `reshape` in place.
+    pub fn set_shape(&mut self, shape: &[usize]) -> Result<()> {
         if elements(shape) != self.len() {
             return Err(Error::Tensor(format!("cannot reshape {:?} ({} elements) to {:?} ({} elements)", self.shape, self.len(), shape, elements(shape))));
         }
         self.shape = shape.to_vec();
-        Ok(self)
+        Ok(())
     }
 
     /// Copy every row of `src` into rows `at..at + src rows` of this tensor
     /// (a row is everything after the first axis). Both on one device.
     pub fn copy_rows_from(&mut self, at: usize, src: &Tensor) -> Result<()> {
         let row = |t: &Tensor| t.shape.iter().skip(1).product::<usize>();
-        let rows = src.shape.first().copied().unwrap_or(1);
-        let fits = self.dtype == src.dtype && row(self) == row(src) && at + rows <= self.shape.first().copied().unwrap_or(1);
-        if !fits {
-            return Err(Error::Tensor(format!("cannot copy {} {:?} into rows {}.. of {} {:?}", src.dtype.name(), src.shape, at, self.dtype.name(), self.shape)));
+        if row(self) != row(src) {
+            return Err(Error::Tensor(format!("cannot copy rows of {:?} into rows of {:?}: the rows differ", src.shape, self.shape)));
         }
-        let offset = at * row(self) * self.dtype.size_bytes();
+        self.copy_elements(at * row(self), src, 0, src.len())
+    }
+
+    /// Rows `at..at + n` of this tensor, as a new tensor on `dev`.
+    pub fn rows(&self, at: usize, n: usize, dev: &Device) -> Result<Tensor> {
+        let row: usize = self.shape.iter().skip(1).product();
+        let mut shape = self.shape.clone();
+        if shape.is_empty() || at + n > shape[0] {
+            return Err(Error::Tensor(format!("rows {}..{} of {:?} are out of range", at, at + n, self.shape)));
+        }
+        shape[0] = n;
+        let mut out = Tensor::zeros(&shape, self.dtype, dev)?;
+        out.copy_elements(0, self, at * row, n * row)?;
+        Ok(out)
+    }
+
+    /// Copy `len` elements of `src` from element `from` to element `at` of
+    /// this tensor (flat, row-major). Same dtype, same device.
+    pub fn copy_elements(&mut self, at: usize, src: &Tensor, from: usize, len: usize) -> Result<()> {
+        let fits = self.dtype == src.dtype && at + len <= self.len() && from + len <= src.len();
+        let refuse = || Error::Tensor(format!("cannot copy {} elements of {} {:?} from {} into {} {:?} at {}", len, src.dtype.name(), src.shape, from, self.dtype.name(), self.shape, at));
+        if !fits {
+            return Err(refuse());
+        }
+        let size = self.dtype.size_bytes();
         match (&mut self.storage, &src.storage) {
-            (Storage::Host(dst), Storage::Host(s)) => {
-                // In place, element-typed: no round trip through bytes.
-                if crate::backend::bytes::copy_into(dst, offset / self.dtype.size_bytes(), s) {
-                    Ok(())
-                } else {
-                    Err(Error::Tensor(format!("cannot copy {} {:?} into rows {}.. of {:?}", src.dtype.name(), src.shape, at, self.shape)))
-                }
-            }
+            // In place, element-typed: no round trip through bytes.
+            (Storage::Host(dst), Storage::Host(s)) => crate::backend::bytes::copy_into(dst, at, s, from, len).then_some(()).ok_or_else(refuse),
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(dst), Storage::Cuda(s)) => dst.copy_from(offset, s, src.size_bytes()),
+            (Storage::Cuda(dst), Storage::Cuda(s)) => dst.copy_from(at * size, s, from * size, len * size),
             #[cfg(feature = "hip")]
-            (Storage::Hip(dst), Storage::Hip(s)) => dst.copy_from(offset, s, src.size_bytes()),
+            (Storage::Hip(dst), Storage::Hip(s)) => dst.copy_from(at * size, s, from * size, len * size),
             #[allow(unreachable_patterns)]
             _ => Err(Error::Tensor(format!("cannot copy between {} and {}", src.location(), self.location()))),
         }
@@ -180,7 +214,7 @@ impl Tensor {
     /// Does this tensor live where `dev` runs kernels?
     pub fn is_on(&self, dev: &Device) -> bool {
         match (&self.storage, dev) {
-            (Storage::Host(_), Device::Cpu) => true,
+            (Storage::Host(_), Device::Cpu | Device::Reference) => true,
             #[cfg(feature = "cuda")]
             (Storage::Cuda(b), Device::Cuda(c)) => b.ordinal() == c.ordinal(),
             #[cfg(feature = "hip")]
@@ -192,10 +226,23 @@ impl Tensor {
 
     /// A copy on `dev` (the CPU device means the host).
     pub fn to_device(&self, dev: &Device) -> Result<Tensor> {
-        let host = self.to_host()?;
+        let mut host = self.to_host()?;
+        let Storage::Host(buf) = &mut host.storage else { unreachable!("to_host returns host storage") };
+        // The reference device holds floats as f64; every other device holds
+        // the tensor's own dtype.
+        let want = match dev {
+            Device::Reference => crate::backend::reference::reference_buf(self.dtype, &[]).dtype(),
+            _ => self.dtype.name(),
+        };
+        if buf.dtype() != want {
+            *buf = match dev {
+                Device::Reference => crate::backend::reference::reference_buf(self.dtype, &buf.to_f64()),
+                _ => buf_from_f64(self.dtype, &buf.to_f64()),
+            };
+        }
         let Storage::Host(buf) = &host.storage else { unreachable!("to_host returns host storage") };
         let storage = match dev {
-            Device::Cpu => return Ok(host),
+            Device::Cpu | Device::Reference => return Ok(host),
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => Storage::Cuda(c.upload(buf)?),
             #[cfg(feature = "hip")]

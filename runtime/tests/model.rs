@@ -5,7 +5,7 @@
 
 use tokitai_runtime::moe::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM};
 use tokitai_runtime::moe::data::synth_quality;
-use tokitai_runtime::moe::model::{Dispatch, Linear, Model, LAYERNORM_EPS};
+use tokitai_runtime::moe::model::{Dispatch, Kind, Linear, Model, LAYERNORM_EPS};
 use tokitai_runtime::{DType, Device, Tensor};
 
 fn batch(n: usize) -> Tensor {
@@ -18,18 +18,18 @@ fn host(t: &Tensor) -> Vec<f64> {
     t.to_f64_vec().unwrap()
 }
 
-fn linear_ref(x: &[f64], rows: usize, l: &Linear) -> Vec<f64> {
-    let (w, b) = (host(&l.w), host(&l.b));
-    let (k, n) = (l.w.shape()[0], l.w.shape()[1]);
+fn linear_ref(m: &Model, x: &[f64], rows: usize, l: &Linear) -> Vec<f64> {
+    let (w, b) = (host(m.tensor(l.w)), host(m.tensor(l.b)));
+    let (k, n) = (m.tensor(l.w).shape()[0], m.tensor(l.w).shape()[1]);
     (0..rows * n).map(|i| b[i % n] + (0..k).map(|j| x[(i / n) * k + j] * w[j * n + i % n]).sum::<f64>()).collect()
 }
 
 fn expert_ref(m: &Model, e: usize, x: &[f64], rows: usize) -> Vec<f64> {
     let mut h = x.to_vec();
     for (lin, norm) in &m.experts[e].layers {
-        let z = linear_ref(&h, rows, lin);
-        let c = lin.w.shape()[1];
-        let (g, be) = (host(&norm.gamma), host(&norm.beta));
+        let z = linear_ref(m, &h, rows, lin);
+        let c = m.tensor(lin.w).shape()[1];
+        let (g, be) = (host(m.tensor(norm.gamma)), host(m.tensor(norm.beta)));
         h = (0..rows * c)
             .map(|i| {
                 let row = &z[(i / c) * c..(i / c + 1) * c];
@@ -40,13 +40,13 @@ fn expert_ref(m: &Model, e: usize, x: &[f64], rows: usize) -> Vec<f64> {
             })
             .collect();
     }
-    linear_ref(&h, rows, &m.experts[e].out)
+    linear_ref(m, &h, rows, &m.experts[e].out)
 }
 
 #[test]
 fn sparse_and_dense_dispatch_agree_and_follow_the_f64_reference() {
     let dev = Device::Cpu;
-    let model = Model::init(Size::Nano, 42, &dev).unwrap();
+    let model = Model::init(Size::Nano, Kind::Moe, 42, &dev).unwrap();
     let b = 96;
     let x = batch(b);
     let sparse = model.forward(&dev, &x, Dispatch::Sparse).unwrap();
@@ -59,7 +59,7 @@ fn sparse_and_dense_dispatch_agree_and_follow_the_f64_reference() {
     }
     // The f64 reference, row by row.
     let xv = host(&x);
-    let logits = linear_ref(&xv, b, &model.router);
+    let logits = linear_ref(&model, &xv, b, &model.router.as_ref().unwrap().linear());
     let outs: Vec<Vec<f64>> = (0..N_EXPERTS).map(|e| expert_ref(&model, e, &xv, b)).collect();
     let mut checked = 0;
     for r in 0..b {
@@ -71,7 +71,7 @@ fn sparse_and_dense_dispatch_agree_and_follow_the_f64_reference() {
         if p[0].0 - p[1].0 < 2e-3 || p[1].0 - p[2].0 < 2e-3 {
             continue;
         }
-        assert_eq!((sparse.i0[r] as usize, sparse.i1[r] as usize), (p[0].1, p[1].1), "row {}: routing", r);
+        assert_eq!(sparse.route(r), Some((p[0].1 as i32, p[1].1 as i32)), "row {}: routing", r);
         for c in 0..OUTPUT_DIM {
             let want = p[0].0 * outs[p[0].1][r * OUTPUT_DIM + c] + p[1].0 * outs[p[1].1][r * OUTPUT_DIM + c];
             let got = ys[r * OUTPUT_DIM + c];

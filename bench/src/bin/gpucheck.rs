@@ -103,14 +103,14 @@ fn main() {
 /// rows were routed differently.
 fn model_check(dev: &Device, size: tokitai_runtime::moe::config::Size, batch: usize) -> tokitai_runtime::Result<(f64, usize)> {
     use tokitai_runtime::moe::config::{INPUT_DIM, OUTPUT_DIM};
-    use tokitai_runtime::moe::model::{Dispatch, Model};
+    use tokitai_runtime::moe::model::{Dispatch, Kind, Model};
     use tokitai_runtime::{DType, Tensor};
     let data = tokitai_runtime::moe::data::synth_quality(batch, 11);
     let x: Vec<f64> = data.x.iter().map(|v| *v as f64).collect();
     let x_cpu = Tensor::from_f64_as(&[batch, INPUT_DIM], DType::F16, &x)?;
     let x_dev = x_cpu.to_device(dev)?;
-    let cpu = Model::init(size, 3, &Device::Cpu)?.forward(&Device::Cpu, &x_cpu, Dispatch::Sparse)?;
-    let model = Model::init(size, 3, dev)?;
+    let cpu = Model::init(size, Kind::Moe, 3, &Device::Cpu)?.forward(&Device::Cpu, &x_cpu, Dispatch::Sparse)?;
+    let model = Model::init(size, Kind::Moe, 3, dev)?;
     let mut worst: f64 = 0.0;
     let mut routed_differently = 0;
     for dispatch in [Dispatch::Sparse, Dispatch::Dense] {
@@ -118,7 +118,7 @@ fn model_check(dev: &Device, size: tokitai_runtime::moe::config::Size, batch: us
         dev.synchronize()?;
         let (a, b) = (f.y.to_f64_vec()?, cpu.y.to_f64_vec()?);
         for r in 0..batch {
-            if (f.i0[r], f.i1[r]) != (cpu.i0[r], cpu.i1[r]) {
+            if f.route(r) != cpu.route(r) {
                 routed_differently += 1;
                 continue;
             }

@@ -8,6 +8,8 @@
 //!   recorded in `KernelIr::reduction_order`). Library functions (exp, tanh)
 //!   are Rust's, so the mirror is not bit-identical there.
 //!
+//! The exact oracle accepts f64 buffers for float inputs too (values off
+//! the dtype's grid: finite differences of the real-valued function).
 //! Both take dims, scalars and buffers dynamically (`tk_rt::Buf`), check
 //! the `requires` clauses and every length, and never panic.
 
@@ -125,11 +127,15 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
     for (ai, t) in tensors.iter().enumerate() {
         let info = &k.tensors[*t];
         let len = len_expr(k, &info.shape);
+        // The exact oracle also takes real-valued (f64) data for a float
+        // tensor: inputs off the dtype's grid, as finite differences need.
+        let also_f64 = if mode == Mode::Exact && info.dtype.is_float() && info.dtype != Dtype::F64 && info.role != TensorRole::Output { format!(" && args[{}].dtype() != \"f64\"", ai) } else { String::new() };
         let _ = writeln!(
             s,
-            "        if args[{ai}].dtype() != \"{dt}\" || args[{ai}].len() as i64 != {len} {{ return Err(format!(\"`{n}` must be {dt} with {{}} elements, got {{}} with {{}}\", {len}, args[{ai}].dtype(), args[{ai}].len())); }}",
+            "        if (args[{ai}].dtype() != \"{dt}\"{also}) || args[{ai}].len() as i64 != {len} {{ return Err(format!(\"`{n}` must be {dt} with {{}} elements, got {{}} with {{}}\", {len}, args[{ai}].dtype(), args[{ai}].len())); }}",
             ai = ai,
             dt = info.dtype,
+            also = also_f64,
             len = len,
             n = info.name
         );

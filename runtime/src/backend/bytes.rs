@@ -43,25 +43,25 @@ pub fn decode(dtype: DType, len: usize, bytes: &[u8]) -> Buf {
 
 /// Copy every element of `src` into `dst` from element `at` on; both of one
 /// dtype (checked by the caller), `src` fitting.
-pub fn copy_into(dst: &mut Buf, at: usize, src: &Buf) -> bool {
-    fn put<T: Copy>(d: &mut [T], at: usize, s: &[T]) -> bool {
-        match d.get_mut(at..at + s.len()) {
-            Some(range) => {
+pub fn copy_into(dst: &mut Buf, at: usize, src: &Buf, from: usize, len: usize) -> bool {
+    fn put<T: Copy>(d: &mut [T], at: usize, s: &[T], from: usize, len: usize) -> bool {
+        match (d.get_mut(at..at + len), s.get(from..from + len)) {
+            (Some(range), Some(s)) => {
                 range.copy_from_slice(s);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
     match (dst, src) {
-        (Buf::F16(d), Buf::F16(s)) => put(d, at, s),
-        (Buf::Bf16(d), Buf::Bf16(s)) => put(d, at, s),
-        (Buf::F32(d), Buf::F32(s)) => put(d, at, s),
-        (Buf::F64(d), Buf::F64(s)) => put(d, at, s),
-        (Buf::I32(d), Buf::I32(s)) => put(d, at, s),
-        (Buf::U32(d), Buf::U32(s)) => put(d, at, s),
-        (Buf::I64(d), Buf::I64(s)) => put(d, at, s),
-        (Buf::Bool(d), Buf::Bool(s)) => put(d, at, s),
+        (Buf::F16(d), Buf::F16(s)) => put(d, at, s, from, len),
+        (Buf::Bf16(d), Buf::Bf16(s)) => put(d, at, s, from, len),
+        (Buf::F32(d), Buf::F32(s)) => put(d, at, s, from, len),
+        (Buf::F64(d), Buf::F64(s)) => put(d, at, s, from, len),
+        (Buf::I32(d), Buf::I32(s)) => put(d, at, s, from, len),
+        (Buf::U32(d), Buf::U32(s)) => put(d, at, s, from, len),
+        (Buf::I64(d), Buf::I64(s)) => put(d, at, s, from, len),
+        (Buf::Bool(d), Buf::Bool(s)) => put(d, at, s, from, len),
         _ => false,
     }
 }

@@ -258,12 +258,13 @@ impl DeviceBuf {
     pub fn location(&self) -> String {
         self.backend.location()
     }
-    /// Device-to-device copy of `bytes` bytes of `src` to byte `offset`.
-    pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, bytes: usize) -> Result<()> {
+    /// Device-to-device copy of `bytes` bytes of `src` from byte `from` to
+    /// byte `offset`.
+    pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, from: usize, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
-        let from = src.slice.slice(0..bytes);
+        let from = src.slice.slice(from..from + bytes);
         let mut to = self.slice.slice_mut(offset..offset + bytes);
         self.backend.stream.memcpy_dtod(&from, &mut to).map_err(device_err("cuMemcpyDtoD"))
     }

@@ -255,13 +255,13 @@ impl DeviceBuf {
         self.backend.location()
     }
     /// Device-to-device copy of `bytes` bytes of `src` to byte `offset`.
-    pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, bytes: usize) -> Result<()> {
+    pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, from: usize, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
         self.backend.bind()?;
         let dst = (self.ptr + offset) as Ptr;
-        self.backend.api.check("hipMemcpy", unsafe { (self.backend.api.memcpy)(dst, src.ptr as *const c_void, bytes, MEMCPY_DEVICE_TO_DEVICE) })
+        self.backend.api.check("hipMemcpy", unsafe { (self.backend.api.memcpy)(dst, (src.ptr + from) as *const c_void, bytes, MEMCPY_DEVICE_TO_DEVICE) })
     }
     pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
         self.backend.bind()?;

@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(feature = "hip")]
 pub mod hip;
+pub mod reference;
 
 /// The cache key of a kernel's compiled code: sha256 over everything that
 /// changes the binary (source, compiler version, options, target arch).

@@ -8,3 +8,4 @@ pub mod data;
 pub mod model;
 pub mod run;
 pub mod schedule;
+pub mod train;

@@ -1,9 +1,17 @@
-//! The MoE model's parameters and forward pass on the runtime's generated
-//! kernels. Routing: `Linear(96, 4)`, softmax (f32), top-2 probabilities
-//! (not renormalised). Sparse dispatch: each sample's row is gathered into
-//! the buffers of its two experts, each expert runs on its rows only, and
+//! The MoE model's parameters, forward pass and backward pass on the
+//! runtime's generated kernels.
+//!
+//! Routing: `Linear(96, 4)`, softmax (f32), top-2 probabilities (not
+//! renormalised). Sparse dispatch: each sample's row is gathered into the
+//! buffers of its two experts, each expert runs on its rows only, and
 //! `combine2` weighs the two outputs back into place. The dense form runs
-//! every expert on every row (as the old crate did) for comparison.
+//! every expert on every row (as the old crate did) for comparison. The
+//! dense *model* (`ModelKind::Dense`) is one MLP of the experts' depth,
+//! wide enough to hold the MoE's parameter count.
+//!
+//! Parameters live in one list (`Params`), router first: layers refer to
+//! them by index, gradients come back in the same order, and the optimiser
+//! sees them as one flat buffer.
 
 use super::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM};
 use crate::kernels::{gelu, layernorm, linear, moe};
@@ -13,28 +21,80 @@ use rand_chacha::ChaCha8Rng;
 
 pub const LAYERNORM_EPS: f32 = 1e-5;
 
-/// `y = x W + b` with `W` stored `[in, out]`, f16.
-pub struct Linear {
-    pub w: Tensor,
-    pub b: Tensor,
+/// Index of a parameter tensor in `Params`.
+pub type ParamId = usize;
+
+/// The model's parameter tensors, in a fixed order, with their names (the
+/// checkpoint's tensor names).
+pub struct Params {
+    pub names: Vec<String>,
+    pub tensors: Vec<Tensor>,
 }
 
+impl Params {
+    fn add(&mut self, name: String, t: Tensor) -> ParamId {
+        self.names.push(name);
+        self.tensors.push(t);
+        self.tensors.len() - 1
+    }
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+    /// Elements over every parameter.
+    pub fn elements(&self) -> usize {
+        self.tensors.iter().map(Tensor::len).sum()
+    }
+}
+
+/// `y = x W + b` with `W` stored `[in, out]`, f16.
+#[derive(Clone, Copy, Debug)]
+pub struct Linear {
+    pub w: ParamId,
+    pub b: ParamId,
+}
+
+#[derive(Clone, Copy, Debug)]
 pub struct Norm {
-    pub gamma: Tensor,
-    pub beta: Tensor,
+    pub gamma: ParamId,
+    pub beta: ParamId,
 }
 
 /// `Linear(96, h) + LayerNorm + GELU`, `n_hidden x [Linear(h, h) +
-/// LayerNorm + GELU]`, `Linear(h, 20)`.
-pub struct Expert {
+/// LayerNorm + GELU]`, `Linear(h, 20)`: an expert, or the dense model.
+#[derive(Clone, Debug)]
+pub struct Mlp {
     pub layers: Vec<(Linear, Norm)>,
     pub out: Linear,
 }
 
+/// What routes samples to experts.
+#[derive(Clone, Debug)]
+pub enum Router {
+    /// `Linear(96, 4)` and a softmax.
+    Softmax(Linear),
+}
+
+impl Router {
+    pub fn linear(&self) -> Linear {
+        match self {
+            Router::Softmax(l) => *l,
+        }
+    }
+}
+
 pub struct Model {
     pub size: Size,
-    pub router: Linear,
-    pub experts: Vec<Expert>,
+    /// `None` for the dense model.
+    pub router: Option<Router>,
+    /// The experts, or the dense model's one MLP.
+    pub experts: Vec<Mlp>,
+    pub params: Params,
+    /// Elements of the router's parameters (they lead the flat buffer and
+    /// take the router learning-rate scale).
+    pub router_elements: usize,
 }
 
 /// How samples reach experts.
@@ -46,82 +106,176 @@ pub enum Dispatch {
     Dense,
 }
 
-/// What a forward pass computed (outputs, and the routing).
-pub struct Forward {
-    pub y: Tensor,
+/// Which model: the mixture (with its router) or one dense MLP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Moe,
+    Dense,
+}
+
+/// Activations of one MLP that its backward pass reads.
+struct MlpTape {
+    z: Vec<Tensor>,
+    /// LayerNorm outputs (GELU inputs), flat.
+    normed: Vec<Tensor>,
+    mean: Vec<Tensor>,
+    rstd: Vec<Tensor>,
+    act: Vec<Tensor>,
+}
+
+impl Forward {
+    /// The two experts of sample `r` (`None` for the dense model).
+    pub fn route(&self, r: usize) -> Option<(i32, i32)> {
+        self.routing.as_ref().map(|x| (x.i0[r], x.i1[r]))
+    }
+}
+
+/// One expert's share of a forward pass: its rows of the stacked output.
+struct ExpertRun {
+    expert: usize,
+    /// First row in the stacked outputs `h`, and the number of rows.
+    at: usize,
+    rows: usize,
+    /// The expert's input rows (`None`: the whole batch, dense form).
+    input: Option<Tensor>,
+    tape: MlpTape,
+}
+
+/// The routing of a batch.
+pub struct Routing {
+    pub logits: Tensor,
     pub probs: Tensor,
     pub i0: Vec<i32>,
     pub i1: Vec<i32>,
     pub w0: Tensor,
     pub w1: Tensor,
+    i0_dev: Tensor,
+    i1_dev: Tensor,
+    pos0: Tensor,
+    pos1: Tensor,
+    /// Slot of the stacked outputs -> sample, and its combine weight (zero
+    /// for a dense slot the sample did not choose).
+    src: Tensor,
+    ws: Tensor,
+    h: Tensor,
 }
 
-fn init_linear(rng: &mut ChaCha8Rng, fan_in: usize, fan_out: usize, dev: &Device) -> Result<Linear> {
+/// What a forward pass computed, and what its backward pass needs.
+pub struct Forward {
+    pub y: Tensor,
+    /// `None` for the dense model.
+    pub routing: Option<Routing>,
+    runs: Vec<ExpertRun>,
+}
+
+fn init_linear(p: &mut Params, rng: &mut ChaCha8Rng, name: &str, fan_in: usize, fan_out: usize, dev: &Device) -> Result<Linear> {
     // PyTorch's default for nn.Linear: uniform in +-1/sqrt(fan_in).
     let bound = 1.0 / (fan_in as f64).sqrt();
     let mut draw = |n: usize| (0..n).map(|_| rng.random_range(-bound..bound)).collect::<Vec<f64>>();
     let w = Tensor::from_f64_as(&[fan_in, fan_out], DType::F16, &draw(fan_in * fan_out))?.to_device(dev)?;
     let b = Tensor::from_f64_as(&[fan_out], DType::F16, &draw(fan_out))?.to_device(dev)?;
-    Ok(Linear { w, b })
+    Ok(Linear { w: p.add(format!("{}.weight", name), w), b: p.add(format!("{}.bias", name), b) })
 }
 
-fn init_norm(h: usize, dev: &Device) -> Result<Norm> {
-    Ok(Norm { gamma: Tensor::full(&[h], DType::F16, 1.0, dev)?, beta: Tensor::zeros(&[h], DType::F16, dev)? })
+fn init_norm(p: &mut Params, name: &str, h: usize, dev: &Device) -> Result<Norm> {
+    let gamma = Tensor::full(&[h], DType::F16, 1.0, dev)?;
+    let beta = Tensor::zeros(&[h], DType::F16, dev)?;
+    Ok(Norm { gamma: p.add(format!("{}.weight", name), gamma), beta: p.add(format!("{}.bias", name), beta) })
+}
+
+fn init_mlp(p: &mut Params, rng: &mut ChaCha8Rng, name: &str, h: usize, n_hidden: usize, dev: &Device) -> Result<Mlp> {
+    let mut layers = vec![(init_linear(p, rng, &format!("{}.0.linear", name), INPUT_DIM, h, dev)?, init_norm(p, &format!("{}.0.norm", name), h, dev)?)];
+    for l in 1..=n_hidden {
+        layers.push((init_linear(p, rng, &format!("{}.{}.linear", name, l), h, h, dev)?, init_norm(p, &format!("{}.{}.norm", name, l), h, dev)?));
+    }
+    Ok(Mlp { layers, out: init_linear(p, rng, &format!("{}.out", name), h, OUTPUT_DIM, dev)? })
 }
 
 fn rows(t: &Tensor) -> usize {
     t.shape()[0]
 }
 
-impl Linear {
-    pub fn forward(&self, dev: &Device, x: &Tensor) -> Result<Tensor> {
-        let mut y = Tensor::zeros(&[rows(x), self.w.shape()[1]], DType::F16, dev)?;
-        linear::linear_fwd::launch(dev, x, &self.w, &self.b, &mut y)?;
-        Ok(y)
-    }
+/// The width of the dense model of `size`: the MLP of the experts' depth
+/// whose parameter count is nearest the MoE's.
+pub fn dense_width(size: Size) -> usize {
+    let n = size.n_hidden() as f64;
+    // n h^2 + (96 + 1 + 2 + 3n + 20) h + 20 = P
+    let (a, b, c) = (n, (INPUT_DIM + 3 + OUTPUT_DIM) as f64 + 3.0 * n, OUTPUT_DIM as f64 - size.param_count() as f64);
+    ((-b + (b * b - 4.0 * a * c).sqrt()) / (2.0 * a)).round() as usize
 }
 
-impl Expert {
-    pub fn forward(&self, dev: &Device, x: &Tensor) -> Result<Tensor> {
-        let n = rows(x);
-        let mut h = None::<Tensor>;
-        for (lin, norm) in &self.layers {
-            let z = lin.forward(dev, h.as_ref().unwrap_or(x))?;
-            let width = z.shape()[1];
-            let mut normed = Tensor::zeros(&[n, width], DType::F16, dev)?;
-            let mut mean = Tensor::zeros(&[n], DType::F32, dev)?;
-            let mut rstd = Tensor::zeros(&[n], DType::F32, dev)?;
-            layernorm::layernorm_fwd::launch(dev, &z, &norm.gamma, &norm.beta, LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
-            let flat = normed.reshape(&[n * width])?;
-            let mut act = Tensor::zeros(&[n * width], DType::F16, dev)?;
-            gelu::gelu_fwd::launch(dev, &flat, &mut act)?;
-            h = Some(act.reshape(&[n, width])?);
-        }
-        self.out.forward(dev, h.as_ref().unwrap_or(x))
-    }
+/// Parameters of the dense model of `size`.
+pub fn dense_params(size: Size) -> usize {
+    let (h, n) = (dense_width(size), size.n_hidden());
+    INPUT_DIM * h + h + 2 * h + n * (h * h + h + 2 * h) + h * OUTPUT_DIM + OUTPUT_DIM
 }
 
 impl Model {
     /// Deterministic initial parameters on `dev`.
-    pub fn init(size: Size, seed: u64, dev: &Device) -> Result<Model> {
+    pub fn init(size: Size, kind: Kind, seed: u64, dev: &Device) -> Result<Model> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xA076_1D64_78BD_642F);
-        let h = size.hidden();
-        let router = init_linear(&mut rng, INPUT_DIM, N_EXPERTS, dev)?;
-        let mut experts = Vec::new();
-        for _ in 0..N_EXPERTS {
-            let mut layers = vec![(init_linear(&mut rng, INPUT_DIM, h, dev)?, init_norm(h, dev)?)];
-            for _ in 0..size.n_hidden() {
-                layers.push((init_linear(&mut rng, h, h, dev)?, init_norm(h, dev)?));
+        let mut params = Params { names: Vec::new(), tensors: Vec::new() };
+        let (router, experts) = match kind {
+            Kind::Moe => {
+                let router = Router::Softmax(init_linear(&mut params, &mut rng, "router", INPUT_DIM, N_EXPERTS, dev)?);
+                let experts = (0..N_EXPERTS).map(|e| init_mlp(&mut params, &mut rng, &format!("experts.{}", e), size.hidden(), size.n_hidden(), dev)).collect::<Result<Vec<_>>>()?;
+                (Some(router), experts)
             }
-            experts.push(Expert { layers, out: init_linear(&mut rng, h, OUTPUT_DIM, dev)? });
+            Kind::Dense => (None, vec![init_mlp(&mut params, &mut rng, "dense", dense_width(size), size.n_hidden(), dev)?]),
+        };
+        let router_elements = params.tensors.iter().zip(&params.names).filter(|(_, n)| n.starts_with("router.")).map(|(t, _)| t.len()).sum();
+        Ok(Model { size, router, experts, params, router_elements })
+    }
+
+    pub fn kind(&self) -> Kind {
+        match &self.router {
+            None => Kind::Dense,
+            Some(Router::Softmax(_)) => Kind::Moe,
         }
-        Ok(Model { size, router, experts })
+    }
+
+    pub fn tensor(&self, id: ParamId) -> &Tensor {
+        &self.params.tensors[id]
+    }
+
+    fn linear(&self, dev: &Device, l: Linear, x: &Tensor) -> Result<Tensor> {
+        let mut y = Tensor::zeros(&[rows(x), self.tensor(l.w).shape()[1]], DType::F16, dev)?;
+        linear::linear_fwd::launch(dev, x, self.tensor(l.w), self.tensor(l.b), &mut y)?;
+        Ok(y)
+    }
+
+    fn mlp_forward(&self, dev: &Device, mlp: &Mlp, x: &Tensor) -> Result<(Tensor, MlpTape)> {
+        let n = rows(x);
+        let mut tape = MlpTape { z: Vec::new(), normed: Vec::new(), mean: Vec::new(), rstd: Vec::new(), act: Vec::new() };
+        for (lin, norm) in &mlp.layers {
+            let z = self.linear(dev, *lin, tape.act.last().unwrap_or(x))?;
+            let width = z.shape()[1];
+            let mut normed = Tensor::zeros(&[n, width], DType::F16, dev)?;
+            let mut mean = Tensor::zeros(&[n], DType::F32, dev)?;
+            let mut rstd = Tensor::zeros(&[n], DType::F32, dev)?;
+            layernorm::layernorm_fwd::launch(dev, &z, self.tensor(norm.gamma), self.tensor(norm.beta), LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
+            let flat = normed.reshape(&[n * width])?;
+            let mut act = Tensor::zeros(&[n * width], DType::F16, dev)?;
+            gelu::gelu_fwd::launch(dev, &flat, &mut act)?;
+            tape.z.push(z);
+            tape.normed.push(flat);
+            tape.mean.push(mean);
+            tape.rstd.push(rstd);
+            tape.act.push(act.reshape(&[n, width])?);
+        }
+        let y = self.linear(dev, mlp.out, tape.act.last().unwrap_or(x))?;
+        Ok((y, tape))
     }
 
     /// The forward pass of a batch `x` (`[B, 96]`, f16).
     pub fn forward(&self, dev: &Device, x: &Tensor, dispatch: Dispatch) -> Result<Forward> {
+        let Some(router) = &self.router else {
+            let (y, tape) = self.mlp_forward(dev, &self.experts[0], x)?;
+            let b = rows(x);
+            return Ok(Forward { y, routing: None, runs: vec![ExpertRun { expert: 0, at: 0, rows: b, input: None, tape }] });
+        };
         let b = rows(x);
-        let logits = self.router.forward(dev, x)?;
+        let logits = self.linear(dev, router.linear(), x)?;
         let mut probs = Tensor::zeros(&[b, N_EXPERTS], DType::F32, dev)?;
         moe::router_softmax::launch(dev, &logits, &mut probs)?;
         let mut i0 = Tensor::zeros(&[b], DType::I32, dev)?;
@@ -130,58 +284,191 @@ impl Model {
         let mut w1 = Tensor::zeros(&[b], DType::F32, dev)?;
         moe::top2::launch(dev, &probs, &mut i0, &mut i1, &mut w0, &mut w1)?;
         let (i0v, i1v) = (ints(&i0)?, ints(&i1)?);
-        let (h, pos0, pos1) = match dispatch {
-            Dispatch::Dense => self.dense_outputs(dev, x, &i0v, &i1v)?,
-            Dispatch::Sparse => self.sparse_outputs(dev, x, &i0v, &i1v)?,
+        let (w0v, w1v) = (w0.to_f32_vec()?, w1.to_f32_vec()?);
+        let plan = match dispatch {
+            Dispatch::Dense => dense_plan(b, &i0v, &i1v, &w0v, &w1v),
+            Dispatch::Sparse => sparse_plan(b, &i0v, &i1v, &w0v, &w1v),
         };
-        let pos0 = Tensor::from_i32(&[b], pos0)?.to_device(dev)?;
-        let pos1 = Tensor::from_i32(&[b], pos1)?.to_device(dev)?;
-        let mut y = Tensor::zeros(&[b, OUTPUT_DIM], DType::F16, dev)?;
-        moe::combine2::launch(dev, &h, &pos0, &pos1, &w0, &w1, &mut y)?;
-        Ok(Forward { y, probs, i0: i0v, i1: i1v, w0, w1 })
-    }
-
-    /// Rows of expert e: the samples routed to it; their outputs stacked
-    /// expert after expert, with each sample's two positions in the stack.
-    fn sparse_outputs(&self, dev: &Device, x: &Tensor, i0: &[i32], i1: &[i32]) -> Result<(Tensor, Vec<i32>, Vec<i32>)> {
-        let b = i0.len();
-        let mut h = Tensor::zeros(&[2 * b, OUTPUT_DIM], DType::F16, dev)?;
-        let (mut pos0, mut pos1) = (vec![0i32; b], vec![0i32; b]);
-        let mut at = 0usize;
-        for (e, expert) in self.experts.iter().enumerate() {
-            let mine: Vec<i32> = (0..b).filter(|r| i0[*r] == e as i32 || i1[*r] == e as i32).map(|r| r as i32).collect();
-            if mine.is_empty() {
+        let mut h = Tensor::zeros(&[plan.src.len(), OUTPUT_DIM], DType::F16, dev)?;
+        let mut runs = Vec::new();
+        for (e, members) in plan.members.iter().enumerate() {
+            let Some(members) = members else {
+                // Dense form: the whole batch.
+                let (out, tape) = self.mlp_forward(dev, &self.experts[e], x)?;
+                h.copy_rows_from(e * b, &out)?;
+                runs.push(ExpertRun { expert: e, at: e * b, rows: b, input: None, tape });
+                continue;
+            };
+            if members.is_empty() {
                 continue;
             }
-            for (j, r) in mine.iter().enumerate() {
-                let r = *r as usize;
-                let slot = (at + j) as i32;
-                if i0[r] == e as i32 {
-                    pos0[r] = slot;
-                } else {
-                    pos1[r] = slot;
-                }
-            }
-            let idx = Tensor::from_i32(&[mine.len()], mine.clone())?.to_device(dev)?;
-            let mut xe = Tensor::zeros(&[mine.len(), INPUT_DIM], DType::F16, dev)?;
+            let at = plan.start[e];
+            let idx = Tensor::from_i32(&[members.len()], members.clone())?.to_device(dev)?;
+            let mut xe = Tensor::zeros(&[members.len(), INPUT_DIM], DType::F16, dev)?;
             moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
-            h.copy_rows_from(at, &expert.forward(dev, &xe)?)?;
-            at += mine.len();
+            let (out, tape) = self.mlp_forward(dev, &self.experts[e], &xe)?;
+            h.copy_rows_from(at, &out)?;
+            runs.push(ExpertRun { expert: e, at, rows: members.len(), input: Some(xe), tape });
         }
-        Ok((h, pos0, pos1))
+        let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
+        let pos0 = upload_i32(plan.pos0)?;
+        let pos1 = upload_i32(plan.pos1)?;
+        let mut y = Tensor::zeros(&[b, OUTPUT_DIM], DType::F16, dev)?;
+        moe::combine2::launch(dev, &h, &pos0, &pos1, &w0, &w1, &mut y)?;
+        let slots = plan.src.len();
+        let routing = Routing {
+            logits,
+            probs,
+            i0: i0v,
+            i1: i1v,
+            w0,
+            w1,
+            i0_dev: i0,
+            i1_dev: i1,
+            pos0,
+            pos1,
+            src: upload_i32(plan.src)?,
+            ws: Tensor::from_f32(&[slots], plan.ws)?.to_device(dev)?,
+            h,
+        };
+        Ok(Forward { y, routing: Some(routing), runs })
     }
 
-    /// Every expert on every sample; expert e's output for sample r at row
-    /// `e * B + r`.
-    fn dense_outputs(&self, dev: &Device, x: &Tensor, i0: &[i32], i1: &[i32]) -> Result<(Tensor, Vec<i32>, Vec<i32>)> {
-        let b = i0.len();
-        let mut h = Tensor::zeros(&[N_EXPERTS * b, OUTPUT_DIM], DType::F16, dev)?;
-        for (e, expert) in self.experts.iter().enumerate() {
-            h.copy_rows_from(e * b, &expert.forward(dev, x)?)?;
+    /// Gradients of every parameter (in `Params` order) for the output
+    /// gradient `gy` (`[B, 20]`, f16, loss-scaled).
+    pub fn backward(&self, dev: &Device, x: &Tensor, fwd: &Forward, gy: &Tensor) -> Result<Vec<Tensor>> {
+        let mut grads: Vec<Option<Tensor>> = (0..self.params.len()).map(|_| None).collect();
+        match (&self.router, &fwd.routing) {
+            (None, _) => {
+                let run = &fwd.runs[0];
+                self.mlp_backward(dev, &self.experts[0], x, &run.tape, gy, &mut grads)?;
+            }
+            (Some(router), Some(r)) => {
+                let b = rows(x);
+                // To the stacked expert outputs, and to the two weights.
+                let mut gh = Tensor::zeros(&[r.src.len(), OUTPUT_DIM], DType::F16, dev)?;
+                moe::combine2_bwd_h::launch(dev, gy, &r.src, &r.ws, &mut gh)?;
+                let mut gw0 = Tensor::zeros(&[b], DType::F32, dev)?;
+                let mut gw1 = Tensor::zeros(&[b], DType::F32, dev)?;
+                moe::combine2_bwd_w::launch(dev, &r.h, &r.pos0, &r.pos1, gy, &mut gw0, &mut gw1)?;
+                for run in &fwd.runs {
+                    let g = gh.rows(run.at, run.rows, dev)?;
+                    self.mlp_backward(dev, &self.experts[run.expert], run.input.as_ref().unwrap_or(x), &run.tape, &g, &mut grads)?;
+                }
+                let lin = router.linear();
+                let mut gz = Tensor::zeros(&[b, N_EXPERTS], DType::F16, dev)?;
+                moe::router_bwd::launch(dev, &r.probs, &r.i0_dev, &r.i1_dev, &gw0, &gw1, &mut gz)?;
+                self.linear_param_grads(dev, lin, x, &gz, &mut grads)?;
+            }
+            (Some(_), None) => return Err(Error::Tensor("a mixture's forward pass without routing".into())),
         }
-        let pos = |ix: &[i32]| ix.iter().enumerate().map(|(r, e)| e * b as i32 + r as i32).collect();
-        Ok((h, pos(i0), pos(i1)))
+        // An expert no sample chose gets zero gradients.
+        grads
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| match g {
+                Some(g) => Ok(g),
+                None => Tensor::zeros(self.tensor(i).shape(), DType::F16, dev),
+            })
+            .collect()
     }
+
+    fn linear_param_grads(&self, dev: &Device, l: Linear, input: &Tensor, gz: &Tensor, grads: &mut [Option<Tensor>]) -> Result<()> {
+        let w = self.tensor(l.w);
+        let mut gw = Tensor::zeros(w.shape(), DType::F16, dev)?;
+        linear::linear_bwd_w::launch(dev, input, gz, &mut gw)?;
+        let mut gb = Tensor::zeros(&[w.shape()[1]], DType::F16, dev)?;
+        linear::bias_grad::launch(dev, gz, &mut gb)?;
+        grads[l.w] = Some(gw);
+        grads[l.b] = Some(gb);
+        Ok(())
+    }
+
+    fn mlp_backward(&self, dev: &Device, mlp: &Mlp, x: &Tensor, tape: &MlpTape, gout: &Tensor, grads: &mut [Option<Tensor>]) -> Result<()> {
+        let n = rows(x);
+        let last = tape.act.last().unwrap_or(x);
+        self.linear_param_grads(dev, mlp.out, last, gout, grads)?;
+        // The gradient reaching the current layer's output.
+        let mut g = Some(input_grad(dev, gout, self.tensor(mlp.out.w))?);
+        for (l, (lin, norm)) in mlp.layers.iter().enumerate().rev() {
+            let width = tape.z[l].shape()[1];
+            // GELU, then LayerNorm (input and parameters), then the linear.
+            let mut gn = Tensor::zeros(&[n * width], DType::F16, dev)?;
+            let g_act = g.take().expect("set before every layer").reshape(&[n * width])?;
+            gelu::gelu_bwd::launch(dev, &tape.normed[l], &g_act, &mut gn)?;
+            let gn = gn.reshape(&[n, width])?;
+            let mut gz = Tensor::zeros(&[n, width], DType::F16, dev)?;
+            layernorm::layernorm_bwd::launch(dev, &tape.z[l], self.tensor(norm.gamma), &tape.mean[l], &tape.rstd[l], &gn, &mut gz)?;
+            let mut ggamma = Tensor::zeros(&[width], DType::F16, dev)?;
+            let mut gbeta = Tensor::zeros(&[width], DType::F16, dev)?;
+            layernorm::layernorm_bwd_params::launch(dev, &tape.z[l], &tape.mean[l], &tape.rstd[l], &gn, &mut ggamma, &mut gbeta)?;
+            grads[norm.gamma] = Some(ggamma);
+            grads[norm.beta] = Some(gbeta);
+            let input = if l == 0 { x } else { &tape.act[l - 1] };
+            self.linear_param_grads(dev, *lin, input, &gz, grads)?;
+            if l > 0 {
+                g = Some(input_grad(dev, &gz, self.tensor(lin.w))?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `gx = gz W^T`.
+fn input_grad(dev: &Device, gz: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let mut gx = Tensor::zeros(&[rows(gz), w.shape()[0]], DType::F16, dev)?;
+    linear::linear_bwd_x::launch(dev, gz, w, &mut gx)?;
+    Ok(gx)
+}
+
+/// Where every sample's outputs go in the stacked buffer `h`.
+struct Plan {
+    /// Per expert: the samples it runs on (`None`: all of them, dense form).
+    members: Vec<Option<Vec<i32>>>,
+    start: Vec<usize>,
+    pos0: Vec<i32>,
+    pos1: Vec<i32>,
+    src: Vec<i32>,
+    ws: Vec<f32>,
+}
+
+/// Expert after expert, each with the samples that chose it.
+fn sparse_plan(b: usize, i0: &[i32], i1: &[i32], w0: &[f32], w1: &[f32]) -> Plan {
+    let mut p = Plan { members: Vec::new(), start: Vec::new(), pos0: vec![0; b], pos1: vec![0; b], src: Vec::with_capacity(2 * b), ws: Vec::with_capacity(2 * b) };
+    for e in 0..N_EXPERTS as i32 {
+        p.start.push(p.src.len());
+        let mut mine = Vec::new();
+        for r in 0..b {
+            let slot = p.src.len() as i32;
+            if i0[r] == e {
+                p.pos0[r] = slot;
+                p.ws.push(w0[r]);
+            } else if i1[r] == e {
+                p.pos1[r] = slot;
+                p.ws.push(w1[r]);
+            } else {
+                continue;
+            }
+            p.src.push(r as i32);
+            mine.push(r as i32);
+        }
+        p.members.push(Some(mine));
+    }
+    p
+}
+
+/// Expert e's output for sample r at row `e * B + r`.
+fn dense_plan(b: usize, i0: &[i32], i1: &[i32], w0: &[f32], w1: &[f32]) -> Plan {
+    let mut p = Plan { members: vec![None; N_EXPERTS], start: (0..N_EXPERTS).map(|e| e * b).collect(), pos0: Vec::new(), pos1: Vec::new(), src: Vec::new(), ws: Vec::new() };
+    p.pos0 = (0..b).map(|r| i0[r] * b as i32 + r as i32).collect();
+    p.pos1 = (0..b).map(|r| i1[r] * b as i32 + r as i32).collect();
+    for e in 0..N_EXPERTS as i32 {
+        for r in 0..b {
+            p.src.push(r as i32);
+            p.ws.push(if i0[r] == e { w0[r] } else if i1[r] == e { w1[r] } else { 0.0 });
+        }
+    }
+    p
 }
 
 fn ints(t: &Tensor) -> Result<Vec<i32>> {
