@@ -124,7 +124,13 @@ impl Tensor {
         Tensor::from_f64_as(shape, dtype, &vec![value; elements(shape)])?.to_device(dev)
     }
     pub fn zeros(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
-        Tensor::full(shape, dtype, 0.0, dev)
+        match dev {
+            // Zeroed on the device: no host buffer crosses the bus (the
+            // trainer allocates its activations this way every step).
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?) }),
+            _ => Tensor::full(shape, dtype, 0.0, dev),
+        }
     }
 
     pub fn shape(&self) -> &[usize] {

@@ -1,6 +1,8 @@
 //! Gradients against finite differences of the f64 oracle.
 //!
-//! Every backward kernel (run on the CPU, in its own precision) is compared
+//! Every backward kernel (run on the CPU, in its own precision: linear,
+//! layernorm, gelu, softmax, router, combine, loss, the sheaf router's gate
+//! and energy) is compared
 //! with central differences of its forward kernel evaluated by the exact
 //! oracle (`Device::Reference`: real arithmetic, no roundings), element by
 //! element. The whole model's gradients (CPU, f16, loss-scaled) are compared
@@ -14,6 +16,7 @@ use tokitai_runtime::kernels::{gelu, layernorm, linear, loss, moe, softmax};
 use tokitai_runtime::moe::config::{Size, INPUT_DIM, OUTPUT_DIM};
 use tokitai_runtime::moe::data::synth_quality;
 use tokitai_runtime::moe::model::{Dispatch, Kind, Model};
+use tokitai_runtime::moe::sheaf::SHEAF_WEIGHT;
 use tokitai_runtime::moe::train::{batch_tensors, mse};
 use tokitai_runtime::{DType, Device, Tensor};
 
@@ -221,6 +224,7 @@ fn model_loss(model: &Model, dev: &Device, x: &Tensor, t: &Tensor, dispatch: Dis
     let mut fwd = model.forward(dev, &x.to_device(dev).unwrap(), dispatch).unwrap();
     let mut t = t.to_device(dev).unwrap();
     let (loss, _) = mse(dev, &mut fwd.y, &mut t, 1.0).unwrap();
+    let loss = loss + fwd.sheaf_energy().map_or(0.0, |e| SHEAF_WEIGHT * e);
     let routing = fwd.routing.as_ref().map(|r| [r.i0.clone(), r.i1.clone()].concat()).unwrap_or_default();
     (loss, routing)
 }
@@ -231,7 +235,7 @@ fn model_grads(model: &Model, dev: &Device, x: &Tensor, t: &Tensor, dispatch: Di
     let mut fwd = model.forward(dev, &x, dispatch).unwrap();
     let mut t = t.to_device(dev).unwrap();
     let (_, gy) = mse(dev, &mut fwd.y, &mut t, scale).unwrap();
-    model.backward(dev, &x, &fwd, &gy).unwrap().iter().map(|g| values(g).iter().map(|v| v / scale as f64).collect()).collect()
+    model.backward(dev, &x, &fwd, &gy, scale).unwrap().iter().map(|g| values(g).iter().map(|v| v / scale as f64).collect()).collect()
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -296,6 +300,38 @@ fn whole_model_gradients_match_finite_differences_dense_dispatch() {
 }
 
 #[test]
+fn sheaf_padic_router_gradients_match_finite_differences() {
+    check_model(Kind::SheafPadic, Dispatch::Sparse);
+}
+
+#[test]
 fn dense_model_gradients_match_finite_differences() {
     check_model(Kind::Dense, Dispatch::Sparse);
+}
+
+#[test]
+fn sheaf_gate_and_energy_gradients_match_finite_differences() {
+    use tokitai_runtime::kernels::sheaf;
+    let mut rng = Rng::new(6);
+    let r = 5;
+    let z = random(&mut rng, &[r, 6], DType::F16, -3.0, 3.0);
+    let gp = random(&mut rng, &[r, 4], DType::F32, -1.0, 1.0);
+    let gpv = values(&gp);
+    let mut gz = Tensor::zeros(&[r, 6], DType::F32, &CPU).unwrap();
+    sheaf::padic_gate_bwd::launch(&CPU, &z, &gp, &mut gz).unwrap();
+    check_input("padic gate dz", &[z], 0, &values(&gz), 1e-4, |ins| {
+        let mut p = Tensor::zeros(&[r, 4], DType::F32, &REF).unwrap();
+        sheaf::padic_gate::launch(&REF, &ins[0], &mut p).unwrap();
+        weighted(&p, &gpv)
+    });
+
+    let b = 3;
+    let ps = random(&mut rng, &[b, 9, 4], DType::F32, 0.0, 1.0);
+    let mut gps = Tensor::zeros(&[b, 9, 4], DType::F32, &CPU).unwrap();
+    sheaf::sheaf_energy_bwd::launch(&CPU, &ps, 0.5, &mut gps).unwrap();
+    check_input("sheaf energy dps", &[ps], 0, &values(&gps), 1e-4, |ins| {
+        let mut en = Tensor::zeros(&[b], DType::F32, &REF).unwrap();
+        sheaf::sheaf_energy::launch(&REF, &ins[0], &mut en).unwrap();
+        0.5 * values(&en).iter().sum::<f64>()
+    });
 }

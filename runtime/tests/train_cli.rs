@@ -84,10 +84,130 @@ fn sgd_with_a_tiny_learning_rate_is_warned_about() {
     assert!(err.contains("warning: SGD with --lr 0.001 (< 0.01)"), "{}", err);
 }
 
-/// Until the model lands (issue 5), a training run says so plainly.
+fn metrics(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn nano(dir: &std::path::Path, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["--size", "nano", "--quiet", "--checkpoint-dir", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    train(&args)
+}
+
+/// The curve of a run, step by step: loss, gradient norm, learning rate.
+fn curve(rows: &[serde_json::Value]) -> Vec<(u64, f64, f64, f64)> {
+    rows.iter().map(|r| (r["step"].as_u64().unwrap(), r["loss"].as_f64().unwrap(), r["grad_norm"].as_f64().unwrap(), r["lr"].as_f64().unwrap())).collect()
+}
+
 #[test]
-fn a_training_run_says_it_is_not_available_yet() {
-    let (code, _, err) = train(&["--size", "nano", "--checkpoint-dir", tmp("real").to_str().unwrap()]);
+fn nano_on_the_cpu_lowers_the_loss_and_writes_every_output() {
+    let dir = tmp("nano");
+    let (code, out, err) = nano(&dir, &["--dataset", "synth:quality:512", "--steps", "30"]);
+    assert_eq!(code, 0, "{}", err);
+    assert!(err.is_empty(), "no progress bar or warnings off a terminal: {}", err);
+    let summary = out.lines().last().unwrap();
+    assert!(summary.starts_with("SUMMARY: model_size=nano total_params=195540 ") && summary.contains("steps_run=30 "), "{}", summary);
+    let rows = metrics(&dir);
+    assert_eq!(rows.len(), 30);
+    let loss: Vec<f64> = rows.iter().map(|r| r["loss"].as_f64().unwrap()).collect();
+    let last3 = loss[27..].iter().sum::<f64>() / 3.0;
+    assert!(last3 < 0.6 * loss[0], "loss {} -> {} (last three)", loss[0], last3);
+    for r in &rows {
+        assert!(r["routing_accuracy"].as_f64().is_some() && r["per_expert_share"].as_array().unwrap().len() == 4);
+    }
+    let svg = std::fs::read_to_string(dir.join("loss.svg")).unwrap();
+    assert!(svg.contains("<polyline"));
+    let ckpt = Checkpoint::load(&dir.join("checkpoint.safetensors")).unwrap();
+    assert_eq!(ckpt.metadata["step"], "30");
+    assert!(ckpt.tensors.iter().any(|(n, _, _)| n == "router.weight"));
+    assert!(ckpt.tensors.iter().any(|(n, _, _)| n == "optimizer.adamw.v"));
+}
+
+#[test]
+fn resuming_reproduces_the_uninterrupted_run() {
+    let whole = tmp("whole");
+    let (code, _, err) = nano(&whole, &["--steps", "8", "--checkpoint-every", "0"]);
+    assert_eq!(code, 0, "{}", err);
+    let parts = tmp("parts");
+    let (code, _, err) = nano(&parts, &["--steps", "8", "--stop-after", "3"]);
+    assert_eq!(code, 0, "{}", err);
+    assert_eq!(metrics(&parts).len(), 3);
+    let (code, out, err) = nano(&parts, &["--steps", "8", "--resume"]);
+    assert_eq!(code, 0, "{}", err);
+    assert!(out.contains("steps_run=8 "), "{}", out);
+    // The CPU backend is deterministic: the same numbers, bit for bit.
+    assert_eq!(curve(&metrics(&parts)), curve(&metrics(&whole)));
+    for opt in [["--optimizer", "sgd", "--lr", "0.05"]] {
+        let (w, p) = (tmp("whole-sgd"), tmp("parts-sgd"));
+        assert_eq!(nano(&w, &[&["--steps", "5"][..], &opt].concat()).0, 0);
+        assert_eq!(nano(&p, &[&["--steps", "5", "--stop-after", "2"][..], &opt].concat()).0, 0);
+        assert_eq!(nano(&p, &[&["--steps", "5", "--resume"][..], &opt].concat()).0, 0);
+        assert_eq!(curve(&metrics(&p)), curve(&metrics(&w)));
+    }
+}
+
+#[test]
+fn a_crash_while_writing_a_checkpoint_leaves_the_last_good_one() {
+    let whole = tmp("crash-ref");
+    assert_eq!(nano(&whole, &["--steps", "6", "--checkpoint-every", "0"]).0, 0);
+    let dir = tmp("crash");
+    // The process aborts half-way through writing step 4's checkpoint.
+    let out = Command::new(env!("CARGO_BIN_EXE_tokitai-train"))
+        .args(["--size", "nano", "--quiet", "--steps", "6", "--checkpoint-every", "2", "--checkpoint-dir", dir.to_str().unwrap()])
+        .env("TOKITAI_CRASH_IN_CHECKPOINT", "4")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the injected crash happened");
+    let ckpt = Checkpoint::load(&dir.join("checkpoint.safetensors")).expect("the last good checkpoint loads");
+    assert_eq!(ckpt.metadata["step"], "2");
+    let partial: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp.")).collect();
+    assert_eq!(partial.len(), 1, "the interrupted write is a temporary file beside it");
+    // Resuming continues from step 2 and ends where the uninterrupted run did.
+    let (code, _, err) = nano(&dir, &["--steps", "6", "--resume"]);
+    assert_eq!(code, 0, "{}", err);
+    assert_eq!(curve(&metrics(&dir)), curve(&metrics(&whole)));
+}
+
+#[test]
+fn bad_runs_are_refused_with_a_clear_error() {
+    let dir = tmp("bad");
+    let d = dir.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--batch", "5000"], "--batch 5000 is more than the kernels admit: linear_bwd_w reduces over the batch and requires M <= 4096"),
+        (&["--stop-after", "0"], "--stop-after must be positive"),
+        (&["--resume"], "--resume"),
+        (&["--device", "cuda:x"], "is not a device number"),
+        (&["--dataset", "synth:nothing:5"], "--dataset"),
+    ];
+    for (args, want) in cases {
+        let (code, _, err) = nano(&dir, args);
+        assert_eq!(code, 2, "{:?}: {}", args, err);
+        assert!(err.contains(want), "{:?}: expected `{}` in:\n{}", args, want, err);
+    }
+    // A checkpoint of another architecture is not resumed.
+    assert_eq!(nano(&dir, &["--steps", "2"]).0, 0);
+    let (code, _, err) = nano(&dir, &["--steps", "4", "--resume", "--seed", "7"]);
     assert_eq!(code, 2);
-    assert!(err.contains("only --dry-run runs"), "{}", err);
+    assert!(err.contains("was written by architecture"), "{}", err);
+    let (code, _, err) = nano(&dir, &["--steps", "4", "--resume", "--optimizer", "sgd", "--lr", "0.05"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("the checkpoint's optimizer is adamw, not sgd"), "{}", err);
+}
+
+#[test]
+fn a_run_whose_loss_diverges_exits_non_zero() {
+    let dir = tmp("diverge");
+    let (code, out, err) = nano(&dir, &["--steps", "6", "--lr", "1e9", "--warmup-steps", "0", "--grad-clip", "1e9"]);
+    let summary = out.lines().last().unwrap_or("");
+    assert!(summary.starts_with("SUMMARY:"), "{}\n{}", out, err);
+    assert_eq!(code, 1, "final loss not finite must fail the run: {}", summary);
+}
+
+#[test]
+fn diagnose_compares_one_step_with_the_f64_reference() {
+    let (code, out, err) = train(&["--size", "nano", "--diagnose", "--batch", "16"]);
+    assert_eq!(code, 0, "{}", err);
+    assert!(out.contains("router.weight") && out.contains("experts.3.out.bias"), "{}", out);
+    assert!(out.contains("verdict: fine"), "{}", out);
+    assert!(out.contains("router top-2 disagreements"), "{}", out);
 }

@@ -280,7 +280,13 @@ impl<'a> Gen<'a> {
             return s;
         };
         let extents: Vec<String> = st.vars.iter().map(|v| dim_expr(self.k, self.k.vars[*v].extent)).collect();
-        let _ = writeln!(s, "        let parts = tk_rt::par_ranges({}, {}, |lo: i64, hi: i64| -> Result<Vec<(i64, {})>, String> {{", extents[0], extents.join(" * "), vt);
+        // The work estimate that decides whether to split: elements times
+        // the length of the (first) reduction each element runs.
+        let mut work = extents.clone();
+        if let Some(TExprKind::Reduce { var, .. }) = tir::top_reductions(&st.value).first().map(|r| &r.kind) {
+            work.push(dim_expr(self.k, self.k.vars[*var].extent));
+        }
+        let _ = writeln!(s, "        let parts = tk_rt::par_ranges({}, {}, |lo: i64, hi: i64| -> Result<Vec<(i64, {})>, String> {{", extents[0], work.join(" * "), vt);
         let _ = writeln!(s, "            let mut out = Vec::new();");
         let _ = writeln!(s, "            for {} in lo..hi {{", self.var(*first));
         let mut indent = String::from("                ");

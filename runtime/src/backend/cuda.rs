@@ -149,6 +149,12 @@ impl CudaBackend {
         Ok(DeviceBuf { slice, backend: self.clone() })
     }
 
+    /// `bytes` zero bytes on the device (no host buffer, no copy).
+    pub(crate) fn zeros(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuf> {
+        let slice = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(device_err("cuMemAlloc"))?;
+        Ok(DeviceBuf { slice, backend: self.clone() })
+    }
+
     fn options(&self) -> Vec<String> {
         nvrtc_options(&self.arch, self.include.as_deref())
     }

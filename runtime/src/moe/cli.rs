@@ -109,6 +109,24 @@ pub struct Args {
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     pub resume: bool,
+    /// How samples reach experts: each through its top-2 experts only
+    /// (sparse), or every expert on every sample (dense, as the old crate).
+    #[arg(long, value_enum, default_value = "sparse")]
+    pub dispatch: DispatchKind,
+    /// Write a checkpoint every N steps (and always at the end; 0: only at
+    /// the end).
+    #[arg(long, default_value_t = 10)]
+    pub checkpoint_every: usize,
+    /// Stop after step N as an interruption would (checkpoint written);
+    /// `--resume` continues the same run.
+    #[arg(long)]
+    pub stop_after: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DispatchKind {
+    Sparse,
+    Dense,
 }
 
 /// A checked configuration, and the warnings worth printing.
@@ -152,6 +170,9 @@ impl Args {
         }
         if self.dry_run && self.diagnose {
             return Err("--dry-run and --diagnose cannot be combined (a dry run computes nothing to diagnose)".into());
+        }
+        if self.stop_after == Some(0) {
+            return Err("--stop-after must be positive, got 0".into());
         }
         if self.resume && self.checkpoint_dir.is_none() {
             return Err("--resume needs --checkpoint-dir (the run to continue)".into());

@@ -1,11 +1,17 @@
-//! The Mixture-of-Experts training project (shared/docs/moe.md): model
-//! sizes and parameter counts, datasets. The model, its kernels and the
-//! trainer build on these.
+//! The Mixture-of-Experts training project (shared/docs/moe.md): sizes,
+//! data, the model and its sheaf-padic router on generated kernels, the
+//! training step, the run driver behind `tokitai-train`, `--diagnose`, and
+//! the router/model ablation behind `tokitai-ablate`.
 
+pub mod ablation;
 pub mod cli;
 pub mod config;
 pub mod data;
+pub mod diagnose;
+pub mod driver;
 pub mod model;
+pub mod plot;
 pub mod run;
 pub mod schedule;
+pub mod sheaf;
 pub mod train;

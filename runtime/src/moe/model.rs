@@ -14,6 +14,7 @@
 //! sees them as one flat buffer.
 
 use super::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM};
+use super::sheaf;
 use crate::kernels::{gelu, layernorm, linear, moe};
 use crate::{DType, Device, Error, Result, Tensor};
 use rand::{Rng, SeedableRng};
@@ -75,12 +76,15 @@ pub struct Mlp {
 pub enum Router {
     /// `Linear(96, 4)` and a softmax.
     Softmax(Linear),
+    /// `Linear(96, 6)`: p-adic gates over a binary tree of the experts,
+    /// with the sheaf disagreement energy of the feature blocks (`sheaf`).
+    SheafPadic(Linear),
 }
 
 impl Router {
     pub fn linear(&self) -> Linear {
         match self {
-            Router::Softmax(l) => *l,
+            Router::Softmax(l) | Router::SheafPadic(l) => *l,
         }
     }
 }
@@ -109,7 +113,11 @@ pub enum Dispatch {
 /// Which model: the mixture (with its router) or one dense MLP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// Softmax router.
     Moe,
+    /// Sheaf-padic router.
+    SheafPadic,
+    /// One dense MLP, no router.
     Dense,
 }
 
@@ -124,6 +132,10 @@ struct MlpTape {
 }
 
 impl Forward {
+    /// The batch mean of the sheaf disagreement energy (sheaf-padic router).
+    pub fn sheaf_energy(&self) -> Option<f64> {
+        self.routing.as_ref().and_then(|r| r.sheaf.as_ref()).map(|t| t.energy)
+    }
     /// The two experts of sample `r` (`None` for the dense model).
     pub fn route(&self, r: usize) -> Option<(i32, i32)> {
         self.routing.as_ref().map(|x| (x.i0[r], x.i1[r]))
@@ -158,6 +170,8 @@ pub struct Routing {
     src: Tensor,
     ws: Tensor,
     h: Tensor,
+    /// The sheaf-padic router's block sections.
+    sheaf: Option<sheaf::Tape>,
 }
 
 /// What a forward pass computed, and what its backward pass needs.
@@ -216,8 +230,12 @@ impl Model {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xA076_1D64_78BD_642F);
         let mut params = Params { names: Vec::new(), tensors: Vec::new() };
         let (router, experts) = match kind {
-            Kind::Moe => {
-                let router = Router::Softmax(init_linear(&mut params, &mut rng, "router", INPUT_DIM, N_EXPERTS, dev)?);
+            Kind::Moe | Kind::SheafPadic => {
+                let router = if kind == Kind::Moe {
+                    Router::Softmax(init_linear(&mut params, &mut rng, "router", INPUT_DIM, N_EXPERTS, dev)?)
+                } else {
+                    Router::SheafPadic(init_linear(&mut params, &mut rng, "router", INPUT_DIM, sheaf::ROUTER_LOGITS, dev)?)
+                };
                 let experts = (0..N_EXPERTS).map(|e| init_mlp(&mut params, &mut rng, &format!("experts.{}", e), size.hidden(), size.n_hidden(), dev)).collect::<Result<Vec<_>>>()?;
                 (Some(router), experts)
             }
@@ -231,6 +249,7 @@ impl Model {
         match &self.router {
             None => Kind::Dense,
             Some(Router::Softmax(_)) => Kind::Moe,
+            Some(Router::SheafPadic(_)) => Kind::SheafPadic,
         }
     }
 
@@ -277,7 +296,13 @@ impl Model {
         let b = rows(x);
         let logits = self.linear(dev, router.linear(), x)?;
         let mut probs = Tensor::zeros(&[b, N_EXPERTS], DType::F32, dev)?;
-        moe::router_softmax::launch(dev, &logits, &mut probs)?;
+        let sheaf_tape = match router {
+            Router::Softmax(_) => {
+                moe::router_softmax::launch(dev, &logits, &mut probs)?;
+                None
+            }
+            Router::SheafPadic(l) => Some(sheaf::forward(dev, x, &logits, self.tensor(l.w), &mut probs)?),
+        };
         let mut i0 = Tensor::zeros(&[b], DType::I32, dev)?;
         let mut i1 = Tensor::zeros(&[b], DType::I32, dev)?;
         let mut w0 = Tensor::zeros(&[b], DType::F32, dev)?;
@@ -330,13 +355,16 @@ impl Model {
             src: upload_i32(plan.src)?,
             ws: Tensor::from_f32(&[slots], plan.ws)?.to_device(dev)?,
             h,
+            sheaf: sheaf_tape,
         };
         Ok(Forward { y, routing: Some(routing), runs })
     }
 
     /// Gradients of every parameter (in `Params` order) for the output
-    /// gradient `gy` (`[B, 20]`, f16, loss-scaled).
-    pub fn backward(&self, dev: &Device, x: &Tensor, fwd: &Forward, gy: &Tensor) -> Result<Vec<Tensor>> {
+    /// gradient `gy` (`[B, 20]`, f16, scaled by `loss_scale`). The
+    /// sheaf-padic router's energy enters the objective with weight
+    /// `sheaf::SHEAF_WEIGHT` (batch mean), scaled alike.
+    pub fn backward(&self, dev: &Device, x: &Tensor, fwd: &Forward, gy: &Tensor, loss_scale: f32) -> Result<Vec<Tensor>> {
         let mut grads: Vec<Option<Tensor>> = (0..self.params.len()).map(|_| None).collect();
         match (&self.router, &fwd.routing) {
             (None, _) => {
@@ -355,10 +383,19 @@ impl Model {
                     let g = gh.rows(run.at, run.rows, dev)?;
                     self.mlp_backward(dev, &self.experts[run.expert], run.input.as_ref().unwrap_or(x), &run.tape, &g, &mut grads)?;
                 }
-                let lin = router.linear();
-                let mut gz = Tensor::zeros(&[b, N_EXPERTS], DType::F16, dev)?;
-                moe::router_bwd::launch(dev, &r.probs, &r.i0_dev, &r.i1_dev, &gw0, &gw1, &mut gz)?;
-                self.linear_param_grads(dev, lin, x, &gz, &mut grads)?;
+                match (router, &r.sheaf) {
+                    (Router::SheafPadic(lin), Some(tape)) => {
+                        let scale = loss_scale * (sheaf::SHEAF_WEIGHT / b as f64) as f32;
+                        let (gw, gb) = sheaf::backward(dev, x, tape, &r.logits, &r.i0_dev, &r.i1_dev, &gw0, &gw1, scale)?;
+                        grads[lin.w] = Some(gw);
+                        grads[lin.b] = Some(gb);
+                    }
+                    _ => {
+                        let mut gz = Tensor::zeros(&[b, N_EXPERTS], DType::F16, dev)?;
+                        moe::router_bwd::launch(dev, &r.probs, &r.i0_dev, &r.i1_dev, &gw0, &gw1, &mut gz)?;
+                        self.linear_param_grads(dev, router.linear(), x, &gz, &mut grads)?;
+                    }
+                }
             }
             (Some(_), None) => return Err(Error::Tensor("a mixture's forward pass without routing".into())),
         }

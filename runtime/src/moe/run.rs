@@ -55,7 +55,7 @@ impl Arch {
 }
 
 /// One row of `metrics.jsonl`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct StepMetrics {
     pub step: usize,
     pub loss: f64,
@@ -65,19 +65,44 @@ pub struct StepMetrics {
     pub model_size: String,
     pub router_entropy_mean: f64,
     pub per_expert_share: [f64; N_EXPERTS],
+    /// Share of samples whose top-1 expert is the data's true expert
+    /// (synth:quality records it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_accuracy: Option<f64>,
+    /// The sheaf router's disagreement energy (batch mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheaf_energy: Option<f64>,
+    /// The f16 loss scale the step ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_scale: Option<f64>,
+    /// The step overflowed in f16: no update, the loss scale halved.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
     /// Synthetic numbers of a `--dry-run`, not of training.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
 }
 
 /// Write `bytes` to `path` so that a crash leaves the old file or the new
 /// one, never a mix: a temporary sibling, flushed to disk, then renamed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_or_crash(path, bytes, None)
+}
+
+/// `write_atomic`, except that with `crash_after = Some(n)` the process
+/// aborts after writing `n` bytes of the temporary file: a crash in the
+/// middle of a write, for the tests that prove it loses nothing.
+pub fn write_atomic_or_crash(path: &Path, bytes: &[u8], crash_after: Option<usize>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let mut f = std::fs::File::create(&tmp)?;
+    if let Some(n) = crash_after {
+        f.write_all(&bytes[..n.min(bytes.len())])?;
+        f.sync_all()?;
+        std::process::abort();
+    }
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
@@ -105,9 +130,12 @@ impl Checkpoint {
         safetensors::serialize(views, Some(self.metadata.clone())).map_err(|e| e.to_string())
     }
     /// Written atomically: the last good checkpoint survives a crash.
+    /// (`TOKITAI_CRASH_IN_CHECKPOINT=STEP` aborts the process half-way
+    /// through writing the checkpoint of that step: the crash test's hook.)
     pub fn save(&self, path: &Path) -> Result<(), String> {
         let bytes = self.to_bytes()?;
-        write_atomic(path, &bytes).map_err(|e| format!("{}: {}", path.display(), e))
+        let crash = std::env::var("TOKITAI_CRASH_IN_CHECKPOINT").ok().filter(|s| self.metadata.get("step") == Some(s)).map(|_| bytes.len() / 2);
+        write_atomic_or_crash(path, &bytes, crash).map_err(|e| format!("{}: {}", path.display(), e))
     }
     pub fn load(path: &Path) -> Result<Checkpoint, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("{}: {}", path.display(), e))?;

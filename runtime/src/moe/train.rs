@@ -5,7 +5,8 @@
 //!
 //! Parameters stay in their own tensors for the layers' kernels; the
 //! optimiser works on a flat copy (router first, each tensor padded to a
-//! multiple of `ROW` elements so the norm's first level is a row reduction).
+//! multiple of `ROW` elements, so that the norm's first level is a row
+//! reduction and each row has one learning-rate multiplier).
 //! Gradients are packed into the flat buffer, updated weights unpacked back:
 //! two device copies per tensor per step.
 
@@ -63,6 +64,8 @@ pub struct StepStats {
     /// Share of samples whose top-1 expert is the data's true expert.
     pub routing_accuracy: Option<f64>,
     pub loss_scale: f32,
+    /// Sheaf disagreement energy (sheaf-padic router).
+    pub sheaf_energy: Option<f64>,
     /// The step overflowed in f16 and was skipped (scale halved).
     pub skipped: bool,
 }
@@ -95,8 +98,11 @@ pub struct Trainer {
     pub hyper: Hyper,
     dev: Device,
     layout: Layout,
+    /// Flat buffers as `[rows, ROW]`: weights, gradients, and each row's
+    /// learning-rate multiplier (the router's rows: the router scale).
     theta: Tensor,
     grad: Tensor,
+    lrs: Tensor,
     state: State,
     /// Steps completed.
     pub step: usize,
@@ -148,18 +154,27 @@ impl Trainer {
     pub fn new(size: Size, kind: Kind, hyper: Hyper, dev: &Device) -> Result<Trainer> {
         let model = Model::init(size, kind, hyper.seed, dev)?;
         let layout = Layout::of(&model);
-        let p = layout.total;
+        let p = [layout.total / ROW, ROW];
         let state = match hyper.optimizer {
-            Optimizer::Adamw => State::Adamw { m: Tensor::zeros(&[p], DType::F32, dev)?, v: Tensor::zeros(&[p], DType::F32, dev)? },
-            Optimizer::Sgd => State::Sgd { buf: Tensor::zeros(&[p], DType::F32, dev)? },
+            Optimizer::Adamw => State::Adamw { m: Tensor::zeros(&p, DType::F32, dev)?, v: Tensor::zeros(&p, DType::F32, dev)? },
+            Optimizer::Sgd => State::Sgd { buf: Tensor::zeros(&p, DType::F32, dev)? },
         };
+        let mut lrs = vec![1.0f32; p[0]];
+        for (i, (name, t)) in model.params.names.iter().zip(&model.params.tensors).enumerate() {
+            if name.starts_with("router.") {
+                let first = layout.offsets[i] / ROW;
+                lrs[first..first + t.len().div_ceil(ROW)].fill(hyper.router_lr_scale as f32);
+            }
+        }
+        let lrs = Tensor::from_f32(&[p[0]], lrs)?.to_device(dev)?;
         let mut t = Trainer {
             model,
             hyper,
             dev: dev.clone(),
             layout,
-            theta: Tensor::zeros(&[p], DType::F16, dev)?,
-            grad: Tensor::zeros(&[p], DType::F16, dev)?,
+            theta: Tensor::zeros(&p, DType::F16, dev)?,
+            grad: Tensor::zeros(&p, DType::F16, dev)?,
+            lrs,
             state,
             step: 0,
             updates: 0,
@@ -188,23 +203,20 @@ impl Trainer {
         Ok(())
     }
 
-    /// Forward and backward of one batch: the loss, the forward pass and
-    /// every parameter's (loss-scaled) gradient.
+    /// Forward and backward of one batch: the MSE loss, the forward pass
+    /// and every parameter's (loss-scaled) gradient of the objective (the
+    /// MSE, plus the sheaf energy term for the sheaf-padic router).
     pub fn gradients(&self, x: &Tensor, t: &mut Tensor) -> Result<(f64, Forward, Vec<Tensor>)> {
         let mut fwd = self.model.forward(&self.dev, x, self.hyper.dispatch)?;
         let (loss, gy) = mse(&self.dev, &mut fwd.y, t, self.loss_scale)?;
-        let grads = self.model.backward(&self.dev, x, &fwd, &gy)?;
+        let grads = self.model.backward(&self.dev, x, &fwd, &gy, self.loss_scale)?;
         Ok((loss, fwd, grads))
     }
 
     /// Squared norm of the packed (scaled) gradient, on the device.
     fn grad_norm_sq(&mut self) -> Result<Tensor> {
-        let rows = self.layout.total / ROW;
-        let mut part = Tensor::zeros(&[rows], DType::F32, &self.dev)?;
-        self.grad.set_shape(&[rows, ROW])?;
-        let launched = loss::row_norm_sq::launch(&self.dev, &self.grad, &mut part);
-        self.grad.set_shape(&[rows * ROW])?;
-        launched?;
+        let mut part = Tensor::zeros(&[self.layout.total / ROW], DType::F32, &self.dev)?;
+        loss::row_norm_sq::launch(&self.dev, &self.grad, &mut part)?;
         let mut nsq = Tensor::zeros(&[], DType::F32, &self.dev)?;
         loss::sum_f32::launch(&self.dev, &part, &mut nsq)?;
         Ok(nsq)
@@ -246,15 +258,14 @@ impl Trainer {
         self.updates += 1;
         let h = &self.hyper;
         let inv_scale = 1.0 / self.loss_scale;
-        let split = self.layout.offsets.get(self.model.params.names.iter().filter(|n| n.starts_with("router.")).count()).copied().unwrap_or(0) as i32;
         match &mut self.state {
             State::Adamw { m, v } => {
                 let bc1 = 1.0 / (1.0 - BETA1.powi(self.updates as i32));
                 let bc2 = 1.0 / (1.0 - BETA2.powi(self.updates as i32));
-                optim::adamw::launch(&self.dev, &mut self.theta, m, v, &self.grad, nsq, lr as f32, BETA1 as f32, BETA2 as f32, ADAM_EPS, h.weight_decay as f32, bc1 as f32, bc2 as f32, inv_scale, h.grad_clip as f32, split, h.router_lr_scale as f32)?;
+                optim::adamw::launch(&self.dev, &mut self.theta, m, v, &self.grad, &self.lrs, nsq, lr as f32, BETA1 as f32, BETA2 as f32, ADAM_EPS, h.weight_decay as f32, bc1 as f32, bc2 as f32, inv_scale, h.grad_clip as f32)?;
             }
             State::Sgd { buf } => {
-                optim::sgd_momentum::launch(&self.dev, &mut self.theta, buf, &self.grad, nsq, lr as f32, h.momentum as f32, h.weight_decay as f32, inv_scale, h.grad_clip as f32, split, h.router_lr_scale as f32)?;
+                optim::sgd_momentum::launch(&self.dev, &mut self.theta, buf, &self.grad, &self.lrs, nsq, lr as f32, h.momentum as f32, h.weight_decay as f32, inv_scale, h.grad_clip as f32)?;
             }
         }
         self.unpack_params()
@@ -301,14 +312,14 @@ impl Trainer {
             let data: Vec<f64> = data.iter().map(|v| *v as f64).collect();
             self.model.params.tensors[i] = Tensor::from_f64_as(shape, DType::F16, &data)?.to_device(&self.dev)?;
         }
-        let load = |name: &str, p: usize, dev: &Device| -> Result<Tensor> {
+        let load = |name: &str, p: [usize; 2], dev: &Device| -> Result<Tensor> {
             let (_, shape, data) = find(name)?;
-            if shape.as_slice() != [p] {
-                return Err(bad(format!("`{}` has shape {:?}, expected [{}]", name, shape, p)));
+            if shape.as_slice() != p {
+                return Err(bad(format!("`{}` has shape {:?}, expected {:?}", name, shape, p)));
             }
-            Tensor::from_f32(&[p], data.clone())?.to_device(dev)
+            Tensor::from_f32(&p, data.clone())?.to_device(dev)
         };
-        let p = self.layout.total;
+        let p = [self.layout.total / ROW, ROW];
         self.state = match self.hyper.optimizer {
             Optimizer::Adamw => State::Adamw { m: load("optimizer.adamw.m", p, &self.dev)?, v: load("optimizer.adamw.v", p, &self.dev)? },
             Optimizer::Sgd => State::Sgd { buf: load("optimizer.sgd.momentum", p, &self.dev)? },
@@ -323,7 +334,7 @@ impl Trainer {
 
 /// Router entropy, expert shares and routing accuracy of a forward pass.
 fn routing_stats(fwd: &Forward, data: &Dataset, idx: &[usize]) -> Result<StepStats> {
-    let mut s = StepStats { step: 0, loss: 0.0, grad_norm: 0.0, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, skipped: false };
+    let mut s = StepStats { step: 0, loss: 0.0, grad_norm: 0.0, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, sheaf_energy: fwd.sheaf_energy(), skipped: false };
     let Some(r) = &fwd.routing else { return Ok(s) };
     let p = r.probs.to_f64_vec()?;
     let b = idx.len();

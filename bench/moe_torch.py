@@ -1,0 +1,101 @@
+"""PyTorch reference of the MoE training step (shared/docs/moe.md), timed
+per step in three modes: fp32 eager, fp16 autocast eager, and fp16 autocast
+with torch.compile. Same model as ours: router Linear(96, 4), softmax, top-2
+probabilities as weights (not renormalised); experts Linear(96, h) +
+LayerNorm + GELU(tanh), n_hidden x [Linear(h, h) + LayerNorm + GELU],
+Linear(h, 20); MSE loss; global gradient clipping; fused AdamW. Experts run
+on the whole batch (the dense form, as the old crate and perf.md's figures).
+
+Prints one JSON object: {"<size> <batch> <mode>": ms_per_step, ...}.
+"""
+import argparse, json, time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SIZES = {"nano": (128, 2), "tiny": (2048, 5), "medium": (4096, 5), "full": (4096, 12)}
+
+
+class Expert(nn.Module):
+    def __init__(self, h, n_hidden):
+        super().__init__()
+        dims = [96] + [h] * (n_hidden + 1)
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(a, b), nn.LayerNorm(b, eps=1e-5), nn.GELU(approximate="tanh")) for a, b in zip(dims[:-1], dims[1:]))
+        self.out = nn.Linear(h, 20)
+
+    def forward(self, x):
+        for l in self.layers:
+            x = l(x)
+        return self.out(x)
+
+
+class MoE(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        h, n = SIZES[size]
+        self.router = nn.Linear(96, 4)
+        self.experts = nn.ModuleList(Expert(h, n) for _ in range(4))
+
+    def forward(self, x):
+        p = torch.softmax(self.router(x).float(), dim=-1)
+        top, idx = torch.topk(p, 2, dim=-1)
+        w = torch.zeros_like(p).scatter(-1, idx, top)
+        outs = torch.stack([e(x).float() for e in self.experts], dim=1)
+        return (w.unsqueeze(-1) * outs).sum(dim=1)
+
+
+def time_mode(size, batch, mode, steps, warmup):
+    torch.manual_seed(0)
+    model = MoE(size).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
+    x = torch.rand(batch, 96, device="cuda")
+    t = torch.rand(batch, 20, device="cuda")
+    amp = mode != "fp32"
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            y = model(x)
+            loss = F.mse_loss(y.float(), t)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    if mode == "fp16+compile":
+        step = torch.compile(step)
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default="nano:128,nano:4096,tiny:4096")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    out = {}
+    for cfg in args.configs.split(","):
+        size, batch = cfg.split(":")
+        for mode in ["fp32", "fp16", "fp16+compile"]:
+            try:
+                out[f"{size} {batch} {mode}"] = time_mode(size, int(batch), mode, args.steps, args.warmup if mode != "fp16+compile" else args.warmup + 5)
+            except Exception as e:  # a mode that fails is recorded, not fatal
+                out[f"{size} {batch} {mode}"] = f"failed: {type(e).__name__}: {e}"[:200]
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+//! A whole training run as the command line asks for it: outputs, resume,
+//! checkpoints, progress, the loss plot and the summary; `--diagnose` and
+//! `--dry-run` too. The binary `tokitai-train` is a thin shell over `run`.
+
+use super::cli::{Checked, DispatchKind, ModelKind, RouterKind};
+use super::config::N_EXPERTS;
+use super::data::Dataset;
+use super::model::{Dispatch, Kind};
+use super::plot::{line_chart, Series};
+use super::run::{summary_line, write_atomic, Arch, Checkpoint, StepMetrics};
+use super::schedule::learning_rate;
+use super::train::{Hyper, StepStats, Trainer};
+use crate::Device;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Why a run stopped early: the exit code and the message.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+fn usage(message: impl Into<String>) -> Failure {
+    Failure { code: 2, message: message.into() }
+}
+fn failed(message: impl Into<String>) -> Failure {
+    Failure { code: 1, message: message.into() }
+}
+
+/// Where a run writes.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    pub dir: PathBuf,
+    pub metrics: PathBuf,
+    pub arch: PathBuf,
+    pub checkpoint: PathBuf,
+    pub plot: PathBuf,
+}
+
+impl Paths {
+    pub fn of(c: &Checked) -> Paths {
+        let a = &c.args;
+        let dir = a.checkpoint_dir.clone().unwrap_or_else(|| {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            PathBuf::from("var/training").join(t.to_string())
+        });
+        Paths {
+            metrics: a.metrics_path.clone().unwrap_or_else(|| dir.join("metrics.jsonl")),
+            arch: a.arch_path.clone().unwrap_or_else(|| dir.join("arch.json")),
+            checkpoint: dir.join("checkpoint.safetensors"),
+            plot: dir.join("loss.svg"),
+            dir,
+        }
+    }
+}
+
+/// What a finished run reports.
+pub struct Report {
+    pub arch: Arch,
+    pub rows: Vec<StepMetrics>,
+    pub seconds: f64,
+    pub paths: Paths,
+    /// Steps this invocation was asked to reach.
+    pub target: usize,
+}
+
+impl Report {
+    pub fn summary(&self) -> String {
+        let last = self.rows.last();
+        summary_line(&self.arch, last.map_or(f64::NAN, |m| m.loss), self.rows.len(), self.seconds, last.map_or(f64::NAN, |m| m.router_entropy_mean), &self.paths.checkpoint, &self.paths.arch)
+    }
+    /// moe.md's rules: non-zero when the final loss is not finite, fewer
+    /// steps ran than asked, or no metrics were written.
+    pub fn exit_code(&self) -> i32 {
+        match self.rows.last() {
+            Some(m) if m.loss.is_finite() && self.rows.len() >= self.target => 0,
+            _ => 1,
+        }
+    }
+}
+
+pub fn model_kind(c: &Checked) -> Kind {
+    match (c.args.model, c.args.router) {
+        (ModelKind::Dense, _) => Kind::Dense,
+        (ModelKind::Moe, RouterKind::Softmax) => Kind::Moe,
+        (ModelKind::Moe, RouterKind::SheafPadic) => Kind::SheafPadic,
+    }
+}
+
+pub fn hyper(c: &Checked) -> Hyper {
+    let a = &c.args;
+    Hyper {
+        optimizer: a.optimizer,
+        lr: a.lr,
+        momentum: a.momentum,
+        weight_decay: a.weight_decay,
+        grad_clip: a.grad_clip,
+        router_lr_scale: a.router_lr_scale,
+        warmup_steps: a.warmup_steps,
+        min_lr_ratio: a.min_lr_ratio,
+        steps: c.steps,
+        batch: a.batch,
+        seed: a.seed,
+        dispatch: match a.dispatch {
+            DispatchKind::Sparse => Dispatch::Sparse,
+            DispatchKind::Dense => Dispatch::Dense,
+        },
+    }
+}
+
+/// The largest batch every kernel of a step admits: the weight-gradient
+/// contraction reduces over the batch and states its limit.
+pub fn max_batch() -> Option<i64> {
+    let k = crate::kernels::by_name("linear_bwd_w")?;
+    let m = k.info.dims.iter().position(|d| *d == "M")?;
+    k.info.dim_upper.get(m).copied().flatten()
+}
+
+fn device(c: &Checked) -> Result<Device, Failure> {
+    Device::from_spec(&c.args.device).map_err(|e| usage(format!("--device {}: {}", c.args.device, e)))
+}
+
+fn metrics_row(stats: &StepStats, elapsed_ms: f64, size: &str) -> StepMetrics {
+    StepMetrics {
+        step: stats.step,
+        loss: stats.loss,
+        grad_norm: stats.grad_norm,
+        lr: stats.lr,
+        elapsed_ms,
+        model_size: size.into(),
+        router_entropy_mean: stats.router_entropy,
+        per_expert_share: stats.expert_share,
+        routing_accuracy: stats.routing_accuracy,
+        sheaf_energy: stats.sheaf_energy,
+        loss_scale: Some(stats.loss_scale as f64),
+        skipped: stats.skipped,
+        dry_run: false,
+    }
+}
+
+/// The metrics rows already written (a partial last line from a crash is
+/// dropped).
+pub fn read_metrics(path: &Path) -> Vec<StepMetrics> {
+    std::fs::read_to_string(path).map(|t| t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()).unwrap_or_default()
+}
+
+/// The loss curve of a run, as SVG.
+pub fn loss_plot(title: &str, rows: &[StepMetrics]) -> String {
+    let series = Series { name: "loss".into(), points: rows.iter().map(|m| (m.step as f64, m.loss)).collect() };
+    line_chart(title, "step", "MSE loss", &[series])
+}
+
+/// A progress bar on stderr when it is a terminal and not `--quiet`.
+fn progress(quiet: bool, total: usize, done: usize) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(total as u64);
+    pb.set_style(indicatif::ProgressStyle::with_template("{spinner} step {pos}/{len} [{bar:30}] {msg} ({elapsed} elapsed, {eta} left)").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()).progress_chars("=> "));
+    pb.set_position(done as u64);
+    pb
+}
+
+fn save_checkpoint(t: &Trainer, c: &Checked, arch: &Arch, data: &Dataset, elapsed_ms: f64, path: &Path) -> Result<(), Failure> {
+    let mut meta = HashMap::new();
+    meta.insert("fingerprint".to_string(), arch.fingerprint());
+    meta.insert("arch".to_string(), serde_json::to_string(arch).unwrap_or_default());
+    meta.insert("optimizer".to_string(), format!("{:?}", c.args.optimizer).to_lowercase());
+    meta.insert("steps".to_string(), c.steps.to_string());
+    meta.insert("elapsed_ms".to_string(), format!("{}", elapsed_ms));
+    meta.insert("dataset".to_string(), format!("{} ({} samples, {} skipped)", data.source, data.n, data.skipped));
+    let ckpt = t.checkpoint(meta).map_err(|e| failed(format!("checkpoint: {}", e)))?;
+    ckpt.save(path).map_err(failed)
+}
+
+/// Train as `c` says. Prints warnings and the progress bar on stderr; the
+/// caller prints the summary.
+pub fn run(c: &Checked) -> Result<Report, Failure> {
+    let a = &c.args;
+    let paths = Paths::of(c);
+    if let Some(max) = max_batch() {
+        if a.batch as i64 > max {
+            return Err(usage(format!("--batch {} is more than the kernels admit: linear_bwd_w reduces over the batch and requires M <= {}", a.batch, max)));
+        }
+    }
+    let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
+    let dev = device(c)?;
+    let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c), &dev).map_err(|e| failed(format!("model: {}", e)))?;
+    let mut arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
+    arch.param_count = trainer.model.params.elements();
+    let mut elapsed_before = 0.0;
+    let mut rows = Vec::new();
+    if a.resume {
+        let ckpt = Checkpoint::load(&paths.checkpoint).map_err(|e| usage(format!("--resume: {}", e)))?;
+        let fp = ckpt.metadata.get("fingerprint").cloned().unwrap_or_default();
+        if fp != arch.fingerprint() {
+            return Err(usage(format!("--resume: {} was written by architecture {} but these flags describe {} (size, seed, model and router must match)", paths.checkpoint.display(), fp, arch.fingerprint())));
+        }
+        let opt = format!("{:?}", a.optimizer).to_lowercase();
+        if ckpt.metadata.get("optimizer") != Some(&opt) {
+            return Err(usage(format!("--resume: the checkpoint's optimizer is {}, not {}", ckpt.metadata.get("optimizer").map(String::as_str).unwrap_or("unknown"), opt)));
+        }
+        trainer.restore(&ckpt).map_err(|e| usage(format!("--resume: {}", e)))?;
+        elapsed_before = ckpt.metadata.get("elapsed_ms").and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        // Rows past the checkpoint (a crash after them) are run again.
+        rows = read_metrics(&paths.metrics).into_iter().filter(|m| m.step <= trainer.step).collect();
+    }
+    write_atomic(&paths.arch, arch.to_json().as_bytes()).map_err(|e| failed(format!("{}: {}", paths.arch.display(), e)))?;
+    let text: String = rows.iter().map(|m| format!("{}\n", serde_json::to_string(m).unwrap_or_default())).collect();
+    write_atomic(&paths.metrics, text.as_bytes()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
+    let mut metrics = std::fs::OpenOptions::new().append(true).open(&paths.metrics).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
+    let target = a.stop_after.map_or(c.steps, |s| s.min(c.steps));
+    let pb = progress(a.quiet, c.steps, trainer.step);
+    let start = Instant::now();
+    let elapsed = |start: &Instant| elapsed_before + start.elapsed().as_secs_f64() * 1e3;
+    while trainer.step < target {
+        let stats = trainer.step(&data).map_err(|e| failed(format!("step {}: {}", trainer.step + 1, e)))?;
+        let row = metrics_row(&stats, elapsed(&start), a.size.name());
+        writeln!(metrics, "{}", serde_json::to_string(&row).unwrap_or_default()).and_then(|_| metrics.flush()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
+        pb.set_message(format!("loss {:.5}", row.loss));
+        pb.inc(1);
+        rows.push(row);
+        if a.checkpoint_every > 0 && trainer.step % a.checkpoint_every == 0 && trainer.step < target {
+            save_checkpoint(&trainer, c, &arch, &data, elapsed(&start), &paths.checkpoint)?;
+        }
+    }
+    pb.finish_and_clear();
+    save_checkpoint(&trainer, c, &arch, &data, elapsed(&start), &paths.checkpoint)?;
+    let title = format!("{} {} ({}), {}", a.size.name(), a.model.name(), a.router.name(), a.dataset);
+    write_atomic(&paths.plot, loss_plot(&title, &rows).as_bytes()).map_err(|e| failed(format!("{}: {}", paths.plot.display(), e)))?;
+    Ok(Report { arch, rows, seconds: elapsed(&start) / 1e3, paths, target })
+}
+
+/// `--dry-run`: no forward or backward; synthetic metrics (marked) and a
+/// checkpoint without weights, at any size.
+pub fn dry_run(c: &Checked) -> Result<Report, Failure> {
+    let a = &c.args;
+    let paths = Paths::of(c);
+    let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
+    let arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
+    write_atomic(&paths.arch, arch.to_json().as_bytes()).map_err(|e| failed(format!("{}: {}", paths.arch.display(), e)))?;
+    let start = Instant::now();
+    let rows: Vec<StepMetrics> = (1..=c.steps)
+        .map(|step| StepMetrics {
+            step,
+            loss: 1.0 / step as f64,
+            grad_norm: 0.0,
+            lr: learning_rate(step, c.steps, a.lr, a.warmup_steps, a.min_lr_ratio),
+            elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+            model_size: a.size.name().into(),
+            router_entropy_mean: (N_EXPERTS as f64).ln(),
+            per_expert_share: [1.0 / N_EXPERTS as f64; N_EXPERTS],
+            routing_accuracy: None,
+            sheaf_energy: None,
+            loss_scale: None,
+            skipped: false,
+            dry_run: true,
+        })
+        .collect();
+    let text: String = rows.iter().map(|r| format!("{}\n", serde_json::to_string(r).unwrap_or_default())).collect();
+    write_atomic(&paths.metrics, text.as_bytes()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
+    let mut meta = HashMap::new();
+    meta.insert("step".to_string(), c.steps.to_string());
+    meta.insert("arch".to_string(), serde_json::to_string(&arch).unwrap_or_default());
+    meta.insert("fingerprint".to_string(), arch.fingerprint());
+    meta.insert("dry_run".to_string(), "true".to_string());
+    meta.insert("dataset".to_string(), format!("{} ({} samples, {} skipped)", data.source, data.n, data.skipped));
+    Checkpoint { tensors: Vec::new(), metadata: meta }.save(&paths.checkpoint).map_err(failed)?;
+    write_atomic(&paths.plot, loss_plot("dry run (synthetic numbers)", &rows).as_bytes()).map_err(|e| failed(format!("{}: {}", paths.plot.display(), e)))?;
+    Ok(Report { arch, seconds: start.elapsed().as_secs_f64(), rows, paths, target: c.steps })
+}
