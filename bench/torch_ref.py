@@ -64,6 +64,13 @@ def workloads():
     w["combine2 f16 65536x1024"] = lambda: (hh[p0].float() * w0[:, None] + hh[p1].float() * w1[:, None]).half()
     pr = rand((1 << 20, 4), torch.float32, 0, 1)
     w["top2 f32 2^20x4"] = lambda: torch.topk(pr, 2, dim=-1)
+    xs, ws, bs, gs = rand((2048, 128), h), rand((128, 128), h, -0.125, 0.125), rand(128, h), rand((2048, 128), h)
+    w["moe-step linear_fwd 2048x128x128"] = lambda: torch.addmm(bs, xs, ws)
+    w["moe-step linear_bwd_w 2048x128x128"] = lambda: xs.t() @ gs
+    w["moe-step bias_grad 2048x128"] = lambda: gs.sum(0)
+    _, mean_s, rstd_s = torch.ops.aten.native_layer_norm(xs, (128,), bs, bs, 1e-5)
+    w["moe-step layernorm_bwd_params 2048x128"] = lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, (128,), mean_s, rstd_s, bs, bs, [False, True, True])
+    w["moe-step layernorm_bwd 2048x128"] = lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, (128,), mean_s, rstd_s, bs, bs, [True, False, False])
     for m, k, nn in [(4096, 4096, 4096), (16384, 1024, 1024)]:
         a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
         label = "linear_fwd f16 4096^3" if m == k == nn else f"linear_fwd f16 {m}x{k}x{nn}"

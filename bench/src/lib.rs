@@ -30,6 +30,13 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "gather_rows f16 65536x1024", kernel: "gather_rows", dims: &[("T", 65536), ("D", 1024), ("R", 65536)] },
     Workload { label: "combine2 f16 65536x1024", kernel: "combine2", dims: &[("S", 131072), ("D", 1024), ("R", 65536)] },
     Workload { label: "top2 f32 2^20x4", kernel: "top2", dims: &[("R", 1 << 20), ("E", 4)] },
+    // The shapes of a nano expert's training step at batch 4096 (about
+    // 2048 rows per expert).
+    Workload { label: "moe-step linear_fwd 2048x128x128", kernel: "linear_fwd", dims: &[("M", 2048), ("K", 128), ("N", 128)] },
+    Workload { label: "moe-step linear_bwd_w 2048x128x128", kernel: "linear_bwd_w", dims: &[("M", 2048), ("K", 128), ("N", 128)] },
+    Workload { label: "moe-step bias_grad 2048x128", kernel: "bias_grad", dims: &[("M", 2048), ("N", 128)] },
+    Workload { label: "moe-step layernorm_bwd_params 2048x128", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 128)] },
+    Workload { label: "moe-step layernorm_bwd 2048x128", kernel: "layernorm_bwd", dims: &[("R", 2048), ("C", 128)] },
     Workload { label: "linear_fwd f16 4096^3", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
     Workload { label: "linear_fwd f16 16384x1024x1024", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
 ];

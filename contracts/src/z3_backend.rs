@@ -12,9 +12,15 @@ use z3::{Params, SatResult, Solver};
 /// Solver settings.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Per-obligation timeout.
+    /// Per-obligation budget, in milliseconds of a typical machine: it is
+    /// given to Z3 as a resource limit (`RLIMIT_PER_MS` units per ms).
     pub timeout_ms: u32,
 }
+
+/// Z3 resource units per millisecond of budget, measured roughly here: a
+/// query stopped at 5M units had run 0.7 s (2-core CI machine), so 10 s is
+/// about 50M units.
+pub const RLIMIT_PER_MS: u32 = 5000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -120,7 +126,12 @@ fn discharge_here(ob: &Obligation, cfg: &Config) -> Outcome {
     let start = Instant::now();
     let solver = Solver::new();
     let mut params = Params::new();
-    params.set_u32("timeout", cfg.timeout_ms);
+    // A resource limit, not Z3's `timeout`: the timeout runs on Z3's
+    // scoped_timer threads, which deadlock when timers of solvers checking
+    // in parallel expire together (Z3Prover/z3#5990; seen here as a verify
+    // that hung idle in Z3_solver_check). The resource limit is also
+    // deterministic: the same query gives the same answer on any machine.
+    params.set_u32("rlimit", cfg.timeout_ms.saturating_mul(RLIMIT_PER_MS));
     solver.set_params(&params);
     let mut enc = Enc { vars: HashMap::new() };
     for h in &ob.hypotheses {

@@ -81,3 +81,14 @@ fn sparse_and_dense_dispatch_agree_and_follow_the_f64_reference() {
     }
     assert!(checked > b / 2, "only {} of {} rows had a clear routing", checked, b);
 }
+
+#[test]
+fn the_dense_model_holds_the_mixtures_parameter_count_within_five_percent() {
+    use tokitai_runtime::moe::model::{dense_params, dense_width};
+    for size in Size::ALL {
+        let (d, m) = (dense_params(size) as f64, size.param_count() as f64);
+        assert!((d - m).abs() / m < 0.05, "{}: dense {} (width {}) vs MoE {}", size, d, dense_width(size), m);
+    }
+    let model = Model::init(Size::Nano, Kind::Dense, 1, &Device::Cpu).unwrap();
+    assert_eq!(model.params.elements(), dense_params(Size::Nano));
+}

@@ -98,7 +98,7 @@ pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnost
 /// Does some reduction run along a tensor's contiguous (last) axis over a
 /// range that is not known to be small? Then one block per output is best.
 fn has_row_reduction(k: &Kernel) -> bool {
-    let mut found = false;
+    let (mut rows, mut columns, mut mixed) = (false, false, false);
     for s in &k.stmts {
         s.value.walk(&mut |e| {
             let TExprKind::Reduce { var, body, .. } = &e.kind else { return };
@@ -122,10 +122,17 @@ fn has_row_reduction(k: &Kernel) -> bool {
                     }
                 }
             });
-            found |= last && !other;
+            rows |= last && !other;
+            columns |= other && !last;
+            mixed |= last && other;
         });
     }
-    found
+    // A reduction along the last axis reads rows. A kernel whose every
+    // large reduction runs along leading axes only (a column sum: bias and
+    // router gradients) gets a block per output too: its reads are
+    // strided, but a sequential loop per output thread is latency-bound
+    // (one block for 128 outputs of 4096 rows). Mixed uses stay pointwise.
+    rows && !columns && !mixed || columns && !rows && !mixed
 }
 
 /// The integer term for an extent.

@@ -435,10 +435,11 @@ impl Model {
             gelu::gelu_bwd::launch(dev, &tape.normed[l], &g_act, &mut gn)?;
             let gn = gn.reshape(&[n, width])?;
             let mut gz = Tensor::zeros(&[n, width], DType::F16, dev)?;
-            layernorm::layernorm_bwd::launch(dev, &tape.z[l], self.tensor(norm.gamma), &tape.mean[l], &tape.rstd[l], &gn, &mut gz)?;
+            let mut xhat = Tensor::zeros(&[n, width], DType::F16, dev)?;
+            layernorm::layernorm_bwd::launch(dev, &tape.z[l], self.tensor(norm.gamma), &tape.mean[l], &tape.rstd[l], &gn, &mut gz, &mut xhat)?;
             let mut ggamma = Tensor::zeros(&[width], DType::F16, dev)?;
             let mut gbeta = Tensor::zeros(&[width], DType::F16, dev)?;
-            layernorm::layernorm_bwd_params::launch(dev, &tape.z[l], &tape.mean[l], &tape.rstd[l], &gn, &mut ggamma, &mut gbeta)?;
+            layernorm::layernorm_bwd_params::launch(dev, &xhat, &gn, &mut ggamma, &mut gbeta)?;
             grads[norm.gamma] = Some(ggamma);
             grads[norm.beta] = Some(gbeta);
             let input = if l == 0 { x } else { &tape.act[l - 1] };
