@@ -84,10 +84,16 @@ fn sparse_and_dense_dispatch_agree_and_follow_the_f64_reference() {
 
 #[test]
 fn the_dense_model_holds_the_mixtures_parameter_count_within_five_percent() {
-    use tokitai_runtime::moe::model::{dense_params, dense_width};
-    for size in Size::ALL {
+    use tokitai_runtime::moe::model::{check_dense, dense_params, dense_width};
+    for size in [Size::Nano, Size::Tiny] {
         let (d, m) = (dense_params(size) as f64, size.param_count() as f64);
         assert!((d - m).abs() / m < 0.05, "{}: dense {} (width {}) vs MoE {}", size, d, dense_width(size), m);
+        assert!(check_dense(size).is_ok());
+    }
+    // Wider than the linear kernels admit: refused, naming the contract.
+    for size in [Size::Medium, Size::Full] {
+        let e = check_dense(size).unwrap_err().to_string();
+        assert!(e.contains("linear_fwd requires K <= 4096"), "{}", e);
     }
     let model = Model::init(Size::Nano, Kind::Dense, 1, &Device::Cpu).unwrap();
     assert_eq!(model.params.elements(), dense_params(Size::Nano));

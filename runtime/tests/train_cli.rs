@@ -179,6 +179,9 @@ fn bad_runs_are_refused_with_a_clear_error() {
         (&["--device", "cuda:x"], "is not a device number"),
         (&["--dataset", "synth:nothing:5"], "--dataset"),
     ];
+    let (code, _, err) = train(&["--size", "medium", "--model", "dense", "--checkpoint-dir", d]);
+    assert_eq!(code, 2, "{}", err);
+    assert!(err.contains("linear_fwd requires K <= 4096"), "{}", err);
     for (args, want) in cases {
         let (code, _, err) = nano(&dir, args);
         assert_eq!(code, 2, "{:?}: {}", args, err);

@@ -187,6 +187,9 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
             return Err(usage(format!("--batch {} is more than the kernels admit: linear_bwd_w reduces over the batch and requires M <= {}", a.batch, max)));
         }
     }
+    if model_kind(c) == Kind::Dense {
+        super::model::check_dense(a.size).map_err(|e| usage(format!("--model dense: {}", e)))?;
+    }
     let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
     let dev = device(c)?;
     let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c), &dev).map_err(|e| failed(format!("model: {}", e)))?;

@@ -209,19 +209,45 @@ fn rows(t: &Tensor) -> usize {
     t.shape()[0]
 }
 
+/// The widest layer the linear kernels admit (`linear_fwd` requires
+/// `K <= 4096`: its tolerance proof bounds the accumulation error by K).
+pub fn max_width() -> usize {
+    crate::kernels::by_name("linear_fwd")
+        .and_then(|k| k.info.dims.iter().position(|d| *d == "K").and_then(|i| k.info.dim_upper.get(i).copied().flatten()))
+        .map_or(4096, |v| v as usize)
+}
+
 /// The width of the dense model of `size`: the MLP of the experts' depth
-/// whose parameter count is nearest the MoE's.
+/// whose parameter count is nearest the MoE's, at most `max_width()`.
 pub fn dense_width(size: Size) -> usize {
     let n = size.n_hidden() as f64;
     // n h^2 + (96 + 1 + 2 + 3n + 20) h + 20 = P
     let (a, b, c) = (n, (INPUT_DIM + 3 + OUTPUT_DIM) as f64 + 3.0 * n, OUTPUT_DIM as f64 - size.param_count() as f64);
-    ((-b + (b * b - 4.0 * a * c).sqrt()) / (2.0 * a)).round() as usize
+    (((-b + (b * b - 4.0 * a * c).sqrt()) / (2.0 * a)).round() as usize).min(max_width())
 }
 
 /// Parameters of the dense model of `size`.
 pub fn dense_params(size: Size) -> usize {
     let (h, n) = (dense_width(size), size.n_hidden());
     INPUT_DIM * h + h + 2 * h + n * (h * h + h + 2 * h) + h * OUTPUT_DIM + OUTPUT_DIM
+}
+
+/// The dense model of `size` holds the MoE's parameter count within 5%
+/// (moe.md), or says why it cannot.
+pub fn check_dense(size: Size) -> Result<()> {
+    let (d, m) = (dense_params(size) as f64, size.param_count() as f64);
+    if (d - m).abs() / m <= 0.05 {
+        return Ok(());
+    }
+    Err(Error::Tensor(format!(
+        "the dense model of size {} would need layers wider than {} to hold the MoE's {} parameters within 5% (at width {} it has {}): linear_fwd requires K <= {} (its accumulation-error proof)",
+        size,
+        max_width(),
+        size.param_count(),
+        dense_width(size),
+        dense_params(size),
+        max_width()
+    )))
 }
 
 impl Model {
@@ -239,7 +265,10 @@ impl Model {
                 let experts = (0..N_EXPERTS).map(|e| init_mlp(&mut params, &mut rng, &format!("experts.{}", e), size.hidden(), size.n_hidden(), dev)).collect::<Result<Vec<_>>>()?;
                 (Some(router), experts)
             }
-            Kind::Dense => (None, vec![init_mlp(&mut params, &mut rng, "dense", dense_width(size), size.n_hidden(), dev)?]),
+            Kind::Dense => {
+                check_dense(size)?;
+                (None, vec![init_mlp(&mut params, &mut rng, "dense", dense_width(size), size.n_hidden(), dev)?])
+            }
         };
         let router_elements = params.tensors.iter().zip(&params.names).filter(|(_, n)| n.starts_with("router.")).map(|(t, _)| t.len()).sum();
         Ok(Model { size, router, experts, params, router_elements })
