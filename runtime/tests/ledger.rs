@@ -93,3 +93,31 @@ fn bad_ledgers_get_clear_errors() {
     write_ledger(&d, &[(1, cat(0), num(1.0))], &[]);
     assert!(load_ledger(&d).unwrap_err().to_string().contains("no decision has an outcome (1 skipped)"));
 }
+
+/// The trainer runs on a ledger as on the synthetic data; a bad ledger is
+/// refused before training with exit 2.
+#[test]
+fn the_trainer_trains_on_a_ledger_and_refuses_a_bad_one() {
+    let d = dir("train");
+    let decisions: Vec<(i64, String, String)> = (0..40).map(|i| (i, cat((i * 7 % 74) as usize), num((i * 25) as f64))).collect();
+    let outcomes: Vec<(i64, i64, &str, String)> = (0..40).map(|i| (i, i % 12, "2026-01-02", aux((i % 5) as f64 / 4.0))).collect();
+    write_ledger(&d, &decisions, &outcomes);
+    let run = |dataset: &Path, out: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tokitai-train"))
+            .args(["--size", "nano", "--steps", "3", "--batch", "16", "--quiet", "--dataset"])
+            .arg(dataset)
+            .arg("--checkpoint-dir")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let out = run(&d, &d.join("run"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("steps_run=3 "));
+    let bad = dir("train-bad");
+    write_ledger(&bad, &[(1, "[1, 2".into(), num(1.0))], &[(1, 1, "2026-01-02", aux(0.5))]);
+    let out = run(&bad, &bad.join("run"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--dataset") && err.contains("categorical_json"), "{}", err);
+}

@@ -98,3 +98,20 @@ fn the_dense_model_holds_the_mixtures_parameter_count_within_five_percent() {
     let model = Model::init(Size::Nano, Kind::Dense, 1, &Device::Cpu).unwrap();
     assert_eq!(model.params.elements(), dense_params(Size::Nano));
 }
+
+/// Sparse dispatch and the dense form give the same loss on the same
+/// batches, step after step of training.
+#[test]
+fn sparse_and_dense_dispatch_train_alike() {
+    use tokitai_runtime::moe::cli::Optimizer;
+    use tokitai_runtime::moe::train::{Hyper, Trainer};
+    let data = synth_quality(256, 3);
+    let hyper = |dispatch| Hyper { optimizer: Optimizer::Adamw, lr: 1e-3, momentum: 0.9, weight_decay: 0.01, grad_clip: 1.0, router_lr_scale: 0.1, warmup_steps: 2, min_lr_ratio: 0.1, steps: 4, batch: 64, seed: 5, dispatch };
+    let mut sparse = Trainer::new(Size::Nano, Kind::Moe, hyper(Dispatch::Sparse), &Device::Cpu).unwrap();
+    let mut dense = Trainer::new(Size::Nano, Kind::Moe, hyper(Dispatch::Dense), &Device::Cpu).unwrap();
+    for _ in 0..4 {
+        let (a, b) = (sparse.step(&data).unwrap(), dense.step(&data).unwrap());
+        assert!((a.loss - b.loss).abs() <= 1e-3 * b.loss, "step {}: sparse loss {} vs dense {}", a.step, a.loss, b.loss);
+        assert!((a.grad_norm - b.grad_norm).abs() <= 1e-2 * b.grad_norm, "step {}: grad norm {} vs {}", a.step, a.grad_norm, b.grad_norm);
+    }
+}
