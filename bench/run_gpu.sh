@@ -5,15 +5,8 @@
 #   cargo build --release -p tokitai-bench
 #   (device tool: carry target/release/tokitai-gpucheck, target/release/tokitai-bench-kernels)
 # Writes everything under $OUT (or ./out when OUT is unset).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT="${OUT:-out}"
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export TOKITAI_CACHE_DIR="${TOKITAI_CACHE_DIR:-/tmp/tokitai-cache}"
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
-commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 ./target/release/tokitai-gpucheck --json "$OUT/gpucheck.json" > "$OUT/gpucheck.log" 2>&1
 echo "gpucheck exit $?"; tail -3 "$OUT/gpucheck.log"; grep -E "FAIL|ERROR" "$OUT/gpucheck.log" | head -20
 ./target/release/tokitai-bench-kernels --json "$OUT/ours.json" 2>&1 | tee "$OUT/bench.log"

@@ -4,14 +4,7 @@
 # in three modes on the same sizes, and the merged table.
 # Needs target/release/tokitai-bench-moe built here and carried.
 # Writes everything under $OUT (or ./out when OUT is unset).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT="${OUT:-out}"
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export TOKITAI_CACHE_DIR="${TOKITAI_CACHE_DIR:-/tmp/tokitai-cache}"
-export PYTHONUNBUFFERED=1
-commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+source "$(dirname "$0")/gpu_env.sh"
 ./target/release/tokitai-bench-moe --json "$OUT/moe_ours.json" "$@" 2>&1 | tee "$OUT/moe.log"
 echo "bench-moe exit ${PIPESTATUS[0]}"
 python3 bench/moe_torch.py > "$OUT/moe_torch.json" 2> "$OUT/moe_torch.err"; echo "torch exit $?"; tail -3 "$OUT/moe_torch.err"
