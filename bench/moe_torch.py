@@ -44,18 +44,18 @@ class MoE(nn.Module):
         return (w.unsqueeze(-1) * outs).sum(dim=1)
 
 
-def time_mode(size, batch, mode, steps, warmup):
+def time_mode(size, batch, mode, steps, warmup, device="cuda"):
     torch.manual_seed(0)
-    model = MoE(size).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
-    x = torch.rand(batch, 96, device="cuda")
-    t = torch.rand(batch, 20, device="cuda")
+    model = MoE(size).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=device == "cuda")
+    x = torch.rand(batch, 96, device=device)
+    t = torch.rand(batch, 20, device=device)
     amp = mode != "fp32"
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    scaler = torch.amp.GradScaler(device, enabled=amp)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+        with torch.autocast(device, dtype=torch.float16, enabled=amp):
             y = model(x)
             loss = F.mse_loss(y.float(), t)
         scaler.scale(loss).backward()
@@ -67,14 +67,15 @@ def time_mode(size, batch, mode, steps, warmup):
 
     if mode == "fp16+compile":
         step = torch.compile(step)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(warmup):
         step()
-    torch.cuda.synchronize()
+    sync()
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
-        torch.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
     return times[len(times) // 2]
@@ -85,8 +86,15 @@ def main():
     ap.add_argument("--configs", default="nano:128,nano:4096,tiny:4096")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--cpu", action="store_true", help="time fp32 eager on the CPU instead (perf.md's CPU target)")
     args = ap.parse_args()
     out = {}
+    if args.cpu:
+        for cfg in args.configs.split(","):
+            size, batch = cfg.split(":")
+            out[f"{size} {batch} cpu-fp32 ({torch.get_num_threads()} threads)"] = time_mode(size, int(batch), "fp32", args.steps, args.warmup, "cpu")
+        print(json.dumps(out))
+        return
     for cfg in args.configs.split(","):
         size, batch = cfg.split(":")
         for mode in ["fp32", "fp16", "fp16+compile"]:

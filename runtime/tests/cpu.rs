@@ -42,3 +42,30 @@ fn an_unwritten_output_fails_the_check() {
     let out = check(&Device::Cpu, &broken, &case).unwrap();
     assert!(!out.passed(), "a kernel that writes nothing passed: {:?}", out);
 }
+
+/// The mirror of a contraction runs its k loop outside the output loops
+/// (vectorised), yet performs each element's fused multiply-adds in k
+/// order from zero, as the GPU kernel does: bit for bit the plain loop.
+#[test]
+fn the_contraction_mirror_is_the_plain_fused_loop_bit_for_bit() {
+    use half::f16;
+    use tokitai_runtime::{DType, Tensor};
+    let (m, k, n) = (37, 53, 29);
+    let mut rng = Rng::new(99);
+    let mut draw = |len: usize, scale: f64| (0..len).map(|_| f16::from_f64((rng.unit() * 2.0 - 1.0) * scale)).collect::<Vec<f16>>();
+    let (x, w, b) = (draw(m * k, 1.0), draw(k * n, 0.125), draw(n, 1.0));
+    let mut y = Tensor::zeros(&[m, n], DType::F16, &Device::Cpu).unwrap();
+    let (xt, wt, bt) = (Tensor::from_f16(&[m, k], x.clone()).unwrap(), Tensor::from_f16(&[k, n], w.clone()).unwrap(), Tensor::from_f16(&[n], b.clone()).unwrap());
+    kernels::linear::linear_fwd::launch(&Device::Cpu, &xt, &wt, &bt, &mut y).unwrap();
+    let got = y.to_f32_vec().unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for l in 0..k {
+                acc = x[i * k + l].to_f32().mul_add(w[l * n + j].to_f32(), acc);
+            }
+            let want = f16::from_f32(acc + b[j].to_f32()).to_f32();
+            assert_eq!(got[i * n + j].to_bits(), want.to_bits(), "y[{}, {}]", i, j);
+        }
+    }
+}

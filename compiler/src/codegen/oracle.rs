@@ -86,7 +86,7 @@ fn check_requires_fn(k: &Kernel) -> String {
     let _ = writeln!(s, "        for (name, d) in [{}] {{ if d < 1 {{ return Err(format!(\"dimension {{}} = {{}} must be at least 1\", name, d)); }} }}", k.dims.iter().map(|d| format!("(\"{}\", d_{})", d.name, d.name)).collect::<Vec<_>>().join(", "));
     for c in &k.requires {
         if let Contract::Pred { expr, text, .. } = c {
-            let g = Gen { k, ir: None, mode: Mode::Exact };
+            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default() };
             let _ = writeln!(s, "        if !({}) {{ return Err(\"requires {} violated\".to_string()); }}", g.expr(expr), text.replace('"', "\\\""));
         }
     }
@@ -155,7 +155,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
         };
         let _ = writeln!(s, "        let mut t_{}: Vec<{}> = {};", info.name, vt, init);
         if let Some(r) = &info.value_range {
-            let g = Gen { k, ir: None, mode: Mode::Exact };
+            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default() };
             let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
             let lo_op = if r.lo_closed { "<" } else { "<=" };
             let hi_op = if r.hi_closed { ">" } else { ">=" };
@@ -177,7 +177,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
             let _ = t;
         }
     }
-    let g = Gen { k, ir: Some(ir), mode };
+    let g = Gen { k, ir: Some(ir), mode, subst: Default::default() };
     for st in &k.stmts {
         s.push_str(&g.statement(st));
     }
@@ -243,6 +243,9 @@ struct Gen<'a> {
     k: &'a Kernel,
     ir: Option<&'a KernelIr>,
     mode: Mode,
+    /// Expressions printed as a given text instead (by node address): a
+    /// contraction's sum, read from its accumulator.
+    subst: std::cell::RefCell<Vec<(usize, String)>>,
 }
 
 impl<'a> Gen<'a> {
@@ -279,6 +282,10 @@ impl<'a> Gen<'a> {
             let _ = writeln!(s, "        tk_rt::set(&mut t_{}, {}, value, \"{}\")?;", name, flat, name);
             return s;
         };
+        if let Some(text) = self.contraction_statement(st) {
+            s.push_str(&text);
+            return s;
+        }
         let extents: Vec<String> = st.vars.iter().map(|v| dim_expr(self.k, self.k.vars[*v].extent)).collect();
         // The work estimate that decides whether to split: elements times
         // the length of the (first) reduction each element runs.
@@ -305,6 +312,68 @@ impl<'a> Gen<'a> {
         let _ = writeln!(s, "        }});");
         let _ = writeln!(s, "        for part in parts {{ for (i, value) in part? {{ tk_rt::set(&mut t_{}, i, value, \"{}\")?; }} }}", name, name);
         s
+    }
+
+    /// The mirror of `y[m, n] = f(sum(k) a(m, k) * b(k, n))` (sequential,
+    /// fused): the same multiply-adds in the same k order per element as
+    /// the per-element loop, but with k outside the m and n loops, so that b's
+    /// row k is read once per chunk of m and the n loop runs over plain
+    /// slices (vectorised). Results are bit-identical to the per-element
+    /// form. `None` when the statement is not of that shape.
+    fn contraction_statement(&self, st: &tir::Stmt) -> Option<String> {
+        if self.mode != Mode::Mirror || st.vars.len() != 2 {
+            return None;
+        }
+        let reds = tir::top_reductions(&st.value);
+        let [red] = reds.as_slice() else { return None };
+        let TExprKind::Reduce { op: RedOp::Sum, var: kv, body } = &red.kind else { return None };
+        let (a, b) = tir::fma_operands(body)?;
+        let order = self.ir.and_then(|ir| ir.reduction_order.get(kv).copied()).unwrap_or(ReductionOrder::Sequential);
+        if order != ReductionOrder::Sequential {
+            return None;
+        }
+        let (mv, nv) = (st.vars[0], st.vars[1]);
+        let uses = |e: &TExpr, v: tir::VarId| {
+            let mut found = false;
+            e.walk(&mut |x| found |= matches!(&x.kind, TExprKind::Var(w) if *w == v));
+            found
+        };
+        // a depends on (m, k) only, b on (k, n) only, neither reduces again.
+        if uses(a, nv) || uses(b, mv) || !tir::top_reductions(a).is_empty() || !tir::top_reductions(b).is_empty() {
+            return None;
+        }
+        let name = &self.k.tensors[st.target].name;
+        let vt = value_type(self.k.tensors[st.target].dtype, self.mode);
+        let bvt = self.vt(body.ty);
+        let (m, n, k) = (self.var(mv), self.var(nv), self.var(*kv));
+        let (me, ne, ke) = (dim_expr(self.k, self.k.vars[mv].extent), dim_expr(self.k, self.k.vars[nv].extent), dim_expr(self.k, self.k.vars[*kv].extent));
+        let ident = self.identity(RedOp::Sum, body.ty);
+        let (ae, be) = (self.expr(a), self.expr(b));
+        self.subst.borrow_mut().push((*red as *const TExpr as usize, format!("accs[(({m} - lo) * {ne} + {n}) as usize]", m = m, ne = ne, n = n)));
+        let value = self.expr(&st.value);
+        self.subst.borrow_mut().pop();
+        let flat = self.flat(st.target, &[m.clone(), n.clone()]);
+        let mut s = String::new();
+        let _ = writeln!(s, "        let parts = tk_rt::par_ranges({me}, {me} * {ne} * {ke}, |lo: i64, hi: i64| -> Result<Vec<(i64, {vt})>, String> {{", me = me, ne = ne, ke = ke, vt = vt);
+        let _ = writeln!(s, "            let mut out = Vec::new();");
+        let _ = writeln!(s, "            let mut accs: Vec<{bvt}> = vec![{ident}; ((hi - lo) * {ne}) as usize];", bvt = bvt, ident = ident, ne = ne);
+        let _ = writeln!(s, "            let mut brow: Vec<{bvt}> = vec![{ident}; ({ne}) as usize];", bvt = bvt, ident = ident, ne = ne);
+        let _ = writeln!(s, "            for {k} in 0..{ke} {{", k = k, ke = ke);
+        let _ = writeln!(s, "                for {n} in 0..{ne} {{ brow[{n} as usize] = {be}; }}", n = n, ne = ne, be = be);
+        let _ = writeln!(s, "                for {m} in lo..hi {{", m = m);
+        let _ = writeln!(s, "                    let a: {bvt} = {ae};", bvt = bvt, ae = ae);
+        let _ = writeln!(s, "                    let row = &mut accs[(({m} - lo) * {ne}) as usize..(({m} - lo + 1) * {ne}) as usize];", m = m, ne = ne);
+        let _ = writeln!(s, "                    for (acc, bv) in row.iter_mut().zip(brow.iter()) {{ *acc = a.mul_add(*bv, *acc); }}");
+        let _ = writeln!(s, "                }}");
+        let _ = writeln!(s, "            }}");
+        let _ = writeln!(s, "            for {m} in lo..hi {{ for {n} in 0..{ne} {{", m = m, n = n, ne = ne);
+        let _ = writeln!(s, "                let value = {};", value);
+        let _ = writeln!(s, "                out.push(({}, value));", flat);
+        let _ = writeln!(s, "            }} }}");
+        let _ = writeln!(s, "            Ok(out)");
+        let _ = writeln!(s, "        }});");
+        let _ = writeln!(s, "        for part in parts {{ for (i, value) in part? {{ tk_rt::set(&mut t_{}, i, value, \"{}\")?; }} }}", name, name);
+        Some(s)
     }
 
     /// Round a value computed in f32 back to a half type (mirror only).
@@ -341,6 +410,9 @@ impl<'a> Gen<'a> {
     }
 
     fn expr(&self, e: &TExpr) -> String {
+        if let Some((_, text)) = self.subst.borrow().iter().find(|(addr, _)| *addr == e as *const TExpr as usize) {
+            return text.clone();
+        }
         let ty = e.ty;
         let vt = self.vt(ty);
         match &e.kind {
