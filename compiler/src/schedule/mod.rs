@@ -132,7 +132,7 @@ fn has_row_reduction(k: &Kernel) -> bool {
     // router gradients) gets a block per output too: its reads are
     // strided, but a sequential loop per output thread is latency-bound
     // (one block for 128 outputs of 4096 rows). Mixed uses stay pointwise.
-    rows && !columns && !mixed || columns && !rows && !mixed
+    !mixed && (rows != columns)
 }
 
 /// The integer term for an extent.
