@@ -123,6 +123,17 @@ impl Tensor {
     pub fn full(shape: &[usize], dtype: DType, value: f64, dev: &Device) -> Result<Tensor> {
         Tensor::from_f64_as(shape, dtype, &vec![value; elements(shape)])?.to_device(dev)
     }
+    /// Storage for a kernel's output on `dev`: the kernel writes every
+    /// element (its coverage is proved), so a GPU allocation is not cleared
+    /// first (a memset per output was a measurable share of a small
+    /// training step). Host devices get zeros.
+    pub fn output(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
+        match dev {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?) }),
+            _ => Tensor::zeros(shape, dtype, dev),
+        }
+    }
     pub fn zeros(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             // Zeroed on the device: no host buffer crosses the bus (the

@@ -155,6 +155,15 @@ impl CudaBackend {
         Ok(DeviceBuf { slice, backend: self.clone() })
     }
 
+    /// `bytes` bytes on the device, not cleared: only for kernel outputs,
+    /// which the kernel writes completely before anything reads them.
+    pub(crate) fn uninit(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuf> {
+        // SAFETY: the bytes are read only after a kernel whose proved
+        // coverage writes every element (see `Tensor::output`).
+        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_err("cuMemAlloc"))?;
+        Ok(DeviceBuf { slice, backend: self.clone() })
+    }
+
     fn options(&self) -> Vec<String> {
         nvrtc_options(&self.arch, self.include.as_deref())
     }

@@ -287,7 +287,7 @@ impl Model {
     }
 
     fn linear(&self, dev: &Device, l: Linear, x: &Tensor) -> Result<Tensor> {
-        let mut y = Tensor::zeros(&[rows(x), self.tensor(l.w).shape()[1]], DType::F16, dev)?;
+        let mut y = Tensor::output(&[rows(x), self.tensor(l.w).shape()[1]], DType::F16, dev)?;
         linear::linear_fwd::launch(dev, x, self.tensor(l.w), self.tensor(l.b), &mut y)?;
         Ok(y)
     }
@@ -298,12 +298,12 @@ impl Model {
         for (lin, norm) in &mlp.layers {
             let z = self.linear(dev, *lin, tape.act.last().unwrap_or(x))?;
             let width = z.shape()[1];
-            let mut normed = Tensor::zeros(&[n, width], DType::F16, dev)?;
-            let mut mean = Tensor::zeros(&[n], DType::F32, dev)?;
-            let mut rstd = Tensor::zeros(&[n], DType::F32, dev)?;
+            let mut normed = Tensor::output(&[n, width], DType::F16, dev)?;
+            let mut mean = Tensor::output(&[n], DType::F32, dev)?;
+            let mut rstd = Tensor::output(&[n], DType::F32, dev)?;
             layernorm::layernorm_fwd::launch(dev, &z, self.tensor(norm.gamma), self.tensor(norm.beta), LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
             let flat = normed.reshape(&[n * width])?;
-            let mut act = Tensor::zeros(&[n * width], DType::F16, dev)?;
+            let mut act = Tensor::output(&[n * width], DType::F16, dev)?;
             gelu::gelu_fwd::launch(dev, &flat, &mut act)?;
             tape.z.push(z);
             tape.normed.push(flat);
@@ -324,7 +324,7 @@ impl Model {
         };
         let b = rows(x);
         let logits = self.linear(dev, router.linear(), x)?;
-        let mut probs = Tensor::zeros(&[b, N_EXPERTS], DType::F32, dev)?;
+        let mut probs = Tensor::output(&[b, N_EXPERTS], DType::F32, dev)?;
         let sheaf_tape = match router {
             Router::Softmax(_) => {
                 moe::router_softmax::launch(dev, &logits, &mut probs)?;
@@ -332,10 +332,10 @@ impl Model {
             }
             Router::SheafPadic(l) => Some(sheaf::forward(dev, x, &logits, self.tensor(l.w), &mut probs)?),
         };
-        let mut i0 = Tensor::zeros(&[b], DType::I32, dev)?;
-        let mut i1 = Tensor::zeros(&[b], DType::I32, dev)?;
-        let mut w0 = Tensor::zeros(&[b], DType::F32, dev)?;
-        let mut w1 = Tensor::zeros(&[b], DType::F32, dev)?;
+        let mut i0 = Tensor::output(&[b], DType::I32, dev)?;
+        let mut i1 = Tensor::output(&[b], DType::I32, dev)?;
+        let mut w0 = Tensor::output(&[b], DType::F32, dev)?;
+        let mut w1 = Tensor::output(&[b], DType::F32, dev)?;
         moe::top2::launch(dev, &probs, &mut i0, &mut i1, &mut w0, &mut w1)?;
         let (i0v, i1v) = (ints(&i0)?, ints(&i1)?);
         let (w0v, w1v) = (w0.to_f32_vec()?, w1.to_f32_vec()?);
@@ -358,7 +358,7 @@ impl Model {
             }
             let at = plan.start[e];
             let idx = Tensor::from_i32(&[members.len()], members.clone())?.to_device(dev)?;
-            let mut xe = Tensor::zeros(&[members.len(), INPUT_DIM], DType::F16, dev)?;
+            let mut xe = Tensor::output(&[members.len(), INPUT_DIM], DType::F16, dev)?;
             moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
             let (out, tape) = self.mlp_forward(dev, &self.experts[e], &xe)?;
             h.copy_rows_from(at, &out)?;
@@ -367,7 +367,7 @@ impl Model {
         let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
         let pos0 = upload_i32(plan.pos0)?;
         let pos1 = upload_i32(plan.pos1)?;
-        let mut y = Tensor::zeros(&[b, OUTPUT_DIM], DType::F16, dev)?;
+        let mut y = Tensor::output(&[b, OUTPUT_DIM], DType::F16, dev)?;
         moe::combine2::launch(dev, &h, &pos0, &pos1, &w0, &w1, &mut y)?;
         let slots = plan.src.len();
         let routing = Routing {
@@ -403,10 +403,10 @@ impl Model {
             (Some(router), Some(r)) => {
                 let b = rows(x);
                 // To the stacked expert outputs, and to the two weights.
-                let mut gh = Tensor::zeros(&[r.src.len(), OUTPUT_DIM], DType::F16, dev)?;
+                let mut gh = Tensor::output(&[r.src.len(), OUTPUT_DIM], DType::F16, dev)?;
                 moe::combine2_bwd_h::launch(dev, gy, &r.src, &r.ws, &mut gh)?;
-                let mut gw0 = Tensor::zeros(&[b], DType::F32, dev)?;
-                let mut gw1 = Tensor::zeros(&[b], DType::F32, dev)?;
+                let mut gw0 = Tensor::output(&[b], DType::F32, dev)?;
+                let mut gw1 = Tensor::output(&[b], DType::F32, dev)?;
                 moe::combine2_bwd_w::launch(dev, &r.h, &r.pos0, &r.pos1, gy, &mut gw0, &mut gw1)?;
                 for run in &fwd.runs {
                     let g = gh.rows(run.at, run.rows, dev)?;
@@ -420,7 +420,7 @@ impl Model {
                         grads[lin.b] = Some(gb);
                     }
                     _ => {
-                        let mut gz = Tensor::zeros(&[b, N_EXPERTS], DType::F16, dev)?;
+                        let mut gz = Tensor::output(&[b, N_EXPERTS], DType::F16, dev)?;
                         moe::router_bwd::launch(dev, &r.probs, &r.i0_dev, &r.i1_dev, &gw0, &gw1, &mut gz)?;
                         self.linear_param_grads(dev, router.linear(), x, &gz, &mut grads)?;
                     }
@@ -441,9 +441,9 @@ impl Model {
 
     fn linear_param_grads(&self, dev: &Device, l: Linear, input: &Tensor, gz: &Tensor, grads: &mut [Option<Tensor>]) -> Result<()> {
         let w = self.tensor(l.w);
-        let mut gw = Tensor::zeros(w.shape(), DType::F16, dev)?;
+        let mut gw = Tensor::output(w.shape(), DType::F16, dev)?;
         linear::linear_bwd_w::launch(dev, input, gz, &mut gw)?;
-        let mut gb = Tensor::zeros(&[w.shape()[1]], DType::F16, dev)?;
+        let mut gb = Tensor::output(&[w.shape()[1]], DType::F16, dev)?;
         linear::bias_grad::launch(dev, gz, &mut gb)?;
         grads[l.w] = Some(gw);
         grads[l.b] = Some(gb);
@@ -459,15 +459,15 @@ impl Model {
         for (l, (lin, norm)) in mlp.layers.iter().enumerate().rev() {
             let width = tape.z[l].shape()[1];
             // GELU, then LayerNorm (input and parameters), then the linear.
-            let mut gn = Tensor::zeros(&[n * width], DType::F16, dev)?;
+            let mut gn = Tensor::output(&[n * width], DType::F16, dev)?;
             let g_act = g.take().expect("set before every layer").reshape(&[n * width])?;
             gelu::gelu_bwd::launch(dev, &tape.normed[l], &g_act, &mut gn)?;
             let gn = gn.reshape(&[n, width])?;
-            let mut gz = Tensor::zeros(&[n, width], DType::F16, dev)?;
-            let mut xhat = Tensor::zeros(&[n, width], DType::F16, dev)?;
+            let mut gz = Tensor::output(&[n, width], DType::F16, dev)?;
+            let mut xhat = Tensor::output(&[n, width], DType::F16, dev)?;
             layernorm::layernorm_bwd::launch(dev, &tape.z[l], self.tensor(norm.gamma), &tape.mean[l], &tape.rstd[l], &gn, &mut gz, &mut xhat)?;
-            let mut ggamma = Tensor::zeros(&[width], DType::F16, dev)?;
-            let mut gbeta = Tensor::zeros(&[width], DType::F16, dev)?;
+            let mut ggamma = Tensor::output(&[width], DType::F16, dev)?;
+            let mut gbeta = Tensor::output(&[width], DType::F16, dev)?;
             layernorm::layernorm_bwd_params::launch(dev, &xhat, &gn, &mut ggamma, &mut gbeta)?;
             grads[norm.gamma] = Some(ggamma);
             grads[norm.beta] = Some(gbeta);
@@ -483,7 +483,7 @@ impl Model {
 
 /// `gx = gz W^T`.
 fn input_grad(dev: &Device, gz: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let mut gx = Tensor::zeros(&[rows(gz), w.shape()[0]], DType::F16, dev)?;
+    let mut gx = Tensor::output(&[rows(gz), w.shape()[0]], DType::F16, dev)?;
     linear::linear_bwd_x::launch(dev, gz, w, &mut gx)?;
     Ok(gx)
 }

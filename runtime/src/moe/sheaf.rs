@@ -54,13 +54,13 @@ pub fn forward(dev: &Device, x: &Tensor, logits: &Tensor, w: &Tensor, probs: &mu
     let b = x.shape()[0];
     sheaf::padic_gate::launch(dev, logits, probs)?;
     let blk = Tensor::from_i32(&[INPUT_DIM], block_of_columns())?.to_device(dev)?;
-    let mut zs = Tensor::zeros(&[b, BLOCKS, ROUTER_LOGITS], DType::F16, dev)?;
+    let mut zs = Tensor::output(&[b, BLOCKS, ROUTER_LOGITS], DType::F16, dev)?;
     sheaf::sheaf_sections::launch(dev, x, w, &blk, &mut zs)?;
     zs.set_shape(&[b * BLOCKS, ROUTER_LOGITS])?;
-    let mut ps = Tensor::zeros(&[b * BLOCKS, N_EXPERTS], DType::F32, dev)?;
+    let mut ps = Tensor::output(&[b * BLOCKS, N_EXPERTS], DType::F32, dev)?;
     sheaf::padic_gate::launch(dev, &zs, &mut ps)?;
     ps.set_shape(&[b, BLOCKS, N_EXPERTS])?;
-    let mut en = Tensor::zeros(&[b], DType::F32, dev)?;
+    let mut en = Tensor::output(&[b], DType::F32, dev)?;
     sheaf::sheaf_energy::launch(dev, &ps, &mut en)?;
     let energy = en.to_f64_vec()?.iter().sum::<f64>() / b as f64;
     Ok(Tape { blk, zs, ps, energy })
@@ -72,19 +72,19 @@ pub fn forward(dev: &Device, x: &Tensor, logits: &Tensor, w: &Tensor, probs: &mu
 #[allow(clippy::too_many_arguments)]
 pub fn backward(dev: &Device, x: &Tensor, tape: &Tape, logits: &Tensor, i0: &Tensor, i1: &Tensor, gw0: &Tensor, gw1: &Tensor, energy_scale: f32) -> Result<(Tensor, Tensor)> {
     let b = x.shape()[0];
-    let mut gp = Tensor::zeros(&[b, N_EXPERTS], DType::F32, dev)?;
+    let mut gp = Tensor::output(&[b, N_EXPERTS], DType::F32, dev)?;
     sheaf::top2_grad::launch(dev, i0, i1, gw0, gw1, &mut gp)?;
-    let mut gz = Tensor::zeros(&[b, ROUTER_LOGITS], DType::F32, dev)?;
+    let mut gz = Tensor::output(&[b, ROUTER_LOGITS], DType::F32, dev)?;
     sheaf::padic_gate_bwd::launch(dev, logits, &gp, &mut gz)?;
-    let mut gps = Tensor::zeros(&[b, BLOCKS, N_EXPERTS], DType::F32, dev)?;
+    let mut gps = Tensor::output(&[b, BLOCKS, N_EXPERTS], DType::F32, dev)?;
     sheaf::sheaf_energy_bwd::launch(dev, &tape.ps, energy_scale, &mut gps)?;
     gps.set_shape(&[b * BLOCKS, N_EXPERTS])?;
-    let mut gzs = Tensor::zeros(&[b * BLOCKS, ROUTER_LOGITS], DType::F32, dev)?;
+    let mut gzs = Tensor::output(&[b * BLOCKS, ROUTER_LOGITS], DType::F32, dev)?;
     sheaf::padic_gate_bwd::launch(dev, &tape.zs, &gps, &mut gzs)?;
     gzs.set_shape(&[b, BLOCKS, ROUTER_LOGITS])?;
-    let mut gw = Tensor::zeros(&[INPUT_DIM, ROUTER_LOGITS], DType::F16, dev)?;
+    let mut gw = Tensor::output(&[INPUT_DIM, ROUTER_LOGITS], DType::F16, dev)?;
     sheaf::sheaf_router_wgrad::launch(dev, x, &gz, &gzs, &tape.blk, &mut gw)?;
-    let mut gb = Tensor::zeros(&[ROUTER_LOGITS], DType::F16, dev)?;
+    let mut gb = Tensor::output(&[ROUTER_LOGITS], DType::F16, dev)?;
     sheaf::col_sum::launch(dev, &gz, &mut gb)?;
     Ok((gw, gb))
 }

@@ -141,8 +141,8 @@ pub fn mse(dev: &Device, y: &mut Tensor, t: &mut Tensor, loss_scale: f32) -> Res
     let (n, shape) = (y.len(), y.shape().to_vec());
     y.set_shape(&[n])?;
     t.set_shape(&[n])?;
-    let mut l = Tensor::zeros(&[], DType::F32, dev)?;
-    let mut g = Tensor::zeros(&[n], DType::F16, dev)?;
+    let mut l = Tensor::output(&[], DType::F32, dev)?;
+    let mut g = Tensor::output(&[n], DType::F16, dev)?;
     let launched = loss::mse_loss::launch(dev, y, t, &mut l).and_then(|_| loss::mse_grad::launch(dev, y, t, loss_scale * 2.0 / n as f32, &mut g));
     y.set_shape(&shape)?;
     t.set_shape(&shape)?;
@@ -215,9 +215,9 @@ impl Trainer {
 
     /// Squared norm of the packed (scaled) gradient, on the device.
     fn grad_norm_sq(&mut self) -> Result<Tensor> {
-        let mut part = Tensor::zeros(&[self.layout.total / ROW], DType::F32, &self.dev)?;
+        let mut part = Tensor::output(&[self.layout.total / ROW], DType::F32, &self.dev)?;
         loss::row_norm_sq::launch(&self.dev, &self.grad, &mut part)?;
-        let mut nsq = Tensor::zeros(&[], DType::F32, &self.dev)?;
+        let mut nsq = Tensor::output(&[], DType::F32, &self.dev)?;
         loss::sum_f32::launch(&self.dev, &part, &mut nsq)?;
         Ok(nsq)
     }
