@@ -197,6 +197,15 @@ fn bad_runs_are_refused_with_a_clear_error() {
     assert!(err.contains("the checkpoint's optimizer is adamw, not sgd"), "{}", err);
 }
 
+/// `--device auto` takes a GPU when there is one, else the CPU (here).
+#[test]
+fn device_auto_falls_back_to_the_cpu() {
+    let dir = tmp("auto");
+    let (code, out, err) = nano(&dir, &["--steps", "2", "--device", "auto"]);
+    assert_eq!(code, 0, "{}", err);
+    assert!(out.contains("steps_run=2 "), "{}", out);
+}
+
 #[test]
 fn a_run_whose_loss_diverges_exits_non_zero() {
     let dir = tmp("diverge");

@@ -224,8 +224,8 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         let stats = trainer.step(&data).map_err(|e| failed(format!("step {}: {}", trainer.step + 1, e)))?;
         let row = metrics_row(&stats, elapsed(&start), a.size.name());
         writeln!(metrics, "{}", serde_json::to_string(&row).unwrap_or_default()).and_then(|_| metrics.flush()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
-        pb.set_message(format!("loss {:.5}", row.loss));
         pb.inc(1);
+        pb.set_message(format!("loss {:.5}", row.loss));
         rows.push(row);
         if a.checkpoint_every > 0 && trainer.step % a.checkpoint_every == 0 && trainer.step < target {
             save_checkpoint(&trainer, c, &arch, &data, elapsed(&start), &paths.checkpoint)?;
