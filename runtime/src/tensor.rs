@@ -202,7 +202,8 @@ impl Tensor {
             return Err(Error::Tensor(format!("rows {}..{} of {:?} are out of range", at, at + n, self.shape)));
         }
         shape[0] = n;
-        let mut out = Tensor::zeros(&shape, self.dtype, dev)?;
+        // Every element is copied in: no need to clear it first.
+        let mut out = Tensor::output(&shape, self.dtype, dev)?;
         out.copy_elements(0, self, at * row, n * row)?;
         Ok(out)
     }

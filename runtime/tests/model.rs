@@ -103,10 +103,10 @@ fn the_dense_model_holds_the_mixtures_parameter_count_within_five_percent() {
 /// batches, step after step of training.
 #[test]
 fn sparse_and_dense_dispatch_train_alike() {
-    use tokitai_runtime::moe::cli::Optimizer;
+    use tokitai_runtime::moe::driver::default_hyper;
     use tokitai_runtime::moe::train::{Hyper, Trainer};
     let data = synth_quality(256, 3);
-    let hyper = |dispatch| Hyper { optimizer: Optimizer::Adamw, lr: 1e-3, momentum: 0.9, weight_decay: 0.01, grad_clip: 1.0, router_lr_scale: 0.1, warmup_steps: 2, min_lr_ratio: 0.1, steps: 4, batch: 64, seed: 5, dispatch };
+    let hyper = |dispatch| Hyper { warmup_steps: 2, steps: 4, batch: 64, seed: 5, dispatch, ..default_hyper() };
     let mut sparse = Trainer::new(Size::Nano, Kind::Moe, hyper(Dispatch::Sparse), &Device::Cpu).unwrap();
     let mut dense = Trainer::new(Size::Nano, Kind::Moe, hyper(Dispatch::Dense), &Device::Cpu).unwrap();
     for _ in 0..4 {

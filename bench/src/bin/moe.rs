@@ -7,15 +7,16 @@
 //! Exit status 0 when the curves agree, 1 when they do not, 2 on errors.
 
 use std::time::Instant;
-use tokitai_runtime::moe::cli::Optimizer;
 use tokitai_runtime::moe::config::Size;
 use tokitai_runtime::moe::data::synth_quality;
+use tokitai_runtime::moe::driver::default_hyper;
 use tokitai_runtime::moe::model::{Dispatch, Kind};
 use tokitai_runtime::moe::train::{Hyper, Trainer};
 use tokitai_runtime::Device;
 
+/// `tokitai-train`'s defaults (AdamW, lr 1e-3, seed 42, ...) at this size.
 fn hyper(steps: usize, batch: usize, dispatch: Dispatch) -> Hyper {
-    Hyper { optimizer: Optimizer::Adamw, lr: 1e-3, momentum: 0.9, weight_decay: 0.01, grad_clip: 1.0, router_lr_scale: 0.1, warmup_steps: 5, min_lr_ratio: 0.1, steps, batch, seed: 42, dispatch }
+    Hyper { steps, batch, dispatch, ..default_hyper() }
 }
 
 fn fail(e: impl std::fmt::Display) -> ! {

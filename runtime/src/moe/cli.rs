@@ -25,6 +25,15 @@ pub enum ModelKind {
     Dense,
 }
 
+impl Optimizer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::Adamw => "adamw",
+            Optimizer::Sgd => "sgd",
+        }
+    }
+}
+
 impl RouterKind {
     pub fn name(self) -> &'static str {
         match self {

@@ -111,12 +111,40 @@ pub fn hyper(c: &Checked) -> Hyper {
     }
 }
 
+/// The settings of a `tokitai-train` run given no flags (moe.md's
+/// defaults), for drivers that set only a few of them.
+pub fn default_hyper() -> Hyper {
+    use clap::Parser;
+    let args = super::cli::Args::parse_from(["tokitai-train"]);
+    hyper(&args.check().expect("the defaults pass the checks"))
+}
+
 /// The largest batch every kernel of a step admits: the weight-gradient
 /// contraction reduces over the batch and states its limit.
 pub fn max_batch() -> Option<i64> {
     let k = crate::kernels::by_name("linear_bwd_w")?;
     let m = k.info.dims.iter().position(|d| *d == "M")?;
     k.info.dim_upper.get(m).copied().flatten()
+}
+
+/// Write `bytes` to `path` atomically; an I/O error names the path.
+fn put(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    write_atomic(path, bytes).map_err(|e| failed(format!("{}: {}", path.display(), e)))
+}
+
+/// `metrics.jsonl`'s text for `rows`.
+fn metrics_text(rows: &[StepMetrics]) -> String {
+    rows.iter().map(|m| format!("{}\n", serde_json::to_string(m).unwrap_or_default())).collect()
+}
+
+/// Checkpoint metadata every run writes: the architecture, its
+/// fingerprint, the data.
+fn run_metadata(arch: &Arch, data: &Dataset) -> HashMap<String, String> {
+    HashMap::from([
+        ("fingerprint".to_string(), arch.fingerprint()),
+        ("arch".to_string(), serde_json::to_string(arch).unwrap_or_default()),
+        ("dataset".to_string(), format!("{} ({} samples, {} skipped)", data.source, data.n, data.skipped)),
+    ])
 }
 
 fn device(c: &Checked) -> Result<Device, Failure> {
@@ -166,13 +194,10 @@ fn progress(quiet: bool, total: usize, done: usize) -> indicatif::ProgressBar {
 }
 
 fn save_checkpoint(t: &Trainer, c: &Checked, arch: &Arch, data: &Dataset, elapsed_ms: f64, path: &Path) -> Result<(), Failure> {
-    let mut meta = HashMap::new();
-    meta.insert("fingerprint".to_string(), arch.fingerprint());
-    meta.insert("arch".to_string(), serde_json::to_string(arch).unwrap_or_default());
-    meta.insert("optimizer".to_string(), format!("{:?}", c.args.optimizer).to_lowercase());
+    let mut meta = run_metadata(arch, data);
+    meta.insert("optimizer".to_string(), c.args.optimizer.name().to_string());
     meta.insert("steps".to_string(), c.steps.to_string());
     meta.insert("elapsed_ms".to_string(), format!("{}", elapsed_ms));
-    meta.insert("dataset".to_string(), format!("{} ({} samples, {} skipped)", data.source, data.n, data.skipped));
     let ckpt = t.checkpoint(meta).map_err(|e| failed(format!("checkpoint: {}", e)))?;
     ckpt.save(path).map_err(failed)
 }
@@ -203,7 +228,7 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         if fp != arch.fingerprint() {
             return Err(usage(format!("--resume: {} was written by architecture {} but these flags describe {} (size, seed, model and router must match)", paths.checkpoint.display(), fp, arch.fingerprint())));
         }
-        let opt = format!("{:?}", a.optimizer).to_lowercase();
+        let opt = a.optimizer.name().to_string();
         if ckpt.metadata.get("optimizer") != Some(&opt) {
             return Err(usage(format!("--resume: the checkpoint's optimizer is {}, not {}", ckpt.metadata.get("optimizer").map(String::as_str).unwrap_or("unknown"), opt)));
         }
@@ -212,9 +237,8 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         // Rows past the checkpoint (a crash after them) are run again.
         rows = read_metrics(&paths.metrics).into_iter().filter(|m| m.step <= trainer.step).collect();
     }
-    write_atomic(&paths.arch, arch.to_json().as_bytes()).map_err(|e| failed(format!("{}: {}", paths.arch.display(), e)))?;
-    let text: String = rows.iter().map(|m| format!("{}\n", serde_json::to_string(m).unwrap_or_default())).collect();
-    write_atomic(&paths.metrics, text.as_bytes()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
+    put(&paths.arch, arch.to_json().as_bytes())?;
+    put(&paths.metrics, metrics_text(&rows).as_bytes())?;
     let mut metrics = std::fs::OpenOptions::new().append(true).open(&paths.metrics).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
     let target = a.stop_after.map_or(c.steps, |s| s.min(c.steps));
     let pb = progress(a.quiet, c.steps, trainer.step);
@@ -234,7 +258,7 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
     pb.finish_and_clear();
     save_checkpoint(&trainer, c, &arch, &data, elapsed(&start), &paths.checkpoint)?;
     let title = format!("{} {} ({}), {}", a.size.name(), a.model.name(), a.router.name(), a.dataset);
-    write_atomic(&paths.plot, loss_plot(&title, &rows).as_bytes()).map_err(|e| failed(format!("{}: {}", paths.plot.display(), e)))?;
+    put(&paths.plot, loss_plot(&title, &rows).as_bytes())?;
     Ok(Report { arch, rows, seconds: elapsed(&start) / 1e3, paths, target })
 }
 
@@ -245,7 +269,7 @@ pub fn dry_run(c: &Checked) -> Result<Report, Failure> {
     let paths = Paths::of(c);
     let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
     let arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
-    write_atomic(&paths.arch, arch.to_json().as_bytes()).map_err(|e| failed(format!("{}: {}", paths.arch.display(), e)))?;
+    put(&paths.arch, arch.to_json().as_bytes())?;
     let start = Instant::now();
     let rows: Vec<StepMetrics> = (1..=c.steps)
         .map(|step| StepMetrics {
@@ -264,15 +288,11 @@ pub fn dry_run(c: &Checked) -> Result<Report, Failure> {
             dry_run: true,
         })
         .collect();
-    let text: String = rows.iter().map(|r| format!("{}\n", serde_json::to_string(r).unwrap_or_default())).collect();
-    write_atomic(&paths.metrics, text.as_bytes()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
-    let mut meta = HashMap::new();
+    put(&paths.metrics, metrics_text(&rows).as_bytes())?;
+    let mut meta = run_metadata(&arch, &data);
     meta.insert("step".to_string(), c.steps.to_string());
-    meta.insert("arch".to_string(), serde_json::to_string(&arch).unwrap_or_default());
-    meta.insert("fingerprint".to_string(), arch.fingerprint());
     meta.insert("dry_run".to_string(), "true".to_string());
-    meta.insert("dataset".to_string(), format!("{} ({} samples, {} skipped)", data.source, data.n, data.skipped));
     Checkpoint { tensors: Vec::new(), metadata: meta }.save(&paths.checkpoint).map_err(failed)?;
-    write_atomic(&paths.plot, loss_plot("dry run (synthetic numbers)", &rows).as_bytes()).map_err(|e| failed(format!("{}: {}", paths.plot.display(), e)))?;
+    put(&paths.plot, loss_plot("dry run (synthetic numbers)", &rows).as_bytes())?;
     Ok(Report { arch, seconds: start.elapsed().as_secs_f64(), rows, paths, target: c.steps })
 }

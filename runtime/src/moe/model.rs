@@ -96,9 +96,9 @@ pub struct Model {
     /// The experts, or the dense model's one MLP.
     pub experts: Vec<Mlp>,
     pub params: Params,
-    /// Elements of the router's parameters (they lead the flat buffer and
-    /// take the router learning-rate scale).
-    pub router_elements: usize,
+    /// Which input column belongs to which feature block (the sheaf-padic
+    /// router's cover; uploaded once).
+    sheaf_blocks: Option<Tensor>,
 }
 
 /// How samples reach experts.
@@ -270,8 +270,11 @@ impl Model {
                 (None, vec![init_mlp(&mut params, &mut rng, "dense", dense_width(size), size.n_hidden(), dev)?])
             }
         };
-        let router_elements = params.tensors.iter().zip(&params.names).filter(|(_, n)| n.starts_with("router.")).map(|(t, _)| t.len()).sum();
-        Ok(Model { size, router, experts, params, router_elements })
+        let sheaf_blocks = match router {
+            Some(Router::SheafPadic(_)) => Some(Tensor::from_i32(&[INPUT_DIM], sheaf::block_of_columns())?.to_device(dev)?),
+            _ => None,
+        };
+        Ok(Model { size, router, experts, params, sheaf_blocks })
     }
 
     pub fn kind(&self) -> Kind {
@@ -280,6 +283,10 @@ impl Model {
             Some(Router::Softmax(_)) => Kind::Moe,
             Some(Router::SheafPadic(_)) => Kind::SheafPadic,
         }
+    }
+
+    fn sheaf_blocks(&self) -> Result<&Tensor> {
+        self.sheaf_blocks.as_ref().ok_or_else(|| Error::Tensor("the sheaf-padic router without its block map".into()))
     }
 
     pub fn tensor(&self, id: ParamId) -> &Tensor {
@@ -330,7 +337,7 @@ impl Model {
                 moe::router_softmax::launch(dev, &logits, &mut probs)?;
                 None
             }
-            Router::SheafPadic(l) => Some(sheaf::forward(dev, x, &logits, self.tensor(l.w), &mut probs)?),
+            Router::SheafPadic(l) => Some(sheaf::forward(dev, x, &logits, self.tensor(l.w), self.sheaf_blocks()?, &mut probs)?),
         };
         let mut i0 = Tensor::output(&[b], DType::I32, dev)?;
         let mut i1 = Tensor::output(&[b], DType::I32, dev)?;
@@ -415,7 +422,7 @@ impl Model {
                 match (router, &r.sheaf) {
                     (Router::SheafPadic(lin), Some(tape)) => {
                         let scale = loss_scale * (sheaf::SHEAF_WEIGHT / b as f64) as f32;
-                        let (gw, gb) = sheaf::backward(dev, x, tape, &r.logits, &r.i0_dev, &r.i1_dev, &gw0, &gw1, scale)?;
+                        let (gw, gb) = sheaf::backward(dev, x, self.sheaf_blocks()?, tape, &r.logits, &r.i0_dev, &r.i1_dev, &gw0, &gw1, scale)?;
                         grads[lin.w] = Some(gw);
                         grads[lin.b] = Some(gb);
                     }

@@ -40,7 +40,6 @@ pub fn block_of_columns() -> Vec<i32> {
 
 /// What the backward pass needs from the forward pass.
 pub struct Tape {
-    blk: Tensor,
     /// Block sections' logits `[B, 9, 6]` and gate probabilities `[B, 9, 4]`.
     zs: Tensor,
     ps: Tensor,
@@ -49,13 +48,12 @@ pub struct Tape {
 }
 
 /// Gate the router logits into `probs` (`[B, 4]`) and compute the block
-/// sections and their energy.
-pub fn forward(dev: &Device, x: &Tensor, logits: &Tensor, w: &Tensor, probs: &mut Tensor) -> Result<Tape> {
+/// sections and their energy; `blk` is `block_of_columns()` on `dev`.
+pub fn forward(dev: &Device, x: &Tensor, logits: &Tensor, w: &Tensor, blk: &Tensor, probs: &mut Tensor) -> Result<Tape> {
     let b = x.shape()[0];
     sheaf::padic_gate::launch(dev, logits, probs)?;
-    let blk = Tensor::from_i32(&[INPUT_DIM], block_of_columns())?.to_device(dev)?;
     let mut zs = Tensor::output(&[b, BLOCKS, ROUTER_LOGITS], DType::F16, dev)?;
-    sheaf::sheaf_sections::launch(dev, x, w, &blk, &mut zs)?;
+    sheaf::sheaf_sections::launch(dev, x, w, blk, &mut zs)?;
     zs.set_shape(&[b * BLOCKS, ROUTER_LOGITS])?;
     let mut ps = Tensor::output(&[b * BLOCKS, N_EXPERTS], DType::F32, dev)?;
     sheaf::padic_gate::launch(dev, &zs, &mut ps)?;
@@ -63,14 +61,14 @@ pub fn forward(dev: &Device, x: &Tensor, logits: &Tensor, w: &Tensor, probs: &mu
     let mut en = Tensor::output(&[b], DType::F32, dev)?;
     sheaf::sheaf_energy::launch(dev, &ps, &mut en)?;
     let energy = en.to_f64_vec()?.iter().sum::<f64>() / b as f64;
-    Ok(Tape { blk, zs, ps, energy })
+    Ok(Tape { zs, ps, energy })
 }
 
 /// The router's weight and bias gradients: `gw0`/`gw1` are the top-2
 /// weights' gradients, `energy_scale` the factor of the summed energy in
-/// the (loss-scaled) objective.
+/// the (loss-scaled) objective; `blk` as for `forward`.
 #[allow(clippy::too_many_arguments)]
-pub fn backward(dev: &Device, x: &Tensor, tape: &Tape, logits: &Tensor, i0: &Tensor, i1: &Tensor, gw0: &Tensor, gw1: &Tensor, energy_scale: f32) -> Result<(Tensor, Tensor)> {
+pub fn backward(dev: &Device, x: &Tensor, blk: &Tensor, tape: &Tape, logits: &Tensor, i0: &Tensor, i1: &Tensor, gw0: &Tensor, gw1: &Tensor, energy_scale: f32) -> Result<(Tensor, Tensor)> {
     let b = x.shape()[0];
     let mut gp = Tensor::output(&[b, N_EXPERTS], DType::F32, dev)?;
     sheaf::top2_grad::launch(dev, i0, i1, gw0, gw1, &mut gp)?;
@@ -83,7 +81,7 @@ pub fn backward(dev: &Device, x: &Tensor, tape: &Tape, logits: &Tensor, i0: &Ten
     sheaf::padic_gate_bwd::launch(dev, &tape.zs, &gps, &mut gzs)?;
     gzs.set_shape(&[b, BLOCKS, ROUTER_LOGITS])?;
     let mut gw = Tensor::output(&[INPUT_DIM, ROUTER_LOGITS], DType::F16, dev)?;
-    sheaf::sheaf_router_wgrad::launch(dev, x, &gz, &gzs, &tape.blk, &mut gw)?;
+    sheaf::sheaf_router_wgrad::launch(dev, x, &gz, &gzs, blk, &mut gw)?;
     let mut gb = Tensor::output(&[ROUTER_LOGITS], DType::F16, dev)?;
     sheaf::col_sum::launch(dev, &gz, &mut gb)?;
     Ok((gw, gb))
