@@ -109,4 +109,66 @@ impl Device {
     pub fn is_gpu(&self) -> bool {
         !matches!(self, Device::Cpu | Device::Reference)
     }
+
+    /// Can tensors on this device share memory (`Tensor::view`)?
+    pub fn has_views(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// Can this device replay a captured step (`capture`)?
+    pub fn has_graphs(&self) -> bool {
+        self.has_views()
+    }
+
+    /// Run `f` for real, its allocations placed where a capture of the
+    /// same work will place them (see `backend::arena`). Other devices just
+    /// run it.
+    pub fn rehearse<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.rehearse(f),
+            _ => f(),
+        }
+    }
+
+    /// Record `f`'s device work as a graph to replay (`StepGraph::launch`)
+    /// instead of running it; `f` must have been rehearsed just before.
+    pub fn capture<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<(StepGraph, R)> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.capture(f).map(|(g, r)| (StepGraph::Cuda(g), r)),
+            _ => Err(crate::Error::Tensor(format!("{} cannot capture graphs", self.describe()))),
+        }
+    }
+
+    /// Give back the memory of captured steps (their graphs must be gone).
+    pub fn release_graph_memory(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.release_arena(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A captured step (see `Device::capture`).
+pub enum StepGraph {
+    #[cfg(feature = "cuda")]
+    Cuda(crate::backend::cuda::Graph),
+}
+
+impl StepGraph {
+    /// Queue one replay of the step.
+    pub fn launch(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            StepGraph::Cuda(g) => g.launch(),
+            #[allow(unreachable_patterns)]
+            _ => Ok(()),
+        }
+    }
 }

@@ -61,25 +61,34 @@ pub struct Chosen {
     pub block: u32,
     pub hip_source: &'static str,
     pub index_bits: u32,
+    /// Blocks per grid axis for the call's dims.
+    pub grid: fn(&[i64], i64) -> [u32; 2],
+}
+
+impl Chosen {
+    fn of(v: &Variant) -> Chosen {
+        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid }
+    }
 }
 
 impl KernelDef {
-    /// The variant serving these dims (by row length), else the kernel.
+    /// The variant serving these dims (by its key: row length, or a
+    /// contraction's default tiles), else the kernel.
     pub fn choose(&self, dims: &[i64]) -> Chosen {
-        let len = (self.row_length)(dims);
-        match self.variants.iter().find(|v| v.min_row <= len && len <= v.max_row) {
-            Some(v) => Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits },
+        let key = (self.row_length)(dims);
+        match self.variants.iter().find(|v| v.min_row <= key && key <= v.max_row) {
+            Some(v) => Chosen::of(v),
             None => self.primary(),
         }
     }
     /// The kernel itself (no variant).
     pub fn primary(&self) -> Chosen {
-        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits }
+        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid }
     }
     /// The kernel and every variant.
     pub fn all_compiled(&self) -> Vec<Chosen> {
         let mut v = vec![self.primary()];
-        v.extend(self.variants.iter().map(|x| Chosen { name: x.name, block: x.block, hip_source: x.hip_source, index_bits: x.index_bits }));
+        v.extend(self.variants.iter().map(Chosen::of));
         v
     }
 }

@@ -30,7 +30,7 @@ pub mod moe;
 mod launch;
 mod tensor;
 
-pub use device::Device;
+pub use device::{Device, StepGraph};
 pub use error::Error;
 pub use launch::{launch, Arg, Chosen, KernelDef};
 pub use tensor::{DType, Tensor};

@@ -229,6 +229,57 @@ impl Tensor {
         }
     }
 
+    /// `shape`'s worth of this tensor's elements from element `at` on, as a
+    /// tensor sharing its memory: kernels that write the view write this
+    /// tensor. Device tensors only (host tensors own their buffers; the
+    /// host copies instead, see `Device::has_views`).
+    pub fn view(&self, at: usize, shape: &[usize]) -> Result<Tensor> {
+        let len = elements(shape);
+        if at + len > self.len() {
+            return Err(Error::Tensor(format!("a view of elements {}..{} of {:?}", at, at + len, self.shape)));
+        }
+        #[cfg(feature = "cuda")]
+        if let Storage::Cuda(b) = &self.storage {
+            let size = self.dtype.size_bytes();
+            return Ok(Tensor { shape: shape.to_vec(), dtype: self.dtype, storage: Storage::Cuda(b.view(at * size, len * size)?) });
+        }
+        Err(Error::Tensor(format!("views of {} tensors are not supported (only CUDA tensors share memory)", self.location())))
+    }
+
+    /// Overwrite every element with `src`'s (a host tensor of the same
+    /// dtype and length), keeping this tensor's storage and address.
+    pub fn write(&mut self, src: &Tensor) -> Result<()> {
+        let Storage::Host(buf) = &src.storage else { return Err(Error::Tensor(format!("write takes a host tensor, not one on {}", src.location()))) };
+        if src.dtype != self.dtype || src.len() != self.len() {
+            return Err(Error::Tensor(format!("cannot write {} {:?} into {} {:?}", src.dtype.name(), src.shape, self.dtype.name(), self.shape)));
+        }
+        match &mut self.storage {
+            Storage::Host(dst) => {
+                *dst = buf.clone();
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(dst) => dst.write(&crate::backend::bytes::to_bytes(buf)),
+            #[cfg(feature = "hip")]
+            Storage::Hip(_) => Err(Error::Tensor("writing into a HIP tensor in place is not supported".into())),
+        }
+    }
+
+    /// Every element zero, in place.
+    pub fn fill_zero(&mut self) -> Result<()> {
+        match &mut self.storage {
+            Storage::Host(b) => {
+                let zero = buf_from_f64(DType::of(b), &vec![0.0; b.len()]);
+                *b = zero;
+                Ok(())
+            }
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(b) => b.clear(),
+            #[cfg(feature = "hip")]
+            Storage::Hip(_) => Err(Error::Tensor("clearing a HIP tensor in place is not supported".into())),
+        }
+    }
+
     /// Does this tensor live where `dev` runs kernels?
     pub fn is_on(&self, dev: &Device) -> bool {
         match (&self.storage, dev) {

@@ -225,8 +225,8 @@ fn model_loss(model: &Model, dev: &Device, x: &Tensor, t: &Tensor, dispatch: Dis
     let mut fwd = model.forward(dev, &x.to_device(dev).unwrap(), dispatch).unwrap();
     let mut t = t.to_device(dev).unwrap();
     let (loss, _) = mse(dev, &mut fwd.y, &mut t, 1.0).unwrap();
-    let loss = loss + fwd.sheaf_energy().map_or(0.0, |e| SHEAF_WEIGHT * e);
-    let routing = fwd.routing.as_ref().map(|r| [r.i0.clone(), r.i1.clone()].concat()).unwrap_or_default();
+    let loss = loss + fwd.sheaf_energy().unwrap().map_or(0.0, |e| SHEAF_WEIGHT * e);
+    let routing = fwd.routes().unwrap().map(|(a, b)| [a, b].concat()).unwrap_or_default();
     (loss, routing)
 }
 

@@ -113,12 +113,15 @@ fn model_check(dev: &Device, size: tokitai_runtime::moe::config::Size, batch: us
     let model = Model::init(size, Kind::Moe, 3, dev)?;
     let mut worst: f64 = 0.0;
     let mut routed_differently = 0;
+    let cpu_routes = cpu.routes()?;
     for dispatch in [Dispatch::Sparse, Dispatch::Dense] {
         let f = model.forward(dev, &x_dev, dispatch)?;
         dev.synchronize()?;
         let (a, b) = (f.y.to_f64_vec()?, cpu.y.to_f64_vec()?);
+        let routes = f.routes()?;
+        let route = |rs: &Option<(Vec<i32>, Vec<i32>)>, r: usize| rs.as_ref().map(|(p, q)| (p[r], q[r]));
         for r in 0..batch {
-            if f.route(r) != cpu.route(r) {
+            if route(&routes, r) != route(&cpu_routes, r) {
                 routed_differently += 1;
                 continue;
             }

@@ -15,8 +15,25 @@ use tokitai_runtime::moe::train::{Hyper, Trainer};
 use tokitai_runtime::Device;
 
 /// `tokitai-train`'s defaults (AdamW, lr 1e-3, seed 42, ...) at this size.
-fn hyper(steps: usize, batch: usize, dispatch: Dispatch) -> Hyper {
-    Hyper { steps, batch, dispatch, ..default_hyper() }
+fn hyper(steps: usize, batch: usize, dispatch: Dispatch, graphs: bool) -> Hyper {
+    Hyper { steps, batch, dispatch, graphs, ..default_hyper() }
+}
+
+/// How a step is run: dispatch, and whether it is captured and replayed.
+#[derive(Clone, Copy)]
+struct Mode {
+    dispatch: Dispatch,
+    graphs: bool,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match (self.dispatch, self.graphs) {
+            (Dispatch::Sparse, _) => "sparse",
+            (Dispatch::Dense, false) => "dense",
+            (Dispatch::Dense, true) => "dense-graph",
+        }
+    }
 }
 
 fn fail(e: impl std::fmt::Display) -> ! {
@@ -24,11 +41,13 @@ fn fail(e: impl std::fmt::Display) -> ! {
     std::process::exit(2);
 }
 
-/// The loss of each of `steps` steps of nano at batch 128.
-fn curve(dev: &Device, steps: usize) -> Vec<f64> {
+/// The loss and gradient norm of each of `steps` steps of nano at batch
+/// 128, and how many steps were replayed from a captured graph.
+fn curve(dev: &Device, steps: usize, mode: Mode) -> (Vec<(f64, f64)>, usize) {
     let data = synth_quality(512, 42);
-    let mut t = Trainer::new(Size::Nano, Kind::Moe, hyper(steps, 128, Dispatch::Sparse), dev).unwrap_or_else(|e| fail(e));
-    (0..steps).map(|_| t.step(&data).unwrap_or_else(|e| fail(e)).loss).collect()
+    let mut t = Trainer::new(Size::Nano, Kind::Moe, hyper(steps, 128, mode.dispatch, mode.graphs), dev).unwrap_or_else(|e| fail(e));
+    let c = (0..steps).map(|_| t.step(&data).map(|s| (s.loss, s.grad_norm)).unwrap_or_else(|e| fail(e))).collect();
+    (c, t.replays)
 }
 
 fn main() {
@@ -40,19 +59,30 @@ fn main() {
     println!("device: {}", dev.describe());
     let mut json = serde_json::Map::new();
 
-    // The same run on the CPU and on the device: the loss curves agree.
-    let (cpu, gpu) = (curve(&Device::Cpu, curve_steps), curve(&dev, curve_steps));
+    // The same run on the CPU (sparse, as `--dispatch auto` runs there) and
+    // on the device as auto runs it there (dense, captured and replayed):
+    // the loss curves agree.
+    let graph = Mode { dispatch: Dispatch::Dense, graphs: true };
+    let eager = Mode { dispatch: Dispatch::Dense, graphs: false };
+    let (cpu, _) = curve(&Device::Cpu, curve_steps, Mode { dispatch: Dispatch::Sparse, graphs: false });
+    let (gpu, replays) = curve(&dev, curve_steps, graph);
+    let (gpu_eager, _) = curve(&dev, curve_steps, eager);
     let mut worst: f64 = 0.0;
     for (s, (a, b)) in cpu.iter().zip(&gpu).enumerate() {
-        let rel = (a - b).abs() / a.abs().max(1e-12);
+        let rel = (a.0 - b.0).abs() / a.0.abs().max(1e-12);
         worst = worst.max(if rel.is_nan() { f64::INFINITY } else { rel });
-        println!("curve step {:>3}: cpu {:.6}  {} {:.6}  rel diff {:.2e}", s + 1, a, dev.location(), b, rel);
+        println!("curve step {:>3}: cpu {:.6}  {} {:.6}  rel diff {:.2e}", s + 1, a.0, dev.location(), b.0, rel);
     }
     // f16 activations on two backends (different exp/tanh libraries, the
     // same fma order): a few 1e-3 relative, growing slowly with the steps.
     let agree = worst <= 2e-2;
     println!("curve: worst relative loss difference {:.3e} over {} steps: {}", worst, curve_steps, if agree { "agree" } else { "DISAGREE" });
-    json.insert("curve".into(), serde_json::json!({"cpu": cpu, "device": gpu, "worst_rel": worst, "agree": agree}));
+    // Replaying the captured step must be the step: the same kernels in the
+    // same order, so bit-identical losses and norms.
+    let identical = gpu == gpu_eager && replays + 1 == curve_steps;
+    println!("graph replay: {} of {} steps replayed; losses and norms {} to launching every kernel", replays, curve_steps, if gpu == gpu_eager { "bit-identical" } else { "DIFFERENT" });
+    json.insert("curve".into(), serde_json::json!({"cpu": cpu, "device": gpu, "device_eager": gpu_eager, "replays": replays, "worst_rel": worst, "agree": agree, "graph_identical": identical}));
+    let agree = agree && identical;
 
     // Milliseconds per step (each step ends with the loss and norm read
     // back, so the device is idle between steps: wall time is step time).
@@ -62,8 +92,8 @@ fn main() {
         let size: Size = size.parse().unwrap_or_else(|e: String| fail(e));
         let batch: usize = batch.parse().unwrap_or_else(|_| fail(format!("bad batch in `{}`", cfg)));
         let data = synth_quality(batch.max(512) * 2, 7);
-        for dispatch in [Dispatch::Sparse, Dispatch::Dense] {
-            let mut t = Trainer::new(size, Kind::Moe, hyper(steps + 3, batch, dispatch), &dev).unwrap_or_else(|e| fail(e));
+        for mode in [Mode { dispatch: Dispatch::Sparse, graphs: false }, eager, graph] {
+            let mut t = Trainer::new(size, Kind::Moe, hyper(steps + 3, batch, mode.dispatch, mode.graphs), &dev).unwrap_or_else(|e| fail(e));
             let mut times = Vec::new();
             let mut last = 0.0;
             for s in 0..steps + 3 {
@@ -76,9 +106,17 @@ fn main() {
             }
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
-            let label = format!("{} {} ours-{:?}", size, batch, dispatch).to_lowercase();
+            let label = format!("{} {} ours-{}", size, batch, mode.label());
             println!("{:<28} {:>9.3} ms/step (median of {}; last loss {:.5})", label, median, times.len(), last);
-            json.insert(label, serde_json::json!(median));
+            json.insert(label.clone(), serde_json::json!(median));
+            // The device's own time per step: the captured step replayed
+            // back to back, nothing read in between.
+            let start = Instant::now();
+            if t.replay_captured(steps).unwrap_or_else(|e| fail(e)) {
+                let replay = start.elapsed().as_secs_f64() * 1e3 / steps as f64;
+                println!("{:<28} {:>9.3} ms/step (graph replays back to back, {} of them)", format!("{} replay-only", label), replay, steps);
+                json.insert(format!("{} replay-only", label), serde_json::json!(replay));
+            }
         }
     }
     if let Some(path) = opt("--json") {

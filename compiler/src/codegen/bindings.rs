@@ -39,8 +39,9 @@ pub mod tk_info {
         pub schedule: &'static str,
         pub block: u32,
     }
-    /// The same kernel at another block size, for rows of `min_row ..=
-    /// max_row` elements.
+    /// The same kernel at another block size (row schedules) or tile
+    /// (contractions), for variant keys (`row_length`) in `min_row ..=
+    /// max_row`.
     #[derive(Clone, Copy, Debug)]
     pub struct Variant {
         pub name: &'static str,
@@ -49,6 +50,8 @@ pub mod tk_info {
         pub max_row: i64,
         pub hip_source: &'static str,
         pub index_bits: u32,
+        /// Blocks per grid axis for these dims (a smaller tile needs more).
+        pub grid: fn(&[i64], i64) -> [u32; 2],
     }
     /// A parameter of the source signature: a tensor or a scalar.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -42,38 +42,34 @@ fn signature_positions(k: &Kernel) -> (Vec<usize>, Vec<usize>) {
 /// kernel module.
 pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> String {
     let mut s = String::new();
-    let row = ir.reduction_loops.iter().find(|r| r.cooperative).map(|r| rust_iexpr(k, ir, &r.extent)).unwrap_or_else(|| "0i64".into());
-    let _ = writeln!(s, "    /// Elements per row of a row schedule (0 for other schedules): what picks a variant.");
+    let key = variant_key(k, ir);
+    let _ = writeln!(s, "    /// What picks a variant: a row schedule's row length, a contraction's count of default output tiles (0 for other schedules).");
     let _ = writeln!(s, "    #[allow(unused_variables)]");
-    let _ = writeln!(s, "    pub fn row_length(d: &[i64]) -> i64 {{ {} }}", row);
+    let _ = writeln!(s, "    pub fn row_length(d: &[i64]) -> i64 {{ {} }}", key);
+    for (i, (v, _, _)) in variants.iter().enumerate() {
+        let _ = writeln!(s, "    /// Blocks per grid axis of variant `{}`.", v.name);
+        s.push_str(&grid_fn(k, v, &format!("grid_{}", i)));
+    }
     let vs: Vec<String> = variants
         .iter()
-        .map(|(v, lo, hi)| {
+        .enumerate()
+        .map(|(i, (v, lo, hi))| {
             format!(
-                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {} }}",
+                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{} }}",
                 v.name,
                 v.block,
                 lo,
                 hi,
                 crate::codegen::hip::kernel_source(v),
-                if v.index_ty == Dtype::I32 { 32 } else { 64 }
+                if v.index_ty == Dtype::I32 { 32 } else { 64 },
+                i
             )
         })
         .collect();
-    let _ = writeln!(s, "    /// This kernel at other block sizes, each proved like the kernel itself.");
+    let _ = writeln!(s, "    /// This kernel at other block sizes or tiles, each proved like the kernel itself.");
     let _ = writeln!(s, "    pub const VARIANTS: &[super::tk_info::Variant] = &[{}];", vs.join(", "));
-    let axes: Vec<String> = (0..2)
-        .map(|a| match ir.grid.get(a) {
-            None => "1".to_string(),
-            Some(GridDim::Exact(e)) => format!("({}).clamp(1, u32::MAX as i64) as u32", rust_iexpr(k, ir, e)),
-            Some(GridDim::Stride { work, per_block }) => {
-                format!("(({} + {p} - 1) / {p}).clamp(1, max_blocks.max(1)) as u32", rust_iexpr(k, ir, work), p = per_block)
-            }
-        })
-        .collect();
     let _ = writeln!(s, "    /// Blocks per grid axis (x, y) for these dims (kernel dim order); `max_blocks` caps grid-stride axes.");
-    let _ = writeln!(s, "    #[allow(unused_variables)]");
-    let _ = writeln!(s, "    pub fn grid(d: &[i64], max_blocks: i64) -> [u32; 2] {{ [{}, {}] }}", axes[0], axes[1]);
+    s.push_str(&grid_fn(k, ir, "grid"));
     let _ = writeln!(s, "    /// Threads per block.");
     let _ = writeln!(s, "    pub const BLOCK: u32 = {};", ir.block);
     let _ = writeln!(s, "    /// Static shared memory per block, in bytes.");
@@ -99,6 +95,33 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i6
     let _ = writeln!(s, "    /// The kernel's parameters in the order of its HIP signature.");
     let _ = writeln!(s, "    pub const PARAMS: &[super::tk_info::LaunchParam] = &[{}];", params.join(", "));
     s
+}
+
+/// The value that picks among a kernel's variants (see
+/// `schedule::schedule_variants`), as Rust over the dims.
+fn variant_key(k: &Kernel, ir: &KernelIr) -> String {
+    if let crate::kir::Schedule::Contraction { .. } = ir.schedule {
+        let tiles: Vec<String> = ir.grid.iter().map(|g| match g {
+            GridDim::Exact(e) => rust_iexpr(k, ir, e),
+            GridDim::Stride { .. } => "1i64".into(),
+        }).collect();
+        return format!("({})", tiles.join(" * "));
+    }
+    ir.reduction_loops.iter().find(|r| r.cooperative).map(|r| rust_iexpr(k, ir, &r.extent)).unwrap_or_else(|| "0i64".into())
+}
+
+/// `pub fn <name>(d, max_blocks) -> [u32; 2]`: blocks per grid axis.
+fn grid_fn(k: &Kernel, ir: &KernelIr, name: &str) -> String {
+    let axes: Vec<String> = (0..2)
+        .map(|a| match ir.grid.get(a) {
+            None => "1".to_string(),
+            Some(GridDim::Exact(e)) => format!("({}).clamp(1, u32::MAX as i64) as u32", rust_iexpr(k, ir, e)),
+            Some(GridDim::Stride { work, per_block }) => {
+                format!("(({} + {p} - 1) / {p}).clamp(1, max_blocks.max(1)) as u32", rust_iexpr(k, ir, work), p = per_block)
+            }
+        })
+        .collect();
+    format!("    #[allow(unused_variables)]\n    pub fn {}(d: &[i64], max_blocks: i64) -> [u32; 2] {{ [{}, {}] }}\n", name, axes[0], axes[1])
 }
 
 /// A typed launcher on the runtime at path `rt` (`tokitai_runtime`, or

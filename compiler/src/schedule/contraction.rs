@@ -18,12 +18,36 @@ use crate::target::Target;
 use crate::tir::{self, Kernel, TExpr, TExprKind, VarId};
 use crate::types::Dtype;
 
-const BM: u32 = 64;
-const BN: u32 = 64;
-const BK: u32 = 16;
-const TM: u32 = 4;
-const TN: u32 = 4;
-const THREADS: u32 = (BM / TM) * (BN / TN);
+/// The output tile of a block and each thread's micro-tile: `bm x bn`
+/// outputs per block, `tm x tn` per thread, `bk`-deep slabs of k. Always
+/// 16 x 16 threads (`bm / tm = bn / tn = 16`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub tm: u32,
+    pub tn: u32,
+}
+
+impl Tile {
+    fn threads(self) -> u32 {
+        (self.bm / self.tm) * (self.bn / self.tn)
+    }
+}
+
+/// The default tile: 64 x 64 outputs per block, 4 x 4 per thread.
+pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
+
+/// Smaller tiles for outputs that the default tile would cover with too few
+/// blocks to fill the device, `(tile, suffix, most default tiles served)`:
+/// a 128 x 128 output is 4 default tiles (4 of 132 SMs busy) but 64 tiles
+/// of 16 x 16. Chosen by how many default tiles the output has; measured
+/// in bench/RESULTS.md.
+pub const SMALL_TILES: &[(Tile, &str, i64, i64)] = &[
+    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1 }, "t16", 1, 32),
+    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2 }, "t32", 33, 132),
+];
 
 pub struct Plan<'k> {
     reduce: &'k TExpr,
@@ -77,8 +101,13 @@ pub fn detect(k: &Kernel) -> Option<Plan<'_>> {
 }
 
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
-    let schedule = Schedule::Contraction { bm: BM, bn: BN, bk: BK, tm: TM, tn: TN };
-    let mut b = Builder::new(k, target, schedule, THREADS);
+    schedule_with_tile(k, target, &p, TILE)
+}
+
+pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Result<KernelIr, Diagnostic> {
+    let Tile { bm, bn, bk, tm, tn } = t;
+    let schedule = Schedule::Contraction { bm, bn, bk, tm, tn };
+    let mut b = Builder::new(k, target, schedule, t.threads());
     b.ir.reduction_order.insert(p.kvar, ReductionOrder::Sequential);
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
@@ -86,27 +115,27 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let next = extent_expr(k.vars[nvar].extent);
     let kext = extent_expr(k.vars[p.kvar].extent);
     let ty = p.acc_ty;
-    let a_sh = b.shared("a_tile", ty, BK * BM);
-    let b_sh = b.shared("b_tile", ty, BK * BN);
+    let a_sh = b.shared("a_tile", ty, bk * bm);
+    let b_sh = b.shared("b_tile", ty, bk * bn);
     let tx_v = b.ivar("tx");
     let ty_v = b.ivar("ty");
     let m0_v = b.ivar("m0");
     let n0_v = b.ivar("n0");
     let (tx, tyy, m0, n0) = (IExpr::Var(tx_v), IExpr::Var(ty_v), IExpr::Var(m0_v), IExpr::Var(n0_v));
     let mut body = vec![
-        KStmt::LetInt { var: tx_v, value: IExpr::Tid.rem(IExpr::c((BN / TN) as i64)) },
-        KStmt::LetInt { var: ty_v, value: IExpr::Tid.div(IExpr::c((BN / TN) as i64)) },
-        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
-        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
+        KStmt::LetInt { var: tx_v, value: IExpr::Tid.rem(IExpr::c((bn / tn) as i64)) },
+        KStmt::LetInt { var: ty_v, value: IExpr::Tid.div(IExpr::c((bn / tn) as i64)) },
+        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(bm as i64)) },
+        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(bn as i64)) },
     ];
     let acc = b.local("acc", ty);
-    body.push(KStmt::DeclArray { arr: acc, len: TM * TN, init: Some(VExpr::zero(ty)) });
+    body.push(KStmt::DeclArray { arr: acc, len: tm * tn, init: Some(VExpr::zero(ty)) });
     let k0_v = b.ivar("k0");
     let k0 = IExpr::Var(k0_v);
     let mut kbody = Vec::new();
-    // Operand tiles: A[BK][BM] from a(m, k), B[BK][BN] from b(k, n).
-    tile_load(&mut b, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    tile_load(&mut b, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    // Operand tiles: A[bk][bm] from a(m, k), B[bk][bn] from b(k, n).
+    tile_load(&mut b, t, p.a, a_sh, mvar, p.kvar, bm, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    tile_load(&mut b, t, p.b, b_sh, nvar, p.kvar, bn, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     kbody.push(KStmt::Barrier);
     let kk_v = b.ivar("kk");
     let kk = IExpr::Var(kk_v);
@@ -116,25 +145,25 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let j_v = b.ivar("j");
     let (iv, jv) = (IExpr::Var(i_v), IExpr::Var(j_v));
     let inner = vec![
-        KStmt::unrolled(i_v, TM, vec![KStmt::ArraySet {
+        KStmt::unrolled(i_v, tm, vec![KStmt::ArraySet {
             arr: afrag,
             index: iv.clone(),
-            value: VExpr::new(VKind::SharedGet { arr: a_sh, index: kk.clone().mul(IExpr::c(BM as i64)).add(tyy.clone()).add(iv.clone().mul(IExpr::c((BM / TM) as i64))) }, ty),
+            value: VExpr::new(VKind::SharedGet { arr: a_sh, index: kk.clone().mul(IExpr::c(bm as i64)).add(tyy.clone()).add(iv.clone().mul(IExpr::c((bm / tm) as i64))) }, ty),
         }]),
-        KStmt::unrolled(j_v, TN, vec![KStmt::ArraySet {
+        KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet {
             arr: bfrag,
             index: jv.clone(),
-            value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(BN as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((BN / TN) as i64))) }, ty),
+            value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(bn as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((bn / tn) as i64))) }, ty),
         }]),
-        fma_tile(acc, afrag, bfrag, ty, &mut b),
+        fma_tile(t, acc, afrag, bfrag, ty, &mut b),
     ];
-    let frags = vec![KStmt::DeclArray { arr: afrag, len: TM, init: None }, KStmt::DeclArray { arr: bfrag, len: TN, init: None }];
+    let frags = vec![KStmt::DeclArray { arr: afrag, len: tm, init: None }, KStmt::DeclArray { arr: bfrag, len: tn, init: None }];
     let kname = b.k.vars[p.kvar].name.clone();
-    b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(BK as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
-    b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span });
-    kbody.push(KStmt::unrolled(kk_v, BK, [frags, inner].concat()));
+    b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(bk as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
+    b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: bk as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span });
+    kbody.push(KStmt::unrolled(kk_v, bk, [frags, inner].concat()));
     kbody.push(KStmt::Barrier);
-    body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(BK as i64), unroll: false, body: kbody });
+    body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(bk as i64), unroll: false, body: kbody });
     // Epilogue: the statement with the sum replaced by the accumulator.
     let ei = b.ivar("i");
     let ej = b.ivar("j");
@@ -143,40 +172,41 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mut env = Env::default();
     env.vars.insert(mvar, IExpr::Var(gm));
     env.vars.insert(nvar, IExpr::Var(gn));
-    let slot = IExpr::Var(ei).mul(IExpr::c(TN as i64)).add(IExpr::Var(ej));
+    let slot = IExpr::Var(ei).mul(IExpr::c(tn as i64)).add(IExpr::Var(ej));
     env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: slot }, ty).cast(p.reduce.ty));
     let mut store = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut store)?;
     let access = b.store(s, value, &env, &mut store);
-    // Output element x is (m, n) = (x / N, x % N): tile (m / BM, n / BN),
-    // thread (m % 16, n % 16), micro-tile slot ((m % BM) / 16, (n % BN) / 16).
+    // Output element x is (m, n) = (x / N, x % N): tile (m / bm, n / bn),
+    // thread (m % 16, n % 16), micro-tile slot ((m % bm) / 16, (n % bn) / 16).
     let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
-    let step_m = (BM / TM) as i64;
-    let step_n = (BN / TN) as i64;
+    let step_m = (bm / tm) as i64;
+    let step_n = (bn / tn) as i64;
     let assign = vec![
-        (Witness::BlockIdx(1), m.clone().div(IExpr::c(BM as i64))),
-        (Witness::BlockIdx(0), n.clone().div(IExpr::c(BN as i64))),
+        (Witness::BlockIdx(1), m.clone().div(IExpr::c(bm as i64))),
+        (Witness::BlockIdx(0), n.clone().div(IExpr::c(bn as i64))),
         (Witness::Tid, m.clone().rem(IExpr::c(step_m)).mul(IExpr::c(step_n)).add(n.clone().rem(IExpr::c(step_n)))),
-        (Witness::Var(ei), m.rem(IExpr::c(BM as i64)).div(IExpr::c(step_m))),
-        (Witness::Var(ej), n.rem(IExpr::c(BN as i64)).div(IExpr::c(step_n))),
+        (Witness::Var(ei), m.rem(IExpr::c(bm as i64)).div(IExpr::c(step_m))),
+        (Witness::Var(ej), n.rem(IExpr::c(bn as i64)).div(IExpr::c(step_n))),
     ];
     b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
-        KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((BM / TM) as i64))) },
-        KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((BN / TN) as i64))) },
+        KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((bm / tm) as i64))) },
+        KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((bn / tn) as i64))) },
         KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
     ];
-    body.push(KStmt::unrolled(ei, TM, vec![KStmt::unrolled(ej, TN, guarded)]));
-    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
+    body.push(KStmt::unrolled(ei, tm, vec![KStmt::unrolled(ej, tn, guarded)]));
+    b.ir.grid = vec![GridDim::Exact(next.ceil_div(bn as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
     b.ir.body = body;
     Ok(b.finish())
 }
 
-fn fma_tile(acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Builder) -> KStmt {
+fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Builder) -> KStmt {
+    let Tile { tm, tn, .. } = t;
     let i_v = b.ivar("i");
     let j_v = b.ivar("j");
-    let slot = IExpr::Var(i_v).mul(IExpr::c(TN as i64)).add(IExpr::Var(j_v));
+    let slot = IExpr::Var(i_v).mul(IExpr::c(tn as i64)).add(IExpr::Var(j_v));
     let fma = VExpr::new(
         VKind::Fma(
             Box::new(VExpr::new(VKind::ArrayGet { arr: afrag, index: IExpr::Var(i_v) }, ty)),
@@ -185,7 +215,7 @@ fn fma_tile(acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Bui
         ),
         ty,
     );
-    KStmt::unrolled(i_v, TM, vec![KStmt::unrolled(j_v, TN, vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }])])
+    KStmt::unrolled(i_v, tm, vec![KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }])])
 }
 
 /// Load one operand slab into shared memory as `tile[kk * width + x]`,
@@ -194,6 +224,7 @@ fn fma_tile(acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Bui
 #[allow(clippy::too_many_arguments)]
 fn tile_load(
     b: &mut Builder,
+    t: Tile,
     operand: &TExpr,
     tile: SharedId,
     out_var: VarId,
@@ -206,12 +237,13 @@ fn tile_load(
     kext: &IExpr,
     out: &mut Vec<KStmt>,
 ) -> Result<(), Diagnostic> {
+    let bk = t.bk;
     let l_v = b.ivar("l");
     let l = IExpr::Var(l_v);
     let x_v = b.ivar("x");
     let kk_v = b.ivar("kk");
     let (xo, kko) = if k_contiguous {
-        (l.clone().div(IExpr::c(BK as i64)), l.clone().rem(IExpr::c(BK as i64)))
+        (l.clone().div(IExpr::c(bk as i64)), l.clone().rem(IExpr::c(bk as i64)))
     } else {
         (l.clone().rem(IExpr::c(width as i64)), l.clone().div(IExpr::c(width as i64)))
     };
@@ -222,7 +254,7 @@ fn tile_load(
     env.vars.insert(kvar, IExpr::Var(gk_v));
     let mut then = Vec::new();
     let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
-    operand_cover(b, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0);
+    operand_cover(b, t, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0);
     let index = IExpr::Var(kk_v).mul(IExpr::c(width as i64)).add(IExpr::Var(x_v));
     then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
     let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
@@ -233,16 +265,17 @@ fn tile_load(
         KStmt::LetInt { var: gk_v, value: k0.clone().add(IExpr::Var(kk_v)) },
         KStmt::If { cond: IExpr::Var(g_v).lt(out_ext.clone()).and(IExpr::Var(gk_v).lt(kext.clone())), then, els: zero },
     ];
-    out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * BK) as i64), step: IExpr::c(THREADS as i64), unroll: false, body });
+    out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64), step: IExpr::c(t.threads() as i64), unroll: false, body });
     Ok(())
 }
 
 /// Every element of a plain operand `t[o, k]` or `t[k, o]` is loaded into a
 /// tile: every tile and every k-slab is covered. Element x of `t` is the
-/// pair (o, k); the block whose tile holds o loads it in slab k / BK, at
+/// pair (o, k); the block whose tile holds o loads it in slab k / bk, at
 /// loop position l of the loader.
 #[allow(clippy::too_many_arguments)]
-fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kvar: VarId, width: u32, k_contiguous: bool, l_v: IVar, k0: &IExpr) {
+fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, out_var: VarId, kvar: VarId, width: u32, k_contiguous: bool, l_v: IVar, k0: &IExpr) {
+    let Tile { bm, bk, .. } = t;
     // Only a (cast) load of one tensor indexed by plain (o, k) or (k, o).
     let mut inner = operand;
     while let TExprKind::Cast(a) = &inner.kind {
@@ -268,13 +301,13 @@ fn operand_cover(b: &mut Builder, operand: &TExpr, v: &VExpr, out_var: VarId, kv
     // The element as its two axes: no division by a dim in the witness.
     let axes = [b.ivar("elem_0"), b.ivar("elem_1")];
     let (o, k) = if o_first { (IExpr::Var(axes[0]), IExpr::Var(axes[1])) } else { (IExpr::Var(axes[1]), IExpr::Var(axes[0])) };
-    let (xo, kk) = (o.clone().rem(IExpr::c(width as i64)), k.clone().rem(IExpr::c(BK as i64)));
-    let l = if k_contiguous { xo.mul(IExpr::c(BK as i64)).add(kk) } else { kk.mul(IExpr::c(width as i64)).add(xo) };
-    let tile_axis = if width == BM && out_var != kvar && b.k.stmts[0].vars[0] == out_var { 1 } else { 0 };
+    let (xo, kk) = (o.clone().rem(IExpr::c(width as i64)), k.clone().rem(IExpr::c(bk as i64)));
+    let l = if k_contiguous { xo.mul(IExpr::c(bk as i64)).add(kk) } else { kk.mul(IExpr::c(width as i64)).add(xo) };
+    let tile_axis = if width == bm && out_var != kvar && b.k.stmts[0].vars[0] == out_var { 1 } else { 0 };
     let assign = vec![
         (Witness::BlockIdx(tile_axis), o.div(IExpr::c(width as i64))),
         (Witness::BlockIdx(1 - tile_axis), IExpr::c(0)),
-        (Witness::Var(k0_v), k.div(IExpr::c(BK as i64)).mul(IExpr::c(BK as i64))),
+        (Witness::Var(k0_v), k.div(IExpr::c(bk as i64)).mul(IExpr::c(bk as i64))),
         (Witness::Var(l_v), l),
     ];
     let buf = b.buf(*tensor);

@@ -50,10 +50,21 @@ pub fn schedule_program(p: &tir::Program, target: &Target) -> Result<Vec<KernelI
 /// faster with 512; at 4096 the three sizes were within a few percent.
 pub const ROW_VARIANTS: &[(u32, i64, i64)] = &[(128, 1, 2048), (512, 16384, i64::MAX)];
 
-/// A kernel's variants: the same kernel scheduled at another block size,
-/// named `<kernel>_b<block>`, each with the row lengths it serves. Only
-/// row schedules have variants.
+/// A kernel's variants, each with the range of its variant key it serves
+/// (`variant_key`): a row schedule at other block sizes (`<kernel>_b<block>`,
+/// by row length), a contraction with smaller tiles (`<kernel>_t<size>`,
+/// by how many default tiles the output has).
 pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<(KernelIr, i64, i64)>, Diagnostic> {
+    if let Schedule::Contraction { .. } = ir.schedule {
+        let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
+            let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
+            v.name = format!("{}_{}", k.name, suffix);
+            out.push((v, lo, hi));
+        }
+        return Ok(out);
+    }
     let Schedule::RowReduction { rows_rank } = ir.schedule else { return Ok(Vec::new()) };
     if !ir.reduction_loops.iter().any(|r| r.cooperative) {
         return Ok(Vec::new());

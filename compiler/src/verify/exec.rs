@@ -751,12 +751,14 @@ fn solve_slot(t: &Term, vars: &[String], slot: &Term) -> Option<Vec<(String, Ter
         Term::Var(v) if vars.contains(v) => Some(v.clone()),
         _ => None,
     };
+    // `v * C` (C > 0), or a bare `v` as `v * 1` (a 1-wide micro-tile's
+    // `i * 1 + j` arrives simplified to `i + j`).
     let scaled = |x: &Term| match x {
         Term::Mul(a, c) => match (var(a), &**c, var(c), &**a) {
             (Some(v), Term::Const(k), _, _) | (_, _, Some(v), Term::Const(k)) if *k > 0 => Some((v, *k)),
             _ => None,
         },
-        _ => None,
+        other => var(other).map(|v| (v, 1)),
     };
     if let Some(v) = var(t) {
         return Some(vec![(v, slot.clone())]);

@@ -10,6 +10,7 @@ use crate::launch::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use super::arena::Arena;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,11 +28,17 @@ pub struct CudaBackend {
     by_address: Mutex<HashMap<usize, CudaFunction>>,
     cache: DiskCache,
     include: Option<PathBuf>,
+    /// Where tensors are allocated while a step is rehearsed or captured
+    /// into a graph (`graph`); inactive otherwise.
+    pub(crate) arena: Mutex<Arena<Arc<CudaSlice<u8>>>>,
 }
 
-/// A device allocation holding one tensor's bytes.
+/// One tensor's bytes on the device: `bytes` bytes from byte `offset` of an
+/// allocation that views and arena neighbours may share.
 pub struct DeviceBuf {
-    slice: CudaSlice<u8>,
+    mem: Arc<CudaSlice<u8>>,
+    offset: usize,
+    bytes: usize,
     backend: Arc<CudaBackend>,
 }
 
@@ -83,10 +90,12 @@ impl CudaBackend {
             .map_err(|e| unavailable(format!("device {}: {}", ordinal, e)))?;
         // One stream, so cudarc's per-buffer event tracking only costs time.
         unsafe { ctx.disable_event_tracking() };
+        // A stream of our own: the legacy default stream cannot be captured
+        // into a graph.
+        let stream = ctx.new_stream().map_err(device_err("cuStreamCreate"))?;
         let (major, minor) = ctx.compute_capability().map_err(device_err("cuDeviceGetAttribute"))?;
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(device_err("cuDeviceGetAttribute"))? as u32;
         let name = ctx.name().map_err(device_err("cuDeviceGetName"))?;
-        let stream = ctx.default_stream();
         Ok(Arc::new(CudaBackend {
             ctx,
             stream,
@@ -98,6 +107,7 @@ impl CudaBackend {
             by_address: Mutex::new(HashMap::new()),
             cache: DiskCache::default_location(),
             include: find_include(),
+            arena: Mutex::new(Arena::default()),
         }))
     }
 
@@ -135,6 +145,7 @@ impl CudaBackend {
             by_address: Mutex::new(HashMap::new()),
             cache,
             include: self.include.clone(),
+            arena: Mutex::new(Arena::default()),
         })
     }
 
@@ -142,26 +153,42 @@ impl CudaBackend {
         self.stream.synchronize().map_err(device_err("cuStreamSynchronize"))
     }
 
+    fn owned(self: &Arc<Self>, slice: CudaSlice<u8>, bytes: usize) -> DeviceBuf {
+        DeviceBuf { mem: Arc::new(slice), offset: 0, bytes, backend: self.clone() }
+    }
+
     pub(crate) fn upload(self: &Arc<Self>, buf: &Buf) -> Result<DeviceBuf> {
         let bytes = to_bytes(buf);
-        // Zero-length tensors still get a (one-byte) allocation and address.
-        let slice = if bytes.is_empty() { self.stream.alloc_zeros::<u8>(1) } else { self.stream.clone_htod(&bytes) }.map_err(device_err("cuMemcpyHtoD"))?;
-        Ok(DeviceBuf { slice, backend: self.clone() })
+        let mut out = self.uninit(bytes.len())?;
+        out.write(&bytes)?;
+        Ok(out)
     }
 
     /// `bytes` zero bytes on the device (no host buffer, no copy).
     pub(crate) fn zeros(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuf> {
-        let slice = self.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(device_err("cuMemAlloc"))?;
-        Ok(DeviceBuf { slice, backend: self.clone() })
+        let mut out = self.uninit(bytes)?;
+        out.clear()?;
+        Ok(out)
     }
 
     /// `bytes` bytes on the device, not cleared: only for kernel outputs,
-    /// which the kernel writes completely before anything reads them.
+    /// which the kernel writes completely before anything reads them. From
+    /// the arena while one is active (a step being rehearsed or captured).
     pub(crate) fn uninit(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuf> {
-        // SAFETY: the bytes are read only after a kernel whose proved
-        // coverage writes every element (see `Tensor::output`).
-        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_err("cuMemAlloc"))?;
-        Ok(DeviceBuf { slice, backend: self.clone() })
+        let fresh = |size: usize| -> Result<Arc<CudaSlice<u8>>> {
+            // SAFETY: the bytes are read only after a kernel whose proved
+            // coverage writes every element (see `Tensor::output`), or
+            // after `clear`/`write`.
+            Ok(Arc::new(unsafe { self.stream.alloc::<u8>(size.max(1)) }.map_err(device_err("cuMemAlloc"))?))
+        };
+        let placed = self.arena.lock().map_err(|_| Error::Tensor("the device arena's lock is poisoned".into()))?.place(bytes, |size| fresh(size), |c| c.len())?;
+        Ok(match placed {
+            Some((mem, offset)) => DeviceBuf { mem, offset, bytes, backend: self.clone() },
+            None => {
+                let slice = Arc::try_unwrap(fresh(bytes)?).unwrap_or_else(|_| unreachable!("a fresh allocation has one owner"));
+                self.owned(slice, bytes)
+            }
+        })
     }
 
     fn options(&self) -> Vec<String> {
@@ -224,13 +251,13 @@ impl CudaBackend {
             .iter()
             .filter_map(|a| a.tensor())
             .map(|t| match &t.storage {
-                Storage::Cuda(b) => b.slice.device_ptr(&self.stream).0,
+                Storage::Cuda(b) => b.ptr(),
                 _ => 0,
             })
             .collect();
         let mut values = launch_values(k, chosen.index_bits, bound, |i| ptrs[i]);
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
-        let [gx, gy] = (k.grid)(&bound.dims, self.max_blocks(k));
+        let [gx, gy] = (chosen.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
         unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), 0, self.stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
     }
@@ -273,18 +300,109 @@ impl DeviceBuf {
     pub fn location(&self) -> String {
         self.backend.location()
     }
+    fn ptr(&self) -> sys::CUdeviceptr {
+        self.mem.device_ptr(&self.backend.stream).0 + self.offset as u64
+    }
+    fn stream(&self) -> sys::CUstream {
+        self.backend.stream.cu_stream()
+    }
+    fn bind(&self) -> Result<()> {
+        self.backend.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))
+    }
+    /// `bytes` bytes from byte `offset` of this buffer, sharing its memory.
+    pub(crate) fn view(&self, offset: usize, bytes: usize) -> Result<DeviceBuf> {
+        if offset + bytes > self.bytes {
+            return Err(Error::Tensor(format!("a view of bytes {}..{} of a {}-byte device buffer", offset, offset + bytes, self.bytes)));
+        }
+        Ok(DeviceBuf { mem: self.mem.clone(), offset: self.offset + offset, bytes, backend: self.backend.clone() })
+    }
     /// Device-to-device copy of `bytes` bytes of `src` from byte `from` to
     /// byte `offset`.
     pub(crate) fn copy_from(&mut self, offset: usize, src: &DeviceBuf, from: usize, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
-        let from = src.slice.slice(from..from + bytes);
-        let mut to = self.slice.slice_mut(offset..offset + bytes);
-        self.backend.stream.memcpy_dtod(&from, &mut to).map_err(device_err("cuMemcpyDtoD"))
+        self.bind()?;
+        unsafe { cudarc::driver::result::memcpy_dtod_async(self.ptr() + offset as u64, src.ptr() + from as u64, bytes, self.stream()) }.map_err(device_err("cuMemcpyDtoDAsync"))
+    }
+    /// Overwrite the first `data.len()` bytes from the host.
+    pub(crate) fn write(&mut self, data: &[u8]) -> Result<()> {
+        if data.len() > self.bytes {
+            return Err(Error::Tensor(format!("{} bytes do not fit a {}-byte device buffer", data.len(), self.bytes)));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        // Pageable host memory: the driver stages the bytes before the call
+        // returns, so `data` may go away afterwards.
+        unsafe { cudarc::driver::result::memcpy_htod_async(self.ptr(), data, self.stream()) }.map_err(device_err("cuMemcpyHtoDAsync"))
+    }
+    /// Every byte zero (stream-ordered).
+    pub(crate) fn clear(&mut self) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        unsafe { cudarc::driver::result::memset_d8_async(self.ptr(), 0, self.bytes, self.stream()) }.map_err(device_err("cuMemsetD8Async"))
     }
     pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
-        let bytes = self.backend.stream.clone_dtoh(&self.slice).map_err(device_err("cuMemcpyDtoH"))?;
+        let mut bytes = vec![0u8; self.bytes];
+        if !bytes.is_empty() {
+            self.bind()?;
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut bytes, self.ptr(), self.stream()) }.map_err(device_err("cuMemcpyDtoHAsync"))?;
+        }
+        self.backend.synchronize()?;
         Ok(decode(dtype, len, &bytes))
+    }
+}
+
+/// A captured step: replaying it launches every kernel and copy of the step
+/// with one call.
+pub struct Graph {
+    graph: cudarc::driver::CudaGraph,
+}
+
+impl Graph {
+    pub fn launch(&self) -> Result<()> {
+        self.graph.launch().map_err(device_err("cuGraphLaunch"))
+    }
+}
+
+impl CudaBackend {
+    fn arena(&self) -> Result<std::sync::MutexGuard<'_, Arena<Arc<CudaSlice<u8>>>>> {
+        self.arena.lock().map_err(|_| Error::Tensor("the device arena's lock is poisoned".into()))
+    }
+
+    /// Run `f` for real with its allocations placed in the arena (growing
+    /// it), so that a capture of the same work finds room for them.
+    pub fn rehearse<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        self.arena()?.start(super::arena::Mode::Grow);
+        let r = f();
+        self.arena()?.stop();
+        r
+    }
+
+    /// Record `f`'s launches and copies into a graph instead of running
+    /// them; its allocations repeat the rehearsal's addresses. Host reads
+    /// and uploads inside `f` are errors (the driver refuses them while
+    /// capturing), which keeps a step that needs the host out of a graph.
+    pub fn capture<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<(Graph, R)> {
+        self.arena()?.start(super::arena::Mode::Fixed);
+        let begun = self.stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(device_err("cuStreamBeginCapture"));
+        let r = begun.and_then(|_| f());
+        let ended = self.stream.end_capture(sys::CUgraphInstantiate_flags(0)).map_err(device_err("cuStreamEndCapture"));
+        self.arena()?.stop();
+        let r = r?;
+        match ended? {
+            Some(graph) => Ok((Graph { graph }, r)),
+            None => Err(Error::Tensor("the captured step recorded no work".into())),
+        }
+    }
+
+    /// Free the arena's chunks (no graph may use them any more).
+    pub fn release_arena(&self) -> Result<()> {
+        self.arena()?.release();
+        Ok(())
     }
 }

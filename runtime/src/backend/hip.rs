@@ -241,7 +241,7 @@ impl HipBackend {
         let mut values = launch_values(k, chosen.index_bits, bound, |i| ptrs[i]);
         let mut raw: Vec<Ptr> = values.iter_mut().map(|v| v.as_ptr()).collect();
         // Grid-stride axes: a generous fixed cap (CU counts are not queried).
-        let [gx, gy] = (k.grid)(&bound.dims, 1 << 16);
+        let [gx, gy] = (chosen.grid)(&bound.dims, 1 << 16);
         self.bind()?;
         self.api.check("hipModuleLaunchKernel", unsafe { (self.api.launch)(f, gx, gy, 1, chosen.block, 1, 1, 0, std::ptr::null_mut(), raw.as_mut_ptr(), std::ptr::null_mut()) })
     }

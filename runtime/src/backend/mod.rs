@@ -1,5 +1,6 @@
 //! Backends behind `Device`: each runs a checked call (`launch::Bound`).
 
+pub mod arena;
 pub mod bytes;
 pub mod cpu;
 #[cfg(feature = "cuda")]

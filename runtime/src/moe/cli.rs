@@ -120,8 +120,14 @@ pub struct Args {
     pub resume: bool,
     /// How samples reach experts: each through its top-2 experts only
     /// (sparse), or every expert on every sample (dense, as the old crate).
-    #[arg(long, value_enum, default_value = "sparse")]
+    /// auto: dense on a GPU up to batch 1024 (static shapes, so the step is
+    /// captured once and replayed as a graph), sparse otherwise.
+    #[arg(long, value_enum, default_value = "auto")]
     pub dispatch: DispatchKind,
+    /// Launch every kernel of every step instead of replaying a captured
+    /// step (for comparison).
+    #[arg(long)]
+    pub no_graphs: bool,
     /// Write a checkpoint every N steps (and always at the end; 0: only at
     /// the end).
     #[arg(long, default_value_t = 10)]
@@ -134,6 +140,7 @@ pub struct Args {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DispatchKind {
+    Auto,
     Sparse,
     Dense,
 }

@@ -52,11 +52,11 @@ fn norm(v: &[f64]) -> f64 {
 fn step(model: &Model, dev: &Device, x: &Tensor, t: &Tensor, c: &Checked, scale: f32) -> crate::Result<(f64, Forward, Vec<Vec<f64>>)> {
     let x = x.to_device(dev)?;
     let mut t = t.to_device(dev)?;
-    let mut fwd = model.forward(dev, &x, hyper(c).dispatch)?;
+    let mut fwd = model.forward(dev, &x, hyper(c, dev).dispatch)?;
     let (loss, gy) = mse(dev, &mut fwd.y, &mut t, scale)?;
     let grads = model.backward(dev, &x, &fwd, &gy, scale)?;
     let grads = grads.iter().map(|g| g.to_f64_vec().map(|v| v.iter().map(|x| x / scale as f64).collect())).collect::<crate::Result<Vec<_>>>()?;
-    Ok((loss + fwd.sheaf_energy().map_or(0.0, |e| SHEAF_WEIGHT * e), fwd, grads))
+    Ok((loss + fwd.sheaf_energy()?.map_or(0.0, |e| SHEAF_WEIGHT * e), fwd, grads))
 }
 
 pub fn run(c: &Checked) -> Result<Diagnosis, Failure> {
@@ -91,8 +91,9 @@ pub fn run(c: &Checked) -> Result<Diagnosis, Failure> {
     let (mut max_logit_diff, mut topk_disagreements) = (0.0, 0);
     if let (Some(r), Some(rr)) = (&fwd.routing, &rfwd.routing) {
         max_logit_diff = max_diff(&values(&r.logits)?, &values(&rr.logits)?);
+        let ((a0, a1), (b0, b1)) = (fwd.routes().map_err(fail)?.unwrap_or_default(), rfwd.routes().map_err(fail)?.unwrap_or_default());
         for s in 0..idx.len() {
-            let (mut p, mut q) = ([r.i0[s], r.i1[s]], [rr.i0[s], rr.i1[s]]);
+            let (mut p, mut q) = ([a0[s], a1[s]], [b0[s], b1[s]]);
             p.sort();
             q.sort();
             topk_disagreements += usize::from(p != q);

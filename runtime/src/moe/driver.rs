@@ -90,7 +90,13 @@ pub fn model_kind(c: &Checked) -> Kind {
     }
 }
 
-pub fn hyper(c: &Checked) -> Hyper {
+/// The largest batch `--dispatch auto` runs dense on a GPU: there the step
+/// is launch-bound and dense dispatch makes it one graph; beyond it the
+/// dense form's extra work (every expert on every sample) costs more than
+/// the launches (bench/RESULTS.md).
+pub const AUTO_DENSE_MAX_BATCH: usize = 1024;
+
+pub fn hyper(c: &Checked, dev: &Device) -> Hyper {
     let a = &c.args;
     Hyper {
         optimizer: a.optimizer,
@@ -107,7 +113,10 @@ pub fn hyper(c: &Checked) -> Hyper {
         dispatch: match a.dispatch {
             DispatchKind::Sparse => Dispatch::Sparse,
             DispatchKind::Dense => Dispatch::Dense,
+            DispatchKind::Auto if dev.has_graphs() && !a.no_graphs && a.batch <= AUTO_DENSE_MAX_BATCH => Dispatch::Dense,
+            DispatchKind::Auto => Dispatch::Sparse,
         },
+        graphs: !a.no_graphs,
     }
 }
 
@@ -116,7 +125,7 @@ pub fn hyper(c: &Checked) -> Hyper {
 pub fn default_hyper() -> Hyper {
     use clap::Parser;
     let args = super::cli::Args::parse_from(["tokitai-train"]);
-    hyper(&args.check().expect("the defaults pass the checks"))
+    hyper(&args.check().expect("the defaults pass the checks"), &Device::Cpu)
 }
 
 /// The largest batch every kernel of a step admits: the weight-gradient
@@ -217,7 +226,7 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
     }
     let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
     let dev = device(c)?;
-    let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c), &dev).map_err(|e| failed(format!("model: {}", e)))?;
+    let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c, &dev), &dev).map_err(|e| failed(format!("model: {}", e)))?;
     let mut arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
     arch.param_count = trainer.model.params.elements();
     let mut elapsed_before = 0.0;

@@ -132,13 +132,15 @@ struct MlpTape {
 }
 
 impl Forward {
-    /// The batch mean of the sheaf disagreement energy (sheaf-padic router).
-    pub fn sheaf_energy(&self) -> Option<f64> {
-        self.routing.as_ref().and_then(|r| r.sheaf.as_ref()).map(|t| t.energy)
+    /// The batch mean of the sheaf disagreement energy (sheaf-padic router;
+    /// a device read).
+    pub fn sheaf_energy(&self) -> Result<Option<f64>> {
+        self.routing.as_ref().and_then(|r| r.sheaf.as_ref()).map(|t| t.mean_energy()).transpose()
     }
-    /// The two experts of sample `r` (`None` for the dense model).
-    pub fn route(&self, r: usize) -> Option<(i32, i32)> {
-        self.routing.as_ref().map(|x| (x.i0[r], x.i1[r]))
+    /// Each sample's two experts (`None` for the dense model; a device
+    /// read).
+    pub fn routes(&self) -> Result<Option<(Vec<i32>, Vec<i32>)>> {
+        self.routing.as_ref().map(|r| Ok((ints(&r.i0)?, ints(&r.i1)?))).transpose()
     }
 }
 
@@ -153,25 +155,32 @@ struct ExpertRun {
     tape: MlpTape,
 }
 
-/// The routing of a batch.
+/// The routing of a batch. Everything stays on the device: reading it is
+/// for after the step (`Forward::routes`).
 pub struct Routing {
     pub logits: Tensor,
     pub probs: Tensor,
-    pub i0: Vec<i32>,
-    pub i1: Vec<i32>,
+    /// Each sample's two experts and their weights.
+    pub i0: Tensor,
+    pub i1: Tensor,
     pub w0: Tensor,
     pub w1: Tensor,
-    i0_dev: Tensor,
-    i1_dev: Tensor,
-    pos0: Tensor,
-    pos1: Tensor,
-    /// Slot of the stacked outputs -> sample, and its combine weight (zero
-    /// for a dense slot the sample did not choose).
-    src: Tensor,
-    ws: Tensor,
+    /// The experts' stacked outputs: dense form `[E, B, 20]`, sparse form
+    /// expert after expert `[2B, 20]`.
     h: Tensor,
+    /// The sparse form's maps between samples and rows of `h`.
+    sparse: Option<SparseMaps>,
     /// The sheaf-padic router's block sections.
     sheaf: Option<sheaf::Tape>,
+}
+
+/// Where each sample's two outputs sit in the sparse form's `h`, and for
+/// each row of `h` its sample and combine weight.
+struct SparseMaps {
+    pos0: Tensor,
+    pos1: Tensor,
+    src: Tensor,
+    ws: Tensor,
 }
 
 /// What a forward pass computed, and what its backward pass needs.
@@ -299,7 +308,8 @@ impl Model {
         Ok(y)
     }
 
-    fn mlp_forward(&self, dev: &Device, mlp: &Mlp, x: &Tensor) -> Result<(Tensor, MlpTape)> {
+    /// The hidden layers of `mlp` (not its output layer) on `x`.
+    fn mlp_hidden(&self, dev: &Device, mlp: &Mlp, x: &Tensor) -> Result<MlpTape> {
         let n = rows(x);
         let mut tape = MlpTape { z: Vec::new(), normed: Vec::new(), mean: Vec::new(), rstd: Vec::new(), act: Vec::new() };
         for (lin, norm) in &mlp.layers {
@@ -318,18 +328,35 @@ impl Model {
             tape.rstd.push(rstd);
             tape.act.push(act.reshape(&[n, width])?);
         }
-        let y = self.linear(dev, mlp.out, tape.act.last().unwrap_or(x))?;
-        Ok((y, tape))
+        Ok(tape)
     }
 
-    /// The forward pass of a batch `x` (`[B, 96]`, f16).
+    /// Expert `e` on `x`, its outputs written to rows `at..` of `h`.
+    fn expert_into(&self, dev: &Device, e: usize, x: &Tensor, h: &mut Tensor, at: usize) -> Result<MlpTape> {
+        let mlp = &self.experts[e];
+        let tape = self.mlp_hidden(dev, mlp, x)?;
+        let last = tape.act.last().unwrap_or(x);
+        if dev.has_views() {
+            let mut out = h.view(at * OUTPUT_DIM, &[rows(x), OUTPUT_DIM])?;
+            linear::linear_fwd::launch(dev, last, self.tensor(mlp.out.w), self.tensor(mlp.out.b), &mut out)?;
+        } else {
+            h.copy_rows_from(at, &self.linear(dev, mlp.out, last)?)?;
+        }
+        Ok(tape)
+    }
+
+    /// The forward pass of a batch `x` (`[B, 96]`, f16). With dense
+    /// dispatch (and for the dense model) nothing is read back to the host,
+    /// so the step can be captured as a graph; sparse dispatch reads the
+    /// routing to size each expert's rows.
     pub fn forward(&self, dev: &Device, x: &Tensor, dispatch: Dispatch) -> Result<Forward> {
+        let b = rows(x);
         let Some(router) = &self.router else {
-            let (y, tape) = self.mlp_forward(dev, &self.experts[0], x)?;
-            let b = rows(x);
+            let mlp = &self.experts[0];
+            let tape = self.mlp_hidden(dev, mlp, x)?;
+            let y = self.linear(dev, mlp.out, tape.act.last().unwrap_or(x))?;
             return Ok(Forward { y, routing: None, runs: vec![ExpertRun { expert: 0, at: 0, rows: b, input: None, tape }] });
         };
-        let b = rows(x);
         let logits = self.linear(dev, router.linear(), x)?;
         let mut probs = Tensor::output(&[b, N_EXPERTS], DType::F32, dev)?;
         let sheaf_tape = match router {
@@ -344,55 +371,42 @@ impl Model {
         let mut w0 = Tensor::output(&[b], DType::F32, dev)?;
         let mut w1 = Tensor::output(&[b], DType::F32, dev)?;
         moe::top2::launch(dev, &probs, &mut i0, &mut i1, &mut w0, &mut w1)?;
-        let (i0v, i1v) = (ints(&i0)?, ints(&i1)?);
-        let (w0v, w1v) = (w0.to_f32_vec()?, w1.to_f32_vec()?);
-        let plan = match dispatch {
-            Dispatch::Dense => dense_plan(b, &i0v, &i1v, &w0v, &w1v),
-            Dispatch::Sparse => sparse_plan(b, &i0v, &i1v, &w0v, &w1v),
-        };
-        let mut h = Tensor::zeros(&[plan.src.len(), OUTPUT_DIM], DType::F16, dev)?;
         let mut runs = Vec::new();
-        for (e, members) in plan.members.iter().enumerate() {
-            let Some(members) = members else {
-                // Dense form: the whole batch.
-                let (out, tape) = self.mlp_forward(dev, &self.experts[e], x)?;
-                h.copy_rows_from(e * b, &out)?;
-                runs.push(ExpertRun { expert: e, at: e * b, rows: b, input: None, tape });
-                continue;
-            };
-            if members.is_empty() {
-                continue;
-            }
-            let at = plan.start[e];
-            let idx = Tensor::from_i32(&[members.len()], members.clone())?.to_device(dev)?;
-            let mut xe = Tensor::output(&[members.len(), INPUT_DIM], DType::F16, dev)?;
-            moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
-            let (out, tape) = self.mlp_forward(dev, &self.experts[e], &xe)?;
-            h.copy_rows_from(at, &out)?;
-            runs.push(ExpertRun { expert: e, at, rows: members.len(), input: Some(xe), tape });
-        }
-        let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
-        let pos0 = upload_i32(plan.pos0)?;
-        let pos1 = upload_i32(plan.pos1)?;
         let mut y = Tensor::output(&[b, OUTPUT_DIM], DType::F16, dev)?;
-        moe::combine2::launch(dev, &h, &pos0, &pos1, &w0, &w1, &mut y)?;
-        let slots = plan.src.len();
-        let routing = Routing {
-            logits,
-            probs,
-            i0: i0v,
-            i1: i1v,
-            w0,
-            w1,
-            i0_dev: i0,
-            i1_dev: i1,
-            pos0,
-            pos1,
-            src: upload_i32(plan.src)?,
-            ws: Tensor::from_f32(&[slots], plan.ws)?.to_device(dev)?,
-            h,
-            sheaf: sheaf_tape,
+        let (h, sparse) = match dispatch {
+            Dispatch::Dense => {
+                // Every row is written by its expert.
+                let mut h = Tensor::output(&[N_EXPERTS * b, OUTPUT_DIM], DType::F16, dev)?;
+                for e in 0..N_EXPERTS {
+                    let tape = self.expert_into(dev, e, x, &mut h, e * b)?;
+                    runs.push(ExpertRun { expert: e, at: e * b, rows: b, input: None, tape });
+                }
+                h.set_shape(&[N_EXPERTS, b, OUTPUT_DIM])?;
+                moe::combine_dense::launch(dev, &h, &i0, &i1, &w0, &w1, &mut y)?;
+                (h, None)
+            }
+            Dispatch::Sparse => {
+                let plan = sparse_plan(b, &ints(&i0)?, &ints(&i1)?, &w0.to_f32_vec()?, &w1.to_f32_vec()?);
+                let mut h = Tensor::output(&[plan.src.len(), OUTPUT_DIM], DType::F16, dev)?;
+                for (e, members) in plan.members.iter().enumerate() {
+                    if members.is_empty() {
+                        continue;
+                    }
+                    let at = plan.start[e];
+                    let idx = Tensor::from_i32(&[members.len()], members.clone())?.to_device(dev)?;
+                    let mut xe = Tensor::output(&[members.len(), INPUT_DIM], DType::F16, dev)?;
+                    moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
+                    let tape = self.expert_into(dev, e, &xe, &mut h, at)?;
+                    runs.push(ExpertRun { expert: e, at, rows: members.len(), input: Some(xe), tape });
+                }
+                let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
+                let slots = plan.src.len();
+                let maps = SparseMaps { pos0: upload_i32(plan.pos0)?, pos1: upload_i32(plan.pos1)?, src: upload_i32(plan.src)?, ws: Tensor::from_f32(&[slots], plan.ws)?.to_device(dev)? };
+                moe::combine2::launch(dev, &h, &maps.pos0, &maps.pos1, &w0, &w1, &mut y)?;
+                (h, Some(maps))
+            }
         };
+        let routing = Routing { logits, probs, i0, i1, w0, w1, h, sparse, sheaf: sheaf_tape };
         Ok(Forward { y, routing: Some(routing), runs })
     }
 
@@ -401,63 +415,78 @@ impl Model {
     /// sheaf-padic router's energy enters the objective with weight
     /// `sheaf::SHEAF_WEIGHT` (batch mean), scaled alike.
     pub fn backward(&self, dev: &Device, x: &Tensor, fwd: &Forward, gy: &Tensor, loss_scale: f32) -> Result<Vec<Tensor>> {
-        let mut grads: Vec<Option<Tensor>> = (0..self.params.len()).map(|_| None).collect();
+        let mut grads = self.params.tensors.iter().map(|t| Tensor::output(t.shape(), DType::F16, dev)).collect::<Result<Vec<_>>>()?;
+        self.backward_into(dev, x, fwd, gy, loss_scale, &mut grads)?;
+        Ok(grads)
+    }
+
+    /// `backward`, written into `grads` (one tensor per parameter, of its
+    /// shape: the trainer passes views of its flat gradient buffer where
+    /// the device has them, so nothing is packed afterwards).
+    pub fn backward_into(&self, dev: &Device, x: &Tensor, fwd: &Forward, gy: &Tensor, loss_scale: f32, grads: &mut [Tensor]) -> Result<()> {
+        if grads.len() != self.params.len() {
+            return Err(Error::Tensor(format!("backward_into: {} gradient tensors for {} parameters", grads.len(), self.params.len())));
+        }
+        let mut g = Grads { tensors: grads, written: vec![false; self.params.len()] };
         match (&self.router, &fwd.routing) {
             (None, _) => {
                 let run = &fwd.runs[0];
-                self.mlp_backward(dev, &self.experts[0], x, &run.tape, gy, &mut grads)?;
+                self.mlp_backward(dev, &self.experts[0], x, &run.tape, gy, &mut g)?;
             }
             (Some(router), Some(r)) => {
                 let b = rows(x);
                 // To the stacked expert outputs, and to the two weights.
-                let mut gh = Tensor::output(&[r.src.len(), OUTPUT_DIM], DType::F16, dev)?;
-                moe::combine2_bwd_h::launch(dev, gy, &r.src, &r.ws, &mut gh)?;
                 let mut gw0 = Tensor::output(&[b], DType::F32, dev)?;
                 let mut gw1 = Tensor::output(&[b], DType::F32, dev)?;
-                moe::combine2_bwd_w::launch(dev, &r.h, &r.pos0, &r.pos1, gy, &mut gw0, &mut gw1)?;
+                let gh = match &r.sparse {
+                    None => {
+                        let mut gh = Tensor::output(&[N_EXPERTS, b, OUTPUT_DIM], DType::F16, dev)?;
+                        moe::combine_dense_bwd_h::launch(dev, gy, &r.i0, &r.i1, &r.w0, &r.w1, &mut gh)?;
+                        moe::combine_dense_bwd_w::launch(dev, &r.h, &r.i0, &r.i1, gy, &mut gw0, &mut gw1)?;
+                        gh.reshape(&[N_EXPERTS * b, OUTPUT_DIM])?
+                    }
+                    Some(m) => {
+                        let mut gh = Tensor::output(&[m.src.len(), OUTPUT_DIM], DType::F16, dev)?;
+                        moe::combine2_bwd_h::launch(dev, gy, &m.src, &m.ws, &mut gh)?;
+                        moe::combine2_bwd_w::launch(dev, &r.h, &m.pos0, &m.pos1, gy, &mut gw0, &mut gw1)?;
+                        gh
+                    }
+                };
                 for run in &fwd.runs {
-                    let g = gh.rows(run.at, run.rows, dev)?;
-                    self.mlp_backward(dev, &self.experts[run.expert], run.input.as_ref().unwrap_or(x), &run.tape, &g, &mut grads)?;
+                    let rows = if dev.has_views() { gh.view(run.at * OUTPUT_DIM, &[run.rows, OUTPUT_DIM])? } else { gh.rows(run.at, run.rows, dev)? };
+                    self.mlp_backward(dev, &self.experts[run.expert], run.input.as_ref().unwrap_or(x), &run.tape, &rows, &mut g)?;
                 }
                 match (router, &r.sheaf) {
                     (Router::SheafPadic(lin), Some(tape)) => {
                         let scale = loss_scale * (sheaf::SHEAF_WEIGHT / b as f64) as f32;
-                        let (gw, gb) = sheaf::backward(dev, x, self.sheaf_blocks()?, tape, &r.logits, &r.i0_dev, &r.i1_dev, &gw0, &gw1, scale)?;
-                        grads[lin.w] = Some(gw);
-                        grads[lin.b] = Some(gb);
+                        let (gw, gb) = g.pair(lin.w, lin.b);
+                        sheaf::backward(dev, x, self.sheaf_blocks()?, tape, &r.logits, &r.i0, &r.i1, &gw0, &gw1, scale, gw, gb)?;
                     }
                     _ => {
                         let mut gz = Tensor::output(&[b, N_EXPERTS], DType::F16, dev)?;
-                        moe::router_bwd::launch(dev, &r.probs, &r.i0_dev, &r.i1_dev, &gw0, &gw1, &mut gz)?;
-                        self.linear_param_grads(dev, router.linear(), x, &gz, &mut grads)?;
+                        moe::router_bwd::launch(dev, &r.probs, &r.i0, &r.i1, &gw0, &gw1, &mut gz)?;
+                        self.linear_param_grads(dev, router.linear(), x, &gz, &mut g)?;
                     }
                 }
             }
             (Some(_), None) => return Err(Error::Tensor("a mixture's forward pass without routing".into())),
         }
         // An expert no sample chose gets zero gradients.
-        grads
-            .into_iter()
-            .enumerate()
-            .map(|(i, g)| match g {
-                Some(g) => Ok(g),
-                None => Tensor::zeros(self.tensor(i).shape(), DType::F16, dev),
-            })
-            .collect()
-    }
-
-    fn linear_param_grads(&self, dev: &Device, l: Linear, input: &Tensor, gz: &Tensor, grads: &mut [Option<Tensor>]) -> Result<()> {
-        let w = self.tensor(l.w);
-        let mut gw = Tensor::output(w.shape(), DType::F16, dev)?;
-        linear::linear_bwd_w::launch(dev, input, gz, &mut gw)?;
-        let mut gb = Tensor::output(&[w.shape()[1]], DType::F16, dev)?;
-        linear::bias_grad::launch(dev, gz, &mut gb)?;
-        grads[l.w] = Some(gw);
-        grads[l.b] = Some(gb);
+        for (t, written) in g.tensors.iter_mut().zip(&g.written) {
+            if !written {
+                t.fill_zero()?;
+            }
+        }
         Ok(())
     }
 
-    fn mlp_backward(&self, dev: &Device, mlp: &Mlp, x: &Tensor, tape: &MlpTape, gout: &Tensor, grads: &mut [Option<Tensor>]) -> Result<()> {
+    fn linear_param_grads(&self, dev: &Device, l: Linear, input: &Tensor, gz: &Tensor, g: &mut Grads) -> Result<()> {
+        let (gw, gb) = g.pair(l.w, l.b);
+        linear::linear_bwd_w::launch(dev, input, gz, gw)?;
+        linear::bias_grad::launch(dev, gz, gb)
+    }
+
+    fn mlp_backward(&self, dev: &Device, mlp: &Mlp, x: &Tensor, tape: &MlpTape, gout: &Tensor, grads: &mut Grads) -> Result<()> {
         let n = rows(x);
         let last = tape.act.last().unwrap_or(x);
         self.linear_param_grads(dev, mlp.out, last, gout, grads)?;
@@ -473,11 +502,8 @@ impl Model {
             let mut gz = Tensor::output(&[n, width], DType::F16, dev)?;
             let mut xhat = Tensor::output(&[n, width], DType::F16, dev)?;
             layernorm::layernorm_bwd::launch(dev, &tape.z[l], self.tensor(norm.gamma), &tape.mean[l], &tape.rstd[l], &gn, &mut gz, &mut xhat)?;
-            let mut ggamma = Tensor::output(&[width], DType::F16, dev)?;
-            let mut gbeta = Tensor::output(&[width], DType::F16, dev)?;
-            layernorm::layernorm_bwd_params::launch(dev, &xhat, &gn, &mut ggamma, &mut gbeta)?;
-            grads[norm.gamma] = Some(ggamma);
-            grads[norm.beta] = Some(gbeta);
+            let (ggamma, gbeta) = grads.pair(norm.gamma, norm.beta);
+            layernorm::layernorm_bwd_params::launch(dev, &xhat, &gn, ggamma, gbeta)?;
             let input = if l == 0 { x } else { &tape.act[l - 1] };
             self.linear_param_grads(dev, *lin, input, &gz, grads)?;
             if l > 0 {
@@ -488,6 +514,28 @@ impl Model {
     }
 }
 
+/// The gradient tensors being written, and which have been.
+struct Grads<'a> {
+    tensors: &'a mut [Tensor],
+    written: Vec<bool>,
+}
+
+impl Grads<'_> {
+    /// The gradients of parameters `a` and `b` (distinct), marked written.
+    fn pair(&mut self, a: ParamId, b: ParamId) -> (&mut Tensor, &mut Tensor) {
+        assert_ne!(a, b, "a weight and its bias are distinct parameters");
+        self.written[a] = true;
+        self.written[b] = true;
+        if a < b {
+            let (lo, hi) = self.tensors.split_at_mut(b);
+            (&mut lo[a], &mut hi[0])
+        } else {
+            let (lo, hi) = self.tensors.split_at_mut(a);
+            (&mut hi[0], &mut lo[b])
+        }
+    }
+}
+
 /// `gx = gz W^T`.
 fn input_grad(dev: &Device, gz: &Tensor, w: &Tensor) -> Result<Tensor> {
     let mut gx = Tensor::output(&[rows(gz), w.shape()[0]], DType::F16, dev)?;
@@ -495,10 +543,10 @@ fn input_grad(dev: &Device, gz: &Tensor, w: &Tensor) -> Result<Tensor> {
     Ok(gx)
 }
 
-/// Where every sample's outputs go in the stacked buffer `h`.
+/// Where every sample's outputs go in the sparse form's stacked buffer `h`.
 struct Plan {
-    /// Per expert: the samples it runs on (`None`: all of them, dense form).
-    members: Vec<Option<Vec<i32>>>,
+    /// Per expert: the samples it runs on.
+    members: Vec<Vec<i32>>,
     start: Vec<usize>,
     pos0: Vec<i32>,
     pos1: Vec<i32>,
@@ -526,21 +574,7 @@ fn sparse_plan(b: usize, i0: &[i32], i1: &[i32], w0: &[f32], w1: &[f32]) -> Plan
             p.src.push(r as i32);
             mine.push(r as i32);
         }
-        p.members.push(Some(mine));
-    }
-    p
-}
-
-/// Expert e's output for sample r at row `e * B + r`.
-fn dense_plan(b: usize, i0: &[i32], i1: &[i32], w0: &[f32], w1: &[f32]) -> Plan {
-    let mut p = Plan { members: vec![None; N_EXPERTS], start: (0..N_EXPERTS).map(|e| e * b).collect(), pos0: Vec::new(), pos1: Vec::new(), src: Vec::new(), ws: Vec::new() };
-    p.pos0 = (0..b).map(|r| i0[r] * b as i32 + r as i32).collect();
-    p.pos1 = (0..b).map(|r| i1[r] * b as i32 + r as i32).collect();
-    for e in 0..N_EXPERTS as i32 {
-        for r in 0..b {
-            p.src.push(r as i32);
-            p.ws.push(if i0[r] == e { w0[r] } else if i1[r] == e { w1[r] } else { 0.0 });
-        }
+        p.members.push(mine);
     }
     p
 }

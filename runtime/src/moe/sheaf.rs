@@ -43,8 +43,16 @@ pub struct Tape {
     /// Block sections' logits `[B, 9, 6]` and gate probabilities `[B, 9, 4]`.
     zs: Tensor,
     ps: Tensor,
-    /// Batch mean of the disagreement energy.
-    pub energy: f64,
+    /// Each sample's disagreement energy `[B]` (read after the step).
+    pub energy: Tensor,
+}
+
+impl Tape {
+    /// Batch mean of the disagreement energy (a device read).
+    pub fn mean_energy(&self) -> Result<f64> {
+        let e = self.energy.to_f64_vec()?;
+        Ok(e.iter().sum::<f64>() / e.len().max(1) as f64)
+    }
 }
 
 /// Gate the router logits into `probs` (`[B, 4]`) and compute the block
@@ -60,15 +68,15 @@ pub fn forward(dev: &Device, x: &Tensor, logits: &Tensor, w: &Tensor, blk: &Tens
     ps.set_shape(&[b, BLOCKS, N_EXPERTS])?;
     let mut en = Tensor::output(&[b], DType::F32, dev)?;
     sheaf::sheaf_energy::launch(dev, &ps, &mut en)?;
-    let energy = en.to_f64_vec()?.iter().sum::<f64>() / b as f64;
-    Ok(Tape { zs, ps, energy })
+    Ok(Tape { zs, ps, energy: en })
 }
 
 /// The router's weight and bias gradients: `gw0`/`gw1` are the top-2
 /// weights' gradients, `energy_scale` the factor of the summed energy in
-/// the (loss-scaled) objective; `blk` as for `forward`.
+/// the (loss-scaled) objective; `blk` as for `forward`. Written into `gw`
+/// (`[96, 6]`) and `gb` (`[6]`).
 #[allow(clippy::too_many_arguments)]
-pub fn backward(dev: &Device, x: &Tensor, blk: &Tensor, tape: &Tape, logits: &Tensor, i0: &Tensor, i1: &Tensor, gw0: &Tensor, gw1: &Tensor, energy_scale: f32) -> Result<(Tensor, Tensor)> {
+pub fn backward(dev: &Device, x: &Tensor, blk: &Tensor, tape: &Tape, logits: &Tensor, i0: &Tensor, i1: &Tensor, gw0: &Tensor, gw1: &Tensor, energy_scale: f32, gw: &mut Tensor, gb: &mut Tensor) -> Result<()> {
     let b = x.shape()[0];
     let mut gp = Tensor::output(&[b, N_EXPERTS], DType::F32, dev)?;
     sheaf::top2_grad::launch(dev, i0, i1, gw0, gw1, &mut gp)?;
@@ -80,11 +88,9 @@ pub fn backward(dev: &Device, x: &Tensor, blk: &Tensor, tape: &Tape, logits: &Te
     let mut gzs = Tensor::output(&[b * BLOCKS, ROUTER_LOGITS], DType::F32, dev)?;
     sheaf::padic_gate_bwd::launch(dev, &tape.zs, &gps, &mut gzs)?;
     gzs.set_shape(&[b, BLOCKS, ROUTER_LOGITS])?;
-    let mut gw = Tensor::output(&[INPUT_DIM, ROUTER_LOGITS], DType::F16, dev)?;
-    sheaf::sheaf_router_wgrad::launch(dev, x, &gz, &gzs, blk, &mut gw)?;
-    let mut gb = Tensor::output(&[ROUTER_LOGITS], DType::F16, dev)?;
-    sheaf::col_sum::launch(dev, &gz, &mut gb)?;
-    Ok((gw, gb))
+    sheaf::sheaf_router_wgrad::launch(dev, x, &gz, &gzs, blk, gw)?;
+    sheaf::col_sum::launch(dev, &gz, gb)
+
 }
 
 #[cfg(test)]

@@ -3,12 +3,20 @@
 //! AdamW or SGD over every parameter in one launch, with the loss scale
 //! removed and the clip applied inside the optimiser kernel.
 //!
-//! Parameters stay in their own tensors for the layers' kernels; the
-//! optimiser works on a flat copy (router first, each tensor padded to a
-//! multiple of `ROW` elements, so that the norm's first level is a row
-//! reduction and each row has one learning-rate multiplier).
-//! Gradients are packed into the flat buffer, updated weights unpacked back:
-//! two device copies per tensor per step.
+//! The optimiser works on flat buffers (router first, each tensor padded to
+//! a multiple of `ROW` elements, so that the norm's first level is a row
+//! reduction and each row has one learning-rate multiplier). On a GPU the
+//! layers' parameter and gradient tensors are views into those buffers, so
+//! nothing is copied; on the host (whose tensors own their buffers)
+//! gradients are packed in and updated weights unpacked back.
+//!
+//! Nothing inside a step is read back to the host: the loss, the norm and
+//! the routing are read after it, the overflow skip happens inside the
+//! optimiser kernel, and the values that change every step (learning rate,
+//! bias corrections, the batch) are written into tensors before it. That
+//! lets a GPU capture the step once as a graph and replay it (see
+//! `Capture`); a change of the loss scale, which kernels take as a scalar,
+//! captures it again.
 
 use super::cli::Optimizer;
 use super::data::Dataset;
@@ -47,6 +55,10 @@ pub struct Hyper {
     pub batch: usize,
     pub seed: u64,
     pub dispatch: Dispatch,
+    /// Capture the step as a graph and replay it, where the device can and
+    /// the step's shapes do not depend on the data (dense dispatch or the
+    /// dense model).
+    pub graphs: bool,
 }
 
 /// What one step measured.
@@ -93,6 +105,69 @@ enum State {
     Sgd { buf: Tensor },
 }
 
+/// This step's learning rate and AdamW bias corrections, as tensors the
+/// optimiser kernel reads (a captured step replays with new values). On a
+/// GPU the three are views of one buffer: one upload per step.
+struct Schedule {
+    all: Option<Tensor>,
+    lr: Tensor,
+    bc1: Tensor,
+    bc2: Tensor,
+}
+
+impl Schedule {
+    fn new(dev: &Device) -> Result<Schedule> {
+        if dev.has_views() {
+            let all = Tensor::zeros(&[3], DType::F32, dev)?;
+            return Ok(Schedule { lr: all.view(0, &[])?, bc1: all.view(1, &[])?, bc2: all.view(2, &[])?, all: Some(all) });
+        }
+        let zero = || Tensor::zeros(&[], DType::F32, dev);
+        Ok(Schedule { all: None, lr: zero()?, bc1: zero()?, bc2: zero()? })
+    }
+
+    fn set(&mut self, lr: f32, bc1: f32, bc2: f32) -> Result<()> {
+        match &mut self.all {
+            Some(all) => all.write(&Tensor::from_f32(&[3], vec![lr, bc1, bc2])?),
+            None => {
+                self.lr.write(&Tensor::from_f32(&[], vec![lr])?)?;
+                self.bc1.write(&Tensor::from_f32(&[], vec![bc1])?)?;
+                self.bc2.write(&Tensor::from_f32(&[], vec![bc2])?)
+            }
+        }
+    }
+}
+
+/// What a step leaves on the device for the host to read afterwards.
+pub struct StepOutputs {
+    /// MSE loss (f32 scalar).
+    pub loss: Tensor,
+    /// Squared norm of the loss-scaled gradient.
+    pub nsq: Tensor,
+    pub forward: Forward,
+}
+
+/// What `finish_step` needs to describe a step.
+struct Read<'a> {
+    data: &'a Dataset,
+    idx: &'a [usize],
+    lr: f64,
+}
+
+/// A step captured as a graph, with the tensors its replays write.
+struct Capture {
+    graph: crate::StepGraph,
+    outputs: StepOutputs,
+    /// The loss scale it was captured with (kernels take it as a scalar).
+    loss_scale: f32,
+}
+
+/// The batch's tensors: fixed buffers written before each step when steps
+/// are captured (a graph reads them at fixed addresses).
+struct Batch {
+    x: Tensor,
+    t: Tensor,
+}
+
 pub struct Trainer {
     pub model: Model,
     pub hyper: Hyper,
@@ -102,13 +177,22 @@ pub struct Trainer {
     /// learning-rate multiplier (the router's rows: the router scale).
     theta: Tensor,
     grad: Tensor,
+    /// Where the backward pass writes each parameter's gradient: views of
+    /// `grad` on a GPU, own tensors (packed after) on the host.
+    grads: Vec<Tensor>,
     lrs: Tensor,
+    schedule: Schedule,
     state: State,
+    batch: Option<Batch>,
+    capture: Option<Capture>,
     /// Steps completed.
     pub step: usize,
     /// Optimiser updates applied (skipped steps excluded): AdamW's t.
     pub updates: usize,
     pub loss_scale: f32,
+    /// Steps replayed from a captured graph, and captures made.
+    pub replays: usize,
+    pub captures: usize,
 }
 
 /// Samples of step `step`: a permutation of the dataset per epoch, seeded,
@@ -135,9 +219,10 @@ pub fn batch_tensors(data: &Dataset, idx: &[usize], dev: &Device) -> Result<(Ten
     Ok((Tensor::from_f64_as(&[idx.len(), INPUT_DIM], DType::F16, &x)?.to_device(dev)?, Tensor::from_f64_as(&[idx.len(), OUTPUT_DIM], DType::F16, &t)?.to_device(dev)?))
 }
 
-/// Loss and loss-scaled output gradient of a forward pass.
-/// (The kernels see `y` and `t` flat; their shapes are restored.)
-pub fn mse(dev: &Device, y: &mut Tensor, t: &mut Tensor, loss_scale: f32) -> Result<(f64, Tensor)> {
+/// Loss and loss-scaled output gradient of a forward pass, the loss left
+/// on the device (`[]`, f32). (The kernels see `y` and `t` flat; their
+/// shapes are restored.)
+pub fn mse_on_device(dev: &Device, y: &mut Tensor, t: &mut Tensor, loss_scale: f32) -> Result<(Tensor, Tensor)> {
     let (n, shape) = (y.len(), y.shape().to_vec());
     y.set_shape(&[n])?;
     t.set_shape(&[n])?;
@@ -147,7 +232,19 @@ pub fn mse(dev: &Device, y: &mut Tensor, t: &mut Tensor, loss_scale: f32) -> Res
     y.set_shape(&shape)?;
     t.set_shape(&shape)?;
     launched?;
-    Ok((l.to_f64_vec()?[0], g.reshape(&shape)?))
+    Ok((l, g.reshape(&shape)?))
+}
+
+/// `mse_on_device` with the loss read back.
+pub fn mse(dev: &Device, y: &mut Tensor, t: &mut Tensor, loss_scale: f32) -> Result<(f64, Tensor)> {
+    let (l, g) = mse_on_device(dev, y, t, loss_scale)?;
+    Ok((l.to_f64_vec()?[0], g))
+}
+
+/// A finite squared norm, as the optimiser kernels test it (`finite` in
+/// optim.tk): overflowed gradients give inf or NaN.
+fn finite_norm(nsq: f64) -> bool {
+    nsq <= 3.0e38
 }
 
 impl Trainer {
@@ -167,18 +264,32 @@ impl Trainer {
             }
         }
         let lrs = Tensor::from_f32(&[p[0]], lrs)?.to_device(dev)?;
+        let grad = Tensor::zeros(&p, DType::F16, dev)?;
+        let grads = model
+            .params
+            .tensors
+            .iter()
+            .zip(&layout.offsets)
+            .map(|(t, &at)| if dev.has_views() { grad.view(at, t.shape()) } else { Tensor::zeros(t.shape(), DType::F16, dev) })
+            .collect::<Result<Vec<_>>>()?;
         let mut t = Trainer {
             model,
             hyper,
             dev: dev.clone(),
             layout,
             theta: Tensor::zeros(&p, DType::F16, dev)?,
-            grad: Tensor::zeros(&p, DType::F16, dev)?,
+            grad,
+            grads,
             lrs,
+            schedule: Schedule::new(dev)?,
             state,
+            batch: None,
+            capture: None,
             step: 0,
             updates: 0,
             loss_scale: INITIAL_LOSS_SCALE,
+            replays: 0,
+            captures: 0,
         };
         t.pack_params()?;
         Ok(t)
@@ -188,9 +299,17 @@ impl Trainer {
         &self.dev
     }
 
+    /// Copy the parameters into the flat buffer; on a GPU the parameters
+    /// then become views of it (the optimiser's updates are the layers'
+    /// weights, with no copy back).
     fn pack_params(&mut self) -> Result<()> {
         for (t, &at) in self.model.params.tensors.iter().zip(&self.layout.offsets) {
             self.theta.copy_elements(at, t, 0, t.len())?;
+        }
+        if self.dev.has_views() {
+            for (t, &at) in self.model.params.tensors.iter_mut().zip(&self.layout.offsets) {
+                *t = self.theta.view(at, t.shape())?;
+            }
         }
         Ok(())
     }
@@ -203,14 +322,29 @@ impl Trainer {
         Ok(())
     }
 
-    /// Forward and backward of one batch: the MSE loss, the forward pass
-    /// and every parameter's (loss-scaled) gradient of the objective (the
-    /// MSE, plus the sheaf energy term for the sheaf-padic router).
-    pub fn gradients(&self, x: &Tensor, t: &mut Tensor) -> Result<(f64, Forward, Vec<Tensor>)> {
-        let mut fwd = self.model.forward(&self.dev, x, self.hyper.dispatch)?;
-        let (loss, gy) = mse(&self.dev, &mut fwd.y, t, self.loss_scale)?;
-        let grads = self.model.backward(&self.dev, x, &fwd, &gy, self.loss_scale)?;
-        Ok((loss, fwd, grads))
+    /// Can this run's step be captured and replayed?
+    pub fn uses_graphs(&self) -> bool {
+        self.hyper.graphs && self.dev.has_graphs() && (self.hyper.dispatch == Dispatch::Dense || self.model.kind() == Kind::Dense)
+    }
+
+    /// The device work of one step on batch `b`: forward, loss, backward,
+    /// norm and optimiser, with nothing read back.
+    fn device_step(&mut self, b: &mut Batch) -> Result<StepOutputs> {
+        let dev = self.dev.clone();
+        let mut fwd = self.model.forward(&dev, &b.x, self.hyper.dispatch)?;
+        let (loss, gy) = mse_on_device(&dev, &mut fwd.y, &mut b.t, self.loss_scale)?;
+        self.model.backward_into(&dev, &b.x, &fwd, &gy, self.loss_scale, &mut self.grads)?;
+        if !dev.has_views() {
+            for (g, &at) in self.grads.iter().zip(&self.layout.offsets) {
+                self.grad.copy_elements(at, g, 0, g.len())?;
+            }
+        }
+        let nsq = self.grad_norm_sq()?;
+        self.apply(&nsq)?;
+        if !dev.has_views() {
+            self.unpack_params()?;
+        }
+        Ok(StepOutputs { loss, nsq, forward: fwd })
     }
 
     /// Squared norm of the packed (scaled) gradient, on the device.
@@ -222,53 +356,118 @@ impl Trainer {
         Ok(nsq)
     }
 
+    /// The optimiser kernel (it leaves everything as it was when `nsq` is
+    /// not finite).
+    fn apply(&mut self, nsq: &Tensor) -> Result<()> {
+        let h = &self.hyper;
+        let inv_scale = 1.0 / self.loss_scale;
+        let s = &self.schedule;
+        match &mut self.state {
+            State::Adamw { m, v } => optim::adamw::launch(&self.dev, &mut self.theta, m, v, &self.grad, &self.lrs, nsq, &s.lr, &s.bc1, &s.bc2, BETA1 as f32, BETA2 as f32, ADAM_EPS, h.weight_decay as f32, inv_scale, h.grad_clip as f32),
+            State::Sgd { buf } => optim::sgd_momentum::launch(&self.dev, &mut self.theta, buf, &self.grad, &self.lrs, nsq, &s.lr, h.momentum as f32, h.weight_decay as f32, inv_scale, h.grad_clip as f32),
+        }
+    }
+
     /// One training step on the batch of step `self.step + 1`.
     pub fn step(&mut self, data: &Dataset) -> Result<StepStats> {
         let step = self.step + 1;
         let h = self.hyper.clone();
         let lr = learning_rate(step, h.steps, h.lr, h.warmup_steps, h.min_lr_ratio);
+        // The corrections of the update this step makes if it does not
+        // overflow (the kernel makes none if it does).
+        let t = self.updates as i32 + 1;
+        let (bc1, bc2) = (1.0 / (1.0 - BETA1.powi(t)), 1.0 / (1.0 - BETA2.powi(t)));
+        self.schedule.set(lr as f32, bc1 as f32, bc2 as f32)?;
         let idx = batch_indices(h.seed, step, data.n, h.batch);
-        let (x, mut t) = batch_tensors(data, &idx, &self.dev)?;
-        let (loss, fwd, grads) = self.gradients(&x, &mut t)?;
-        for (g, &at) in grads.iter().zip(&self.layout.offsets) {
-            self.grad.copy_elements(at, g, 0, g.len())?;
-        }
-        let nsq = self.grad_norm_sq()?;
-        let scaled_norm = nsq.to_f64_vec()?[0].sqrt();
-        let grad_norm = scaled_norm / self.loss_scale as f64;
-        let mut stats = routing_stats(&fwd, data, &idx)?;
-        stats.step = step;
-        stats.loss = loss;
-        stats.grad_norm = grad_norm;
-        stats.lr = lr;
-        stats.loss_scale = self.loss_scale;
-        if !scaled_norm.is_finite() {
-            // An f16 overflow somewhere in the backward pass: skip the
-            // update, halve the scale (the loss itself is still reported).
-            stats.skipped = true;
-            self.loss_scale /= 2.0;
+        let (x, t) = batch_tensors(data, &idx, &Device::Cpu)?;
+        let read = Read { data, idx: &idx, lr };
+        let stats = if self.uses_graphs() {
+            self.replay_or_capture(&x, &t, &read)?
         } else {
-            self.apply(lr, &nsq)?;
-        }
+            self.capture = None;
+            let mut b = Batch { x: x.to_device(&self.dev)?, t: t.to_device(&self.dev)? };
+            let out = self.device_step(&mut b)?;
+            self.finish_step(&out, &read)?
+        };
         self.step = step;
         Ok(stats)
     }
 
-    fn apply(&mut self, lr: f64, nsq: &Tensor) -> Result<()> {
-        self.updates += 1;
-        let h = &self.hyper;
-        let inv_scale = 1.0 / self.loss_scale;
-        match &mut self.state {
-            State::Adamw { m, v } => {
-                let bc1 = 1.0 / (1.0 - BETA1.powi(self.updates as i32));
-                let bc2 = 1.0 / (1.0 - BETA2.powi(self.updates as i32));
-                optim::adamw::launch(&self.dev, &mut self.theta, m, v, &self.grad, &self.lrs, nsq, lr as f32, BETA1 as f32, BETA2 as f32, ADAM_EPS, h.weight_decay as f32, bc1 as f32, bc2 as f32, inv_scale, h.grad_clip as f32)?;
+    /// Replay the captured step when it is current; else run the step for
+    /// real (its tensors placed where a capture will put them) and capture
+    /// it for the steps after. The batch goes into fixed buffers first.
+    fn replay_or_capture(&mut self, x: &Tensor, t: &Tensor, read: &Read) -> Result<StepStats> {
+        let mut b = match self.batch.take() {
+            Some(mut b) if b.x.shape() == x.shape() => {
+                b.x.write(x)?;
+                b.t.write(t)?;
+                b
             }
-            State::Sgd { buf } => {
-                optim::sgd_momentum::launch(&self.dev, &mut self.theta, buf, &self.grad, &self.lrs, nsq, lr as f32, h.momentum as f32, h.weight_decay as f32, inv_scale, h.grad_clip as f32)?;
+            _ => {
+                self.capture = None;
+                Batch { x: x.to_device(&self.dev)?, t: t.to_device(&self.dev)? }
+            }
+        };
+        let result = self.replay_or_capture_on(&mut b, read);
+        self.batch = Some(b);
+        result
+    }
+
+    fn replay_or_capture_on(&mut self, b: &mut Batch, read: &Read) -> Result<StepStats> {
+        if let Some(c) = self.capture.take() {
+            if c.loss_scale == self.loss_scale {
+                c.graph.launch()?;
+                self.replays += 1;
+                let stats = self.finish_step(&c.outputs, read);
+                self.capture = Some(c);
+                return stats;
             }
         }
-        self.unpack_params()
+        // No graph may use the arena while it is reused.
+        self.dev.release_graph_memory()?;
+        let dev = self.dev.clone();
+        let out = dev.rehearse(|| self.device_step(b))?;
+        let stats = self.finish_step(&out, read)?;
+        drop(out);
+        // Captured with the scale the next step will use (`finish_step`
+        // halved it after an overflow).
+        let loss_scale = self.loss_scale;
+        let (graph, outputs) = dev.capture(|| self.device_step(b))?;
+        self.capture = Some(Capture { graph, outputs, loss_scale });
+        self.captures += 1;
+        Ok(stats)
+    }
+
+    /// Replay the captured step `n` times without reading anything back
+    /// (benchmarks: the device's own time per step). Each replay trains
+    /// on the batch and schedule values last written. `false` when no step
+    /// is captured.
+    pub fn replay_captured(&mut self, n: usize) -> Result<bool> {
+        let Some(c) = &self.capture else { return Ok(false) };
+        for _ in 0..n {
+            c.graph.launch()?;
+        }
+        self.dev.synchronize()?;
+        Ok(true)
+    }
+
+    /// Read what the step left on the device; count the update, or halve
+    /// the loss scale after an overflow (the kernel skipped the update).
+    fn finish_step(&mut self, out: &StepOutputs, read: &Read) -> Result<StepStats> {
+        let nsq = out.nsq.to_f64_vec()?[0];
+        let mut stats = routing_stats(&out.forward, read.data, read.idx)?;
+        stats.step = self.step + 1;
+        stats.loss = out.loss.to_f64_vec()?[0];
+        stats.grad_norm = nsq.sqrt() / self.loss_scale as f64;
+        stats.lr = read.lr;
+        stats.loss_scale = self.loss_scale;
+        if finite_norm(nsq) {
+            self.updates += 1;
+        } else {
+            stats.skipped = true;
+            self.loss_scale /= 2.0;
+        }
+        Ok(stats)
     }
 
     /// Weights and optimiser state as a checkpoint (f32 tensors: f16
@@ -328,23 +527,25 @@ impl Trainer {
         self.step = parse("step")? as usize;
         self.updates = parse("updates")? as usize;
         self.loss_scale = parse("loss_scale")? as f32;
+        // The optimiser state has moved: a captured step would write the old.
+        self.capture = None;
         self.pack_params()
     }
 }
 
 /// Router entropy, expert shares and routing accuracy of a forward pass.
 fn routing_stats(fwd: &Forward, data: &Dataset, idx: &[usize]) -> Result<StepStats> {
-    let mut s = StepStats { step: 0, loss: 0.0, grad_norm: 0.0, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, sheaf_energy: fwd.sheaf_energy(), skipped: false };
-    let Some(r) = &fwd.routing else { return Ok(s) };
+    let mut s = StepStats { step: 0, loss: 0.0, grad_norm: 0.0, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, sheaf_energy: fwd.sheaf_energy()?, skipped: false };
+    let (Some(r), Some((i0, i1))) = (&fwd.routing, fwd.routes()?) else { return Ok(s) };
     let p = r.probs.to_f64_vec()?;
     let b = idx.len();
     s.router_entropy = p.iter().map(|v| if *v > 0.0 { -v * v.ln() } else { 0.0 }).sum::<f64>() / b as f64;
-    for (&a, &c) in r.i0.iter().zip(&r.i1) {
+    for (&a, &c) in i0.iter().zip(&i1) {
         s.expert_share[a as usize] += 0.5 / b as f64;
         s.expert_share[c as usize] += 0.5 / b as f64;
     }
     if let Some(truth) = &data.true_expert {
-        let hits = r.i0.iter().zip(idx).filter(|(e, i)| **e as u8 == truth[**i]).count();
+        let hits = i0.iter().zip(idx).filter(|(e, i)| **e as u8 == truth[**i]).count();
         s.routing_accuracy = Some(hits as f64 / b as f64);
     }
     Ok(s)
