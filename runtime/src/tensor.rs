@@ -332,6 +332,26 @@ impl Tensor {
         Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage: Storage::Host(buf) })
     }
 
+    /// Host buffers of several tensors, waiting for the device once where
+    /// the backend can (CUDA: one synchronisation for all of them).
+    pub fn read_all(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
+        #[cfg(feature = "cuda")]
+        {
+            let bufs: Option<Vec<_>> = tensors
+                .iter()
+                .map(|t| match &t.storage {
+                    Storage::Cuda(b) => Some((b, t.dtype, t.len())),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                })
+                .collect();
+            if let Some(bufs) = bufs.filter(|b| !b.is_empty()) {
+                return crate::backend::cuda::DeviceBuf::read_many(&bufs);
+            }
+        }
+        tensors.iter().map(|t| t.to_buf()).collect()
+    }
+
     /// The host buffer (copied back from a device when needed).
     pub fn to_buf(&self) -> Result<Buf> {
         match self.to_host()?.storage {

@@ -31,6 +31,9 @@ pub struct CudaBackend {
     /// Where tensors are allocated while a step is rehearsed or captured
     /// into a graph (`graph`); inactive otherwise.
     pub(crate) arena: Mutex<Arena<Arc<CudaSlice<u8>>>>,
+    /// Page-locked host memory that `DeviceBuf::read_many` copies into
+    /// (grown on demand).
+    staging: Mutex<Option<cudarc::driver::PinnedHostSlice<u8>>>,
 }
 
 /// One tensor's bytes on the device: `bytes` bytes from byte `offset` of an
@@ -108,6 +111,7 @@ impl CudaBackend {
             cache: DiskCache::default_location(),
             include: find_include(),
             arena: Mutex::new(Arena::default()),
+            staging: Mutex::new(None),
         }))
     }
 
@@ -146,6 +150,7 @@ impl CudaBackend {
             cache,
             include: self.include.clone(),
             arena: Mutex::new(Arena::default()),
+            staging: Mutex::new(None),
         })
     }
 
@@ -346,6 +351,41 @@ impl DeviceBuf {
         self.bind()?;
         unsafe { cudarc::driver::result::memset_d8_async(self.ptr(), 0, self.bytes, self.stream()) }.map_err(device_err("cuMemsetD8Async"))
     }
+    /// Host copies of several buffers of one device with a single wait:
+    /// every copy is queued into page-locked memory, then the stream is
+    /// synchronised once (a training step's metrics are six small tensors;
+    /// one wait each cost more than the rest of the host's work).
+    pub(crate) fn read_many(bufs: &[(&DeviceBuf, DType, usize)]) -> Result<Vec<Buf>> {
+        let Some((first, _, _)) = bufs.first() else { return Ok(Vec::new()) };
+        let backend = &first.backend;
+        if bufs.iter().any(|(b, _, _)| !Arc::ptr_eq(&b.backend, backend)) {
+            return bufs.iter().map(|(b, dtype, len)| b.download(*dtype, *len)).collect();
+        }
+        let mut at = Vec::with_capacity(bufs.len());
+        let mut total = 0;
+        for (b, _, _) in bufs {
+            at.push(total);
+            total += b.bytes.div_ceil(16) * 16;
+        }
+        let mut staging = backend.staging.lock().map_err(|_| Error::Tensor("the host staging buffer's lock is poisoned".into()))?;
+        if staging.as_ref().is_none_or(|s| s.len() < total) {
+            // Not write-combined: the host reads these bytes.
+            *staging = Some(unsafe { backend.ctx.alloc_pinned_with_flags::<u8>(total.max(1 << 16), 0) }.map_err(device_err("cuMemHostAlloc"))?);
+        }
+        let base = staging.as_mut().expect("allocated above").as_mut_ptr().map_err(device_err("cuEventSynchronize"))?;
+        first.bind()?;
+        for ((b, _, _), &off) in bufs.iter().zip(&at) {
+            if b.bytes > 0 {
+                // SAFETY: `off + bytes <= total <= len` of the staging buffer,
+                // which the lock keeps ours until the copies are waited for.
+                let dst = unsafe { std::slice::from_raw_parts_mut(base.add(off), b.bytes) };
+                unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, b.ptr(), b.stream()) }.map_err(device_err("cuMemcpyDtoHAsync"))?;
+            }
+        }
+        backend.synchronize()?;
+        Ok(bufs.iter().zip(&at).map(|((b, dtype, len), &off)| decode(*dtype, *len, unsafe { std::slice::from_raw_parts(base.add(off), b.bytes) })).collect())
+    }
+
     pub(crate) fn download(&self, dtype: DType, len: usize) -> Result<Buf> {
         let mut bytes = vec![0u8; self.bytes];
         if !bytes.is_empty() {

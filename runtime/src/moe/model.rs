@@ -137,6 +137,11 @@ impl Forward {
     pub fn sheaf_energy(&self) -> Result<Option<f64>> {
         self.routing.as_ref().and_then(|r| r.sheaf.as_ref()).map(|t| t.mean_energy()).transpose()
     }
+    /// Each sample's disagreement energy (sheaf-padic router), on the
+    /// device.
+    pub fn energy_tensor(&self) -> Option<&Tensor> {
+        self.routing.as_ref().and_then(|r| r.sheaf.as_ref()).map(|t| &t.energy)
+    }
     /// Each sample's two experts (`None` for the dense model; a device
     /// read).
     pub fn routes(&self) -> Result<Option<(Vec<i32>, Vec<i32>)>> {

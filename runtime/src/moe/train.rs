@@ -454,11 +454,26 @@ impl Trainer {
     /// Read what the step left on the device; count the update, or halve
     /// the loss scale after an overflow (the kernel skipped the update).
     fn finish_step(&mut self, out: &StepOutputs, read: &Read) -> Result<StepStats> {
-        let nsq = out.nsq.to_f64_vec()?[0];
-        let mut stats = routing_stats(&out.forward, read.data, read.idx)?;
-        stats.step = self.step + 1;
-        stats.loss = out.loss.to_f64_vec()?[0];
-        stats.grad_norm = nsq.sqrt() / self.loss_scale as f64;
+        // Everything in one read (one wait for the device).
+        let fwd = &out.forward;
+        let mut tensors = vec![&out.loss, &out.nsq];
+        if let Some(r) = &fwd.routing {
+            tensors.extend([&r.probs, &r.i0, &r.i1]);
+        }
+        if let Some(e) = fwd.energy_tensor() {
+            tensors.push(e);
+        }
+        let values: Vec<Vec<f64>> = Tensor::read_all(&tensors)?.iter().map(|b| b.to_f64()).collect();
+        let nsq = values[1][0];
+        let mut stats = StepStats { step: self.step + 1, loss: values[0][0], grad_norm: nsq.sqrt() / self.loss_scale as f64, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, sheaf_energy: None, skipped: false };
+        if fwd.routing.is_some() {
+            let ints = |v: &[f64]| v.iter().map(|x| *x as i32).collect::<Vec<i32>>();
+            routing_stats(&mut stats, &values[2], &ints(&values[3]), &ints(&values[4]), read.data, read.idx);
+        }
+        if fwd.energy_tensor().is_some() {
+            let e = values.last().expect("pushed above");
+            stats.sheaf_energy = Some(e.iter().sum::<f64>() / e.len().max(1) as f64);
+        }
         stats.lr = read.lr;
         stats.loss_scale = self.loss_scale;
         if finite_norm(nsq) {
@@ -533,14 +548,12 @@ impl Trainer {
     }
 }
 
-/// Router entropy, expert shares and routing accuracy of a forward pass.
-fn routing_stats(fwd: &Forward, data: &Dataset, idx: &[usize]) -> Result<StepStats> {
-    let mut s = StepStats { step: 0, loss: 0.0, grad_norm: 0.0, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, sheaf_energy: fwd.sheaf_energy()?, skipped: false };
-    let (Some(r), Some((i0, i1))) = (&fwd.routing, fwd.routes()?) else { return Ok(s) };
-    let p = r.probs.to_f64_vec()?;
+/// Router entropy, expert shares and routing accuracy of a batch from its
+/// probabilities and top-2 experts.
+fn routing_stats(s: &mut StepStats, p: &[f64], i0: &[i32], i1: &[i32], data: &Dataset, idx: &[usize]) {
     let b = idx.len();
     s.router_entropy = p.iter().map(|v| if *v > 0.0 { -v * v.ln() } else { 0.0 }).sum::<f64>() / b as f64;
-    for (&a, &c) in i0.iter().zip(&i1) {
+    for (&a, &c) in i0.iter().zip(i1) {
         s.expert_share[a as usize] += 0.5 / b as f64;
         s.expert_share[c as usize] += 0.5 / b as f64;
     }
@@ -548,6 +561,5 @@ fn routing_stats(fwd: &Forward, data: &Dataset, idx: &[usize]) -> Result<StepSta
         let hits = i0.iter().zip(idx).filter(|(e, i)| **e as u8 == truth[**i]).count();
         s.routing_accuracy = Some(hits as f64 / b as f64);
     }
-    Ok(s)
 }
 
