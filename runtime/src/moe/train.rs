@@ -24,7 +24,7 @@ use super::model::{Dispatch, Forward, Kind, Model};
 use super::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM};
 use super::run::Checkpoint;
 use super::schedule::learning_rate;
-use crate::kernels::{loss, optim};
+use crate::kernels::{loss, moe, optim};
 use crate::{DType, Device, Error, Result, Tensor};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -161,11 +161,22 @@ struct Capture {
     loss_scale: f32,
 }
 
-/// The batch's tensors: fixed buffers written before each step when steps
-/// are captured (a graph reads them at fixed addresses).
-struct Batch {
+/// The dataset on the device, uploaded once: a step gathers its batch with
+/// `gather_rows` from the sample indices, the only upload a step makes
+/// (converting and uploading a batch of 4096 rows each step cost more than
+/// the step's kernels).
+struct Resident {
+    /// The dataset it holds: address and length of its inputs.
+    key: (usize, usize),
+    /// Inputs `[n, 96]` and targets `[n, 20]`, f16.
     x: Tensor,
-    t: Tensor,
+    y: Tensor,
+}
+
+/// A step's sample indices (`[B]`, i32): a fixed buffer written before each
+/// step when steps are captured (a graph reads it at a fixed address).
+struct Batch {
+    idx: Tensor,
 }
 
 pub struct Trainer {
@@ -184,6 +195,7 @@ pub struct Trainer {
     schedule: Schedule,
     state: State,
     batch: Option<Batch>,
+    resident: Option<Resident>,
     capture: Option<Capture>,
     /// Steps completed.
     pub step: usize,
@@ -284,6 +296,7 @@ impl Trainer {
             schedule: Schedule::new(dev)?,
             state,
             batch: None,
+            resident: None,
             capture: None,
             step: 0,
             updates: 0,
@@ -322,6 +335,20 @@ impl Trainer {
         Ok(())
     }
 
+    /// Upload `data` unless it is the dataset already on the device.
+    fn make_resident(&mut self, data: &Dataset) -> Result<()> {
+        let key = (data.x.as_ptr() as usize, data.n);
+        if self.resident.as_ref().is_some_and(|r| r.key == key) {
+            return Ok(());
+        }
+        // A captured step reads the old dataset's addresses.
+        self.capture = None;
+        let all: Vec<usize> = (0..data.n).collect();
+        let (x, y) = batch_tensors(data, &all, &self.dev)?;
+        self.resident = Some(Resident { key, x, y });
+        Ok(())
+    }
+
     /// Can this run's step be captured and replayed?
     pub fn uses_graphs(&self) -> bool {
         self.hyper.graphs && self.dev.has_graphs() && (self.hyper.dispatch == Dispatch::Dense || self.model.kind() == Kind::Dense)
@@ -329,11 +356,17 @@ impl Trainer {
 
     /// The device work of one step on batch `b`: forward, loss, backward,
     /// norm and optimiser, with nothing read back.
-    fn device_step(&mut self, b: &mut Batch) -> Result<StepOutputs> {
+    fn device_step(&mut self, b: &Batch) -> Result<StepOutputs> {
         let dev = self.dev.clone();
-        let mut fwd = self.model.forward(&dev, &b.x, self.hyper.dispatch)?;
-        let (loss, gy) = mse_on_device(&dev, &mut fwd.y, &mut b.t, self.loss_scale)?;
-        self.model.backward_into(&dev, &b.x, &fwd, &gy, self.loss_scale, &mut self.grads)?;
+        let r = self.resident.as_ref().ok_or_else(|| Error::Tensor("a step before its dataset was uploaded".into()))?;
+        let n = b.idx.len();
+        let mut x = Tensor::output(&[n, INPUT_DIM], DType::F16, &dev)?;
+        moe::gather_rows::launch(&dev, &r.x, &b.idx, &mut x)?;
+        let mut t = Tensor::output(&[n, OUTPUT_DIM], DType::F16, &dev)?;
+        moe::gather_rows::launch(&dev, &r.y, &b.idx, &mut t)?;
+        let mut fwd = self.model.forward(&dev, &x, self.hyper.dispatch)?;
+        let (loss, gy) = mse_on_device(&dev, &mut fwd.y, &mut t, self.loss_scale)?;
+        self.model.backward_into(&dev, &x, &fwd, &gy, self.loss_scale, &mut self.grads)?;
         if !dev.has_views() {
             for (g, &at) in self.grads.iter().zip(&self.layout.offsets) {
                 self.grad.copy_elements(at, g, 0, g.len())?;
@@ -379,14 +412,15 @@ impl Trainer {
         let (bc1, bc2) = (1.0 / (1.0 - BETA1.powi(t)), 1.0 / (1.0 - BETA2.powi(t)));
         self.schedule.set(lr as f32, bc1 as f32, bc2 as f32)?;
         let idx = batch_indices(h.seed, step, data.n, h.batch);
-        let (x, t) = batch_tensors(data, &idx, &Device::Cpu)?;
+        self.make_resident(data)?;
+        let idx_host = Tensor::from_i32(&[idx.len()], idx.iter().map(|&i| i as i32).collect())?;
         let read = Read { data, idx: &idx, lr };
         let stats = if self.uses_graphs() {
-            self.replay_or_capture(&x, &t, &read)?
+            self.replay_or_capture(&idx_host, &read)?
         } else {
             self.capture = None;
-            let mut b = Batch { x: x.to_device(&self.dev)?, t: t.to_device(&self.dev)? };
-            let out = self.device_step(&mut b)?;
+            let b = Batch { idx: idx_host.to_device(&self.dev)? };
+            let out = self.device_step(&b)?;
             self.finish_step(&out, &read)?
         };
         self.step = step;
@@ -396,24 +430,23 @@ impl Trainer {
     /// Replay the captured step when it is current; else run the step for
     /// real (its tensors placed where a capture will put them) and capture
     /// it for the steps after. The batch goes into fixed buffers first.
-    fn replay_or_capture(&mut self, x: &Tensor, t: &Tensor, read: &Read) -> Result<StepStats> {
-        let mut b = match self.batch.take() {
-            Some(mut b) if b.x.shape() == x.shape() => {
-                b.x.write(x)?;
-                b.t.write(t)?;
+    fn replay_or_capture(&mut self, idx: &Tensor, read: &Read) -> Result<StepStats> {
+        let b = match self.batch.take() {
+            Some(mut b) if b.idx.shape() == idx.shape() => {
+                b.idx.write(idx)?;
                 b
             }
             _ => {
                 self.capture = None;
-                Batch { x: x.to_device(&self.dev)?, t: t.to_device(&self.dev)? }
+                Batch { idx: idx.to_device(&self.dev)? }
             }
         };
-        let result = self.replay_or_capture_on(&mut b, read);
+        let result = self.replay_or_capture_on(&b, read);
         self.batch = Some(b);
         result
     }
 
-    fn replay_or_capture_on(&mut self, b: &mut Batch, read: &Read) -> Result<StepStats> {
+    fn replay_or_capture_on(&mut self, b: &Batch, read: &Read) -> Result<StepStats> {
         if let Some(c) = self.capture.take() {
             if c.loss_scale == self.loss_scale {
                 c.graph.launch()?;
