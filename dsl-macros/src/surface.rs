@@ -153,7 +153,7 @@ fn condition(out: &mut TkText, item: TokenStream) -> syn::Result<()> {
     let rhs: TokenStream = trees[at + 1..].iter().cloned().collect();
     let range: syn::ExprRange = syn::parse2(rhs.clone()).map_err(|_| syn::Error::new(trees[at].span(), "a range condition reads `name in lo..hi` (half-open) or `name in lo..=hi` (closed)"))?;
     let (Some(lo), Some(hi)) = (&range.start, &range.end) else {
-        return Err(syn::Error::new(range.span(), "the range needs both ends: `lo..hi` or `lo..=hi`"));
+        return Err(syn::Error::new_spanned(&range, "the range needs both ends: `lo..hi` or `lo..=hi`"));
     };
     tokens(out, lhs);
     out.push(" in", trees[at].span());
@@ -346,8 +346,9 @@ pub fn kernel_source(clauses: &Clauses, f: &syn::ItemFn) -> syn::Result<TkText> 
     Ok(out)
 }
 
-fn outside(span: Span, what: &str) -> syn::Error {
-    syn::Error::new(span, format!("{} is outside the kernel subset of Rust (a statement is `target[[i, j]] = expr;`; expressions use arithmetic, comparisons, calls of builtins and casts, indexing, reductions `sum(|k| ...)` and blocks)", what))
+/// `what` (the tokens `at`) is not in the subset; the error covers them.
+fn outside(at: &dyn quote::ToTokens, what: &str) -> syn::Error {
+    syn::Error::new_spanned(at, format!("{} is outside the kernel subset of Rust (a statement is `target[[i, j]] = expr;`; expressions use arithmetic, comparisons, calls of builtins and casts, indexing, reductions `sum(|k| ...)` and blocks)", what))
 }
 
 fn name_of(e: &Expr) -> Option<&syn::Ident> {
@@ -366,7 +367,7 @@ fn index_list(e: &Expr) -> Vec<&Expr> {
 
 fn statement(out: &mut TkText, s: &Stmt) -> syn::Result<()> {
     let Stmt::Expr(Expr::Assign(a), Some(semi)) = s else {
-        return Err(outside(s.span(), "this statement"));
+        return Err(outside(s, "this statement"));
     };
     match &*a.left {
         Expr::Index(ix) => {
@@ -418,7 +419,7 @@ const REDUCTIONS: [&str; 4] = ["sum", "max", "min", "argmax"];
 fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
     match e {
         Expr::Binary(b) => {
-            let op = binop(&b.op).ok_or_else(|| outside(b.op.span(), "this operator"))?;
+            let op = binop(&b.op).ok_or_else(|| outside(&b.op, "this operator"))?;
             expr(out, &b.left)?;
             out.raw(" ");
             out.push(op, b.op.span());
@@ -429,7 +430,7 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
             let op = match u.op {
                 UnOp::Neg(_) => "-",
                 UnOp::Not(_) => "!",
-                _ => return Err(outside(u.op.span(), "this operator")),
+                _ => return Err(outside(&u.op, "this operator")),
             };
             out.push(op, u.op.span());
             expr(out, &u.expr)
@@ -456,7 +457,7 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
             Ok(())
         }
         Expr::Path(_) => {
-            let n = name_of(e).ok_or_else(|| outside(e.span(), "this path"))?;
+            let n = name_of(e).ok_or_else(|| outside(e, "this path"))?;
             out.push(&n.to_string(), n.span());
             Ok(())
         }
@@ -494,7 +495,7 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
         }
         Expr::Block(b) => {
             if let Some(l) = &b.label {
-                return Err(outside(l.span(), "a labelled block"));
+                return Err(outside(l, "a labelled block"));
             }
             out.push("{", b.block.brace_token.span.open());
             let n = b.block.stmts.len();
@@ -510,8 +511,8 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
             out.push("}", b.block.brace_token.span.close());
             Ok(())
         }
-        Expr::Closure(c) => Err(syn::Error::new(c.span(), "a closure stands only as the body of a reduction: `sum(|k| ...)`")),
-        other => Err(outside(other.span(), "this expression")),
+        Expr::Closure(c) => Err(syn::Error::new_spanned(c, "a closure stands only as the body of a reduction: `sum(|k| ...)`")),
+        other => Err(outside(other, "this expression")),
     }
 }
 
@@ -526,7 +527,7 @@ fn let_stmt(out: &mut TkText, l: &syn::Local) -> syn::Result<()> {
     };
     let init = l.init.as_ref().ok_or_else(|| syn::Error::new(l.span(), "a let needs a value"))?;
     if let Some((_, d)) = &init.diverge {
-        return Err(outside(d.span(), "`let ... else`"));
+        return Err(outside(&**d, "`let ... else`"));
     }
     out.push("let", l.let_token.span);
     out.raw(" ");

@@ -1,0 +1,8 @@
+use tokitai_dsl_macros::kernel;
+
+#[kernel(requires(N >= 1), tolerance(y: abs 1e-3, rel 1e-3))]
+fn expo(x: Tensor<f32, (N,)>, y: Out<f32, (N,)>) {
+    y[i] = x[i].exp();
+}
+
+fn main() {}
