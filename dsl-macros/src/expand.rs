@@ -52,8 +52,13 @@ fn expand(attr: TokenStream, f: &syn::ItemFn) -> syn::Result<TokenStream> {
     })
 }
 
-/// Prove at macro time? (the `prove` feature; proofs cached on disk).
+/// Prove at macro time? The `prove` feature (a crate's choice), unless
+/// `TOKITAI_PROVE=0` (a one-off: cargo does not rebuild when it changes).
+/// Proofs are cached on disk.
 fn proving() -> bool {
+    if std::env::var("TOKITAI_PROVE").is_ok_and(|v| v == "0") {
+        return false;
+    }
     #[cfg(feature = "prove")]
     {
         let dir = std::env::var_os("TOKITAI_PROOF_CACHE").map(std::path::PathBuf::from).unwrap_or_else(default_cache_dir);
