@@ -58,3 +58,6 @@ fn softmax_bwd(s: Tensor<f16, (R, C)>, g: Tensor<f16, (R, C)>, dx: Out<f16, (R, 
     d[r] = sum(|c| f32(g[[r, c]]) * f32(s[[r, c]]));
     dx[[r, c]] = f16(f32(s[[r, c]]) * (f32(g[[r, c]]) - d[r]));
 }
+
+/// Every kernel of this crate, for the runtime's checks.
+pub const ALL: &[&tokitai_runtime::KernelDef] = &[&gelu_fwd::KERNEL, &gelu_bwd::KERNEL, &softmax_fwd::KERNEL, &softmax_bwd::KERNEL];

@@ -108,3 +108,11 @@ fn the_typed_launchers_run_on_the_cpu() {
     let e = tokitai_rust_kernels::gelu_fwd::launch(&dev, &x, &mut wrong).unwrap_err().to_string();
     assert!(e.contains("gelu_fwd"), "{}", e);
 }
+
+#[test]
+fn the_device_check_passes_on_the_cpu() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rust-kernels-check")).args(["--device", "cpu"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text);
+    assert!(text.contains("16 of 16 checks passed"), "{}", text);
+}
