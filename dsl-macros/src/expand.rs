@@ -18,10 +18,21 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(attr, &f) {
         Ok(ts) => ts,
         // A module of the kernel's name stays, so that uses of it report
-        // no second error.
+        // no second error; the user's function stays for rust-analyzer
+        // (which sets `cfg(rust_analyzer)`), so the IDE still sees it, while
+        // rustc, which cannot resolve its kernel vocabulary, skips it.
         Err(e) => {
             let err = e.to_compile_error();
-            quote! { #err #[allow(dead_code)] pub mod #name {} }
+            quote! {
+                #err
+                #[allow(dead_code)]
+                pub mod #name {}
+                #[allow(unexpected_cfgs, dead_code)]
+                const _: () = {
+                    #[cfg(rust_analyzer)]
+                    #item
+                };
+            }
         }
     }
 }
