@@ -186,7 +186,7 @@ impl CudaBackend {
             // after `clear`/`write`.
             Ok(Arc::new(unsafe { self.stream.alloc::<u8>(size.max(1)) }.map_err(device_err("cuMemAlloc"))?))
         };
-        let placed = self.arena.lock().map_err(|_| Error::Tensor("the device arena's lock is poisoned".into()))?.place(bytes, |size| fresh(size), |c| c.len())?;
+        let placed = self.arena()?.place(bytes, fresh, |c| c.len())?;
         Ok(match placed {
             Some((mem, offset)) => DeviceBuf { mem, offset, bytes, backend: self.clone() },
             None => {
