@@ -465,17 +465,12 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
             let n = name_of(&ix.expr).ok_or_else(|| syn::Error::new(ix.expr.span(), "only a tensor name is indexed"))?;
             out.push(&n.to_string(), n.span());
             out.push("[", ix.bracket_token.span.open());
-            for (i, v) in index_list(&ix.index).into_iter().enumerate() {
-                if i > 0 {
-                    out.raw(", ");
-                }
-                expr(out, v)?;
-            }
+            expr_list(out, index_list(&ix.index))?;
             out.push("]", ix.bracket_token.span.close());
             Ok(())
         }
         Expr::Call(c) => {
-            let f = name_of(&c.func).ok_or_else(|| syn::Error::new(c.func.span(), "only builtins, casts and `fn` helpers are called"))?;
+            let f = name_of(&c.func).ok_or_else(|| syn::Error::new(c.func.span(), "only builtins and casts are called, by name"))?;
             let fname = f.to_string();
             let args: Vec<&Expr> = c.args.iter().collect();
             let closure = args.last().and_then(|a| if let Expr::Closure(cl) = a { Some(cl) } else { None });
@@ -484,12 +479,7 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
             }
             out.push(&fname, f.span());
             out.push("(", c.paren_token.span.open());
-            for (i, a) in args.iter().enumerate() {
-                if i > 0 {
-                    out.raw(", ");
-                }
-                expr(out, a)?;
-            }
+            expr_list(out, args)?;
             out.push(")", c.paren_token.span.close());
             Ok(())
         }
@@ -514,6 +504,17 @@ fn expr(out: &mut TkText, e: &Expr) -> syn::Result<()> {
         Expr::Closure(c) => Err(syn::Error::new_spanned(c, "a closure stands only as the body of a reduction: `sum(|k| ...)`")),
         other => Err(outside(other, "this expression")),
     }
+}
+
+/// Expressions separated by commas (indices, call arguments).
+fn expr_list(out: &mut TkText, items: Vec<&Expr>) -> syn::Result<()> {
+    for (i, e) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.raw(", ");
+        }
+        expr(out, e)?;
+    }
+    Ok(())
 }
 
 fn let_stmt(out: &mut TkText, l: &syn::Local) -> syn::Result<()> {
