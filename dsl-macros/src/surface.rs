@@ -273,6 +273,18 @@ fn param_text(out: &mut TkText, name: &syn::Ident, kind: &ParamKind) {
     }
 }
 
+/// `(a: f16[N], b: f32)`: parameters or outputs.
+fn param_list(out: &mut TkText, params: &[(syn::Ident, ParamKind)]) {
+    out.raw("(");
+    for (i, (n, k)) in params.iter().enumerate() {
+        if i > 0 {
+            out.raw(", ");
+        }
+        param_text(out, n, k);
+    }
+    out.raw(")");
+}
+
 /// The `.tk` source of one `#[kernel]` function.
 pub fn kernel_source(clauses: &Clauses, f: &syn::ItemFn) -> syn::Result<TkText> {
     let mut out = TkText::default();
@@ -312,23 +324,10 @@ pub fn kernel_source(clauses: &Clauses, f: &syn::ItemFn) -> syn::Result<TkText> 
     out.push("kernel", sig.fn_token.span);
     out.raw(" ");
     out.push(&sig.ident.to_string(), sig.ident.span());
-    out.raw("(");
-    for (i, (n, k)) in params.iter().enumerate() {
-        if i > 0 {
-            out.raw(", ");
-        }
-        param_text(&mut out, n, k);
-    }
-    out.raw(")");
+    param_list(&mut out, &params);
     if !outputs.is_empty() {
-        out.raw(" -> (");
-        for (i, (n, k)) in outputs.iter().enumerate() {
-            if i > 0 {
-                out.raw(", ");
-            }
-            param_text(&mut out, n, k);
-        }
-        out.raw(")");
+        out.raw(" -> ");
+        param_list(&mut out, &outputs);
     }
     clause(&mut out, "requires", &clauses.requires, true)?;
     clause(&mut out, "ensures", &clauses.ensures, true)?;

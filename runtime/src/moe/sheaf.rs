@@ -50,9 +50,13 @@ pub struct Tape {
 impl Tape {
     /// Batch mean of the disagreement energy (a device read).
     pub fn mean_energy(&self) -> Result<f64> {
-        let e = self.energy.to_f64_vec()?;
-        Ok(e.iter().sum::<f64>() / e.len().max(1) as f64)
+        Ok(batch_mean(&self.energy.to_f64_vec()?))
     }
+}
+
+/// The batch mean of per-sample energies.
+pub fn batch_mean(energy: &[f64]) -> f64 {
+    energy.iter().sum::<f64>() / energy.len().max(1) as f64
 }
 
 /// Gate the router logits into `probs` (`[B, 4]`) and compute the block

@@ -504,8 +504,7 @@ impl Trainer {
             routing_stats(&mut stats, &values[2], &ints(&values[3]), &ints(&values[4]), read.data, read.idx);
         }
         if fwd.energy_tensor().is_some() {
-            let e = values.last().expect("pushed above");
-            stats.sheaf_energy = Some(e.iter().sum::<f64>() / e.len().max(1) as f64);
+            stats.sheaf_energy = Some(super::sheaf::batch_mean(values.last().expect("pushed above")));
         }
         stats.lr = read.lr;
         stats.loss_scale = self.loss_scale;
