@@ -29,3 +29,5 @@ pub use build::Build;
 /// This compiler's version, part of every fingerprint.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod eval;
+pub mod accuracy;
+pub mod soundness;

@@ -33,6 +33,9 @@ pub enum ObligationKind {
     Initialized,
     /// A reduction loop visits every index of its range exactly once.
     ReductionComplete,
+    /// An output's derived error bound is within its `tolerance` over the
+    /// domain (design.md, obligation 8).
+    Tolerance,
 }
 
 impl ObligationKind {
@@ -50,6 +53,7 @@ impl ObligationKind {
             ObligationKind::Ensures => "ensures",
             ObligationKind::Initialized => "initialized",
             ObligationKind::ReductionComplete => "reduction-complete",
+            ObligationKind::Tolerance => "tolerance",
         }
     }
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::fmt::Write;
 
 /// Bumped on any change a reader of `report.json` would notice.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -52,6 +52,34 @@ pub struct ErrorRow {
     pub worst_ratio: f64,
     pub elements: u64,
     pub within: bool,
+    /// The derived error bound (issue 7).
+    pub bound: BoundRow,
+    /// The bound's soundness and tightness on sampled inputs.
+    pub sampled: SampledRow,
+}
+
+/// The derived error bound of one output, over every launch.
+#[derive(Clone, Debug, Serialize)]
+pub struct BoundRow {
+    /// "proved" (within the tolerance), "exceeds" (derived, but above the
+    /// tolerance) or "unknown" (no bound derived).
+    pub status: String,
+    pub abs: Option<f64>,
+    pub rel: Option<f64>,
+    /// The largest contributions at the worst region: "f32 summation ... (97%)".
+    pub dominant: Vec<String>,
+    /// Where the worst region is, or why no bound was derived.
+    pub note: String,
+}
+
+/// Sampled inputs against the bound derived for each launch's dims.
+#[derive(Clone, Debug, Serialize)]
+pub struct SampledRow {
+    pub elements: u64,
+    pub violations: u64,
+    /// Bound over error at the element closest to its bound (None: no error seen).
+    pub proved_over_observed: Option<f64>,
+    pub max_error: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -163,6 +191,20 @@ impl Report {
                     let _ = writeln!(s, "| `{}` | {} | {} | {} | {:.3} | {} | {} |", e.output, sci(e.tolerance_abs), sci(e.tolerance_rel), sci(e.max_abs_error), e.worst_ratio, e.elements, if e.within { "yes" } else { "**no**" });
                 }
                 let _ = writeln!(s, "\nShapes sampled: {}.\n", k.shapes_sampled.join("; "));
+                let _ = writeln!(s, "| output | derived bound | status | dominated by | sampled | violations | proved / observed |\n|---|---|---|---|---:|---:|---:|");
+                for e in &k.errors {
+                    let b = &e.bound;
+                    let bound = match (b.abs, b.rel) {
+                        (Some(a), Some(r)) => format!("{} + {} \\|x\\|", sci(a), sci(r)),
+                        _ => "none".into(),
+                    };
+                    let tight = e.sampled.proved_over_observed.map(|t| format!("{:.2}", t)).unwrap_or_else(|| "no error".into());
+                    let _ = writeln!(s, "| `{}` | {} | {} | {} | {} | {} | {} |", e.output, bound, b.status, b.dominant.join("; ").replace('|', "\\|"), e.sampled.elements, e.sampled.violations, tight);
+                }
+                let notes: Vec<String> = k.errors.iter().filter(|e| !e.bound.note.is_empty()).map(|e| format!("- `{}`: {}", e.output, e.bound.note)).collect();
+                if !notes.is_empty() {
+                    let _ = writeln!(s, "\n{}\n", notes.join("\n"));
+                }
             }
             let _ = writeln!(s, "| obligation | status | seconds |\n|---|---|---:|");
             for o in &k.obligations {
@@ -199,6 +241,15 @@ impl Report {
             }
         }
         let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}");
+        let _ = writeln!(s, "\n\\begin{{table}}[t]\n\\centering\n\\caption{{Derived error bounds (abs + rel $|x|$, over every launch that meets \\texttt{{requires}}) and their tightness on sampled inputs.}}\n\\label{{tab:tokitai-bounds}}");
+        let _ = writeln!(s, "\\begin{{tabular}}{{llrrlrr}}\n\\toprule\nKernel & Output & Bound abs. & Bound rel. & Status & Sampled & Proved/obs. \\\\\n\\midrule");
+        for k in &self.kernels {
+            for e in &k.errors {
+                let tight = e.sampled.proved_over_observed.map(|t| format!("{:.2}", t)).unwrap_or_else(|| "--".into());
+                let _ = writeln!(s, "\\texttt{{{}}} & \\texttt{{{}}} & {} & {} & {} & {} & {} \\\\", esc(&k.name), esc(&e.output), e.bound.abs.map(sci).unwrap_or_else(|| "--".into()), e.bound.rel.map(sci).unwrap_or_else(|| "--".into()), esc(&e.bound.status), e.sampled.elements, tight);
+            }
+        }
+        let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}");
         if let Some(m) = &self.mutation {
             let _ = writeln!(s, "\n\\begin{{table}}[t]\n\\centering\n\\caption{{Mutation testing of the verifier: {} of {} injected bugs refuted.}}", m.refuted, m.mutants);
             let _ = writeln!(s, "\\begin{{tabular}}{{lrr}}\n\\toprule\noperator & mutants & refuted \\\\\n\\midrule");
@@ -207,6 +258,55 @@ impl Report {
             }
             let _ = writeln!(s, "\\bottomrule\n\\end{{tabular}}\n\\end{{table}}");
         }
+        s
+    }
+
+    /// Log-log scatter, one point per kernel output: the largest observed
+    /// error against the bound proved for that element's launch, at the
+    /// element closest to its bound. Every point must lie below the
+    /// diagonal (sound); its distance from it is the tightness. Outputs
+    /// whose every sampled error was 0 are listed instead.
+    pub fn bounds_plot_svg(&self) -> String {
+        let pts: Vec<(String, f64, f64)> = self
+            .kernels
+            .iter()
+            .flat_map(|k| k.errors.iter().map(move |e| (format!("{}.{}", k.name, e.output), e)))
+            .filter_map(|(n, e)| {
+                let t = e.sampled.proved_over_observed?;
+                let observed = e.sampled.max_error;
+                (observed > 0.0 && t.is_finite()).then(|| (n, observed, observed * t))
+            })
+            .collect();
+        let exact: Vec<String> = self.kernels.iter().flat_map(|k| k.errors.iter().filter(|e| e.sampled.proved_over_observed.is_none()).map(move |e| format!("{}.{}", k.name, e.output))).collect();
+        let (w, h, m) = (620.0, 560.0, 70.0);
+        let lo = pts.iter().map(|p| p.1.min(p.2)).fold(f64::INFINITY, f64::min).log10().floor().min(-8.0);
+        let hi = pts.iter().map(|p| p.1.max(p.2)).fold(f64::NEG_INFINITY, f64::max).log10().ceil().max(0.0);
+        let (lo, hi) = if lo.is_finite() && hi.is_finite() { (lo, hi) } else { (-8.0, 0.0) };
+        let px = |v: f64| m + (w - 2.0 * m) * (v.log10() - lo) / (hi - lo);
+        let py = |v: f64| h - m - (h - 2.0 * m) * (v.log10() - lo) / (hi - lo);
+        let mut s = String::new();
+        let _ = writeln!(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">", w, h + 14.0 * exact.len().div_ceil(3) as f64);
+        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+        let _ = writeln!(s, "<text x=\"{}\" y=\"20\" font-size=\"13\">Proved bound against largest observed error (log-log; below the diagonal = sound)</text>", m - 40.0);
+        let _ = writeln!(s, "<rect x=\"{m}\" y=\"{m}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>", w - 2.0 * m, h - 2.0 * m);
+        let mut d = lo;
+        while d <= hi {
+            let v = 10f64.powf(d);
+            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">1e{}</text>", px(v), h - m + 16.0, d);
+            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">1e{}</text>", m - 6.0, py(v) + 4.0, d);
+            d += 2.0;
+        }
+        let _ = writeln!(s, "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"4 3\"/>", px(10f64.powf(lo)), py(10f64.powf(lo)), px(10f64.powf(hi)), py(10f64.powf(hi)));
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">observed |mirror - exact|</text>", w / 2.0, h - m + 34.0);
+        let _ = writeln!(s, "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">proved bound</text>", h / 2.0, h / 2.0);
+        for (name, obs, bound) in &pts {
+            let color = if obs <= bound { "#3b7dd8" } else { "#d83b3b" };
+            let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{}\"><title>{}: observed {:.3e}, bound {:.3e}</title></circle>", px(*obs), py(*bound), color, name, obs, bound);
+        }
+        for (i, chunk) in exact.chunks(3).enumerate() {
+            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\">no error observed: {}</text>", m - 40.0, h + 14.0 * i as f64, chunk.join(", "));
+        }
+        s.push_str("</svg>\n");
         s
     }
 

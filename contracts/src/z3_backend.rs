@@ -199,3 +199,136 @@ mod tests {
         assert!(discharge(&unsat, &Config::default()).is_refuted());
     }
 }
+
+/// An f64 as an exact rational `(numerator, denominator)` in decimal.
+fn exact_rational(x: f64) -> (String, String) {
+    fn times_pow2(mut digits: Vec<u8>, e: u32) -> Vec<u8> {
+        // Little-endian decimal digits, doubled `e` times.
+        for _ in 0..e {
+            let mut carry = 0;
+            for d in digits.iter_mut() {
+                let v = *d * 2 + carry;
+                *d = v % 10;
+                carry = v / 10;
+            }
+            if carry > 0 {
+                digits.push(carry);
+            }
+        }
+        digits
+    }
+    fn decimal(mut v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        while v > 0 {
+            out.push((v % 10) as u8);
+            v /= 10;
+        }
+        if out.is_empty() {
+            out.push(0);
+        }
+        out
+    }
+    let text = |d: Vec<u8>| d.iter().rev().map(|c| (b'0' + c) as char).collect::<String>();
+    if x == 0.0 {
+        return ("0".into(), "1".into());
+    }
+    let bits = x.abs().to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (mut m, mut e) = if exp == 0 { (frac, -1074) } else { (frac | (1u64 << 52), exp - 1075) };
+    while m % 2 == 0 && e < 0 {
+        m /= 2;
+        e += 1;
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    if e >= 0 {
+        (format!("{}{}", sign, text(times_pow2(decimal(m), e as u32))), "1".into())
+    } else {
+        (format!("{}{}", sign, text(decimal(m))), text(times_pow2(vec![1], (-e) as u32)))
+    }
+}
+
+/// One region of an error-bound check: the bound `abs + rel |exact|`
+/// holds where `|exact|` is in `[lo, hi]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BoundRegion {
+    pub abs: f64,
+    pub rel: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Discharge `abs_i + rel_i x <= tol_abs + tol_rel x` for every region `i`
+/// and every `x` in its `[lo, hi]`, in exact rational arithmetic: the f64
+/// numbers are converted exactly, so nothing is rounded in the check.
+/// Refuted: the model's `region` names a region where the bound exceeds
+/// the tolerance.
+pub fn prove_bound_within(regions: &[BoundRegion], tol_abs: f64, tol_rel: f64, cfg: &Config) -> Outcome {
+    use z3::ast::Real;
+    z3::with_z3_config(&z3::Config::new(), || {
+        let start = Instant::now();
+        let real = |v: f64| {
+            let (n, d) = exact_rational(v);
+            Real::from_rational_str(&n, &d).expect("a decimal rational")
+        };
+        if regions.iter().any(|r| ![r.abs, r.rel, r.lo, r.hi].iter().all(|v| v.is_finite())) || !tol_abs.is_finite() || !tol_rel.is_finite() {
+            return Outcome::Unknown { seconds: 0.0, reason: "a bound or range is not finite".into() };
+        }
+        let solver = Solver::new();
+        let mut params = Params::new();
+        params.set_u32("rlimit", cfg.timeout_ms.saturating_mul(RLIMIT_PER_MS));
+        solver.set_params(&params);
+        let x = Real::new_const("x");
+        let region = Int::new_const("region");
+        let (ta, tr) = (real(tol_abs), real(tol_rel));
+        let cases: Vec<Bool> = regions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let within = Bool::and(&[real(r.lo).le(&x), x.le(real(r.hi))]);
+                let exceeds = (real(r.abs) + real(r.rel) * &x).gt(&ta + &tr * &x);
+                Bool::and(&[region.eq(Int::from_i64(i as i64)), within, exceeds])
+            })
+            .collect();
+        solver.assert(Bool::or(&cases));
+        let result = solver.check();
+        let seconds = start.elapsed().as_secs_f64();
+        match result {
+            SatResult::Unsat => Outcome::Proved { seconds },
+            SatResult::Sat => {
+                let mut model = BTreeMap::new();
+                if let Some(i) = solver.get_model().and_then(|m| m.eval(&region, true)).and_then(|v| v.as_i64()) {
+                    model.insert("region".to_string(), i);
+                }
+                Outcome::Refuted { seconds, model }
+            }
+            SatResult::Unknown => Outcome::Unknown { seconds, reason: solver.get_reason_unknown().unwrap_or_else(|| "unknown".into()) },
+        }
+    })
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn rationals_are_exact() {
+        assert_eq!(exact_rational(0.5), ("1".into(), "2".into()));
+        assert_eq!(exact_rational(3.0), ("3".into(), "1".into()));
+        let (n, d) = exact_rational(0.1);
+        assert_eq!(n.parse::<f64>().unwrap() / d.parse::<f64>().unwrap(), 0.1);
+        assert_eq!(exact_rational(-1024.0).0, "-1024");
+    }
+
+    #[test]
+    fn bounds_within_tolerance_are_proved_and_others_refuted() {
+        let r = [BoundRegion { abs: 1e-6, rel: 4.9e-4, lo: 0.0, hi: 8.0 }, BoundRegion { abs: 2e-6, rel: 1e-4, lo: 0.5, hi: 1.0 }];
+        assert!(prove_bound_within(&r, 1e-5, 1e-3, &Config::default()).is_proved());
+        // Only the second region's bound exceeds an allowance of 1.5e-6.
+        let flat = [BoundRegion { abs: 1e-6, rel: 0.0, lo: 0.0, hi: 8.0 }, BoundRegion { abs: 2e-6, rel: 0.0, lo: 0.5, hi: 1.0 }];
+        match prove_bound_within(&flat, 1.5e-6, 0.0, &Config::default()) {
+            Outcome::Refuted { model, .. } => assert_eq!(model.get("region"), Some(&1)),
+            other => panic!("{:?}", other),
+        }
+    }
+}

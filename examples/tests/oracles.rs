@@ -36,9 +36,11 @@ macro_rules! oracle_agreement {
                         for d in 0..dims.len() {
                             dims[d] = dims[info.dim_class[d]].max(dims[d].min(dims[info.dim_class[d]]));
                         }
-                        scalars = info.scalars.iter().map(|(name, _)| {
+                        scalars = info.scalars.iter().map(|(name, dtype)| {
                             let (lo, hi) = info.domain.iter().find(|x| x.0 == *name).map(|x| (x.1, x.2)).unwrap_or((0.5, 1.0));
-                            lo + (hi - lo) * rng.unit()
+                            // The kernel and both oracles see the scalar in its dtype.
+                            let v = lo + (hi - lo) * rng.unit();
+                            if *dtype == "f32" { v as f32 as f64 } else { v }
                         }).collect();
                         if requires(&dims, &scalars).is_ok() { break; }
                     }
@@ -74,7 +76,7 @@ macro_rules! oracle_agreement {
                     for (o, exact_vals) in outs.iter().zip(&want) {
                         let t = &info.tensors[*o];
                         let kernel_vals = got[*o].to_f64();
-                        let (abs, rel) = info.tolerance.iter().find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((0.0, 0.0));
+                        let (abs, rel) = info.bound.iter().chain(info.tolerance).find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((0.0, 0.0));
                         for (i, (k, e)) in kernel_vals.iter().zip(exact_vals).enumerate() {
                             prop_assert!(
                                 tokitai_examples::$file::tk_rt::within(*k, *e, abs, rel),

@@ -3,10 +3,15 @@
 //! inputs over its domain, outputs poisoned with NaN, against its exact f64
 //! oracle within the declared tolerance.
 //!
-//! Usage: tokitai-gpucheck [--device cuda:0] [--json FILE]
+//! Usage: tokitai-gpucheck [--device cuda:0] [--json FILE] [--soundness N]
 //! Exit status 0 when every check passes, 1 when one fails, 2 on errors.
+//!
+//! `--soundness N` instead samples every kernel on at least N input values
+//! (random and the domain's edges) and compares every output element with
+//! the error bound the compiler derived (`KernelInfo::bound`, proved within
+//! the tolerance): a table of elements, violations and bound/observed.
 
-use tokitai_runtime::check::{check, random_case, Rng};
+use tokitai_runtime::check::{check, check_within, random_case, Rng};
 use tokitai_runtime::{kernels, Device};
 
 fn main() {
@@ -20,6 +25,9 @@ fn main() {
         }
     };
     println!("device: {}", dev.describe());
+    if let Some(n) = opt("--soundness").and_then(|v| v.parse::<u64>().ok()) {
+        std::process::exit(soundness(&dev, n, opt("--json")));
+    }
     let mut rows = Vec::new();
     let mut failed = 0;
     for k in kernels::all() {
@@ -132,4 +140,120 @@ fn model_check(dev: &Device, size: tokitai_runtime::moe::config::Size, batch: us
         }
     }
     Ok((worst, routed_differently))
+}
+
+/// The kernels of examples/ops (read from the working tree) with their
+/// schedules for the runtime's target: the kernel and every variant, since
+/// a launch may run any of them.
+fn schedules() -> Vec<(tokitai_compiler::tir::Kernel, Vec<tokitai_compiler::kir::KernelIr>)> {
+    use tokitai_compiler::{driver, schedule, span::SourceFile, target::Target};
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("examples/ops") else { return out };
+    let mut files: Vec<_> = dir.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "tk")).collect();
+    files.sort();
+    let target = Target::default_cuda();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        let Some(program) = driver::check_source(&SourceFile::new(f.display().to_string(), text)).program else { continue };
+        let Ok(irs) = schedule::schedule_program(&program, &target) else { continue };
+        for (k, ir) in program.kernels.into_iter().zip(irs) {
+            let mut all = vec![ir.clone()];
+            all.extend(schedule::schedule_variants(&k, &target, &ir).unwrap_or_default().into_iter().map(|v| v.0));
+            out.push((k, all));
+        }
+    }
+    out
+}
+
+/// The bound of each output at these dims: the largest over the kernel's
+/// schedules.
+fn bounds_at(k: &tokitai_compiler::tir::Kernel, irs: &[tokitai_compiler::kir::KernelIr], dims: &[i64]) -> Vec<(String, f64, f64)> {
+    let mut out: Vec<(String, f64, f64)> = Vec::new();
+    for ir in irs {
+        for o in tokitai_compiler::accuracy::analyze_at(k, ir, dims).outputs {
+            let Some((a, r)) = o.envelope() else { continue };
+            match out.iter_mut().find(|x| x.0 == o.output) {
+                Some(x) => {
+                    x.1 = x.1.max(a);
+                    x.2 = x.2.max(r);
+                }
+                None => out.push((o.output.clone(), a, r)),
+            }
+        }
+    }
+    out
+}
+
+/// Every kernel on at least `min_inputs` input values: elements compared,
+/// elements above the bound derived for their launch's own dims (the
+/// stronger test; the kernel's envelope `KernelInfo::bound` where the
+/// source is not at hand), and the bound over the observed error at the
+/// element closest to its bound (the tightness).
+fn soundness(dev: &Device, min_inputs: u64, json: Option<String>) -> i32 {
+    let sources = schedules();
+    println!("error analysis at each launch's dims for {} kernels of examples/ops", sources.len());
+    let mut rows = Vec::new();
+    let mut violations_total = 0usize;
+    println!("{:<22} {:>10} {:>10} {:>10} {:>16}", "kernel", "inputs", "elements", "violations", "bound/observed");
+    for k in kernels::all() {
+        if k.info.bound.is_empty() {
+            continue;
+        }
+        let scales: &[i64] = if k.info.schedule == "contraction" { &[61, 200, 333] } else { &[61, 333, 1500, 4000] };
+        let (mut inputs, mut elements, mut over, mut worst, mut cases) = (0u64, 0u64, 0usize, 0.0f64, 0u64);
+        let mut worst_text = String::new();
+        let mut error = None;
+        while inputs < min_inputs && cases < 20_000 {
+            let scale = scales[cases as usize % scales.len()];
+            let mut rng = Rng::new(0x50_0D ^ (cases << 24) ^ k.info.name.len() as u64);
+            cases += 1;
+            let case = match random_case(k, &mut rng, scale) {
+                Ok(c) => c,
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            };
+            let drawn: u64 = case.tensors.iter().zip(k.info.tensors).filter(|(_, t)| t.role != "output").map(|((shape, _), _)| shape.iter().product::<usize>() as u64).sum::<u64>() + case.scalars.len() as u64;
+            let own = sources.iter().find(|(sk, _)| sk.name == k.info.name).map(|(sk, irs)| bounds_at(sk, irs, &case.dims));
+            let result = match &own {
+                Some(b) => {
+                    let b: Vec<(&str, f64, f64)> = b.iter().map(|(n, a, r)| (n.as_str(), *a, *r)).collect();
+                    check_within(dev, k, &case, &b)
+                }
+                None => check(dev, k, &case),
+            };
+            match result {
+                Ok(out) => {
+                    inputs += drawn;
+                    elements += out.elements as u64;
+                    over += out.over;
+                    if out.worst_ratio > worst {
+                        worst = out.worst_ratio;
+                        worst_text = out.worst.clone();
+                    }
+                }
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        violations_total += over + error.is_some() as usize;
+        let tight = if worst > 0.0 { format!("{:.3}", 1.0 / worst) } else { "no error".into() };
+        match &error {
+            Some(e) => println!("{:<22} ERROR {}", k.info.name, e),
+            None => println!("{:<22} {:>10} {:>10} {:>10} {:>16}  {}", k.info.name, inputs, elements, over, tight, if over > 0 { worst_text.as_str() } else { "" }),
+        }
+        rows.push(serde_json::json!({"kernel": k.info.name, "inputs": inputs, "elements": elements, "violations": over, "bound_over_observed": if worst > 0.0 { serde_json::json!(1.0 / worst) } else { serde_json::json!(null) }, "worst": worst_text, "error": error}));
+    }
+    println!("\n{} kernels sampled on {}; {} violations", rows.len(), dev.describe(), violations_total);
+    if let Some(path) = json {
+        let doc = serde_json::json!({"device": dev.describe(), "min_inputs": min_inputs, "kernels": rows, "violations": violations_total});
+        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
+            eprintln!("error: {}: {}", path, e);
+            return 2;
+        }
+    }
+    if violations_total == 0 { 0 } else { 1 }
 }

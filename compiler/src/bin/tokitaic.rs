@@ -45,7 +45,7 @@ enum Command {
         /// Per-obligation solver timeout in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u32,
-        /// Write report.md, report.json, report.tex and error_plot.svg here.
+        /// Write report.md, report.json, report.tex, error_plot.svg and bounds_plot.svg here.
         #[arg(long)]
         report: Option<PathBuf>,
         /// Skip the verifier's mutation test (run by default with --report,
@@ -176,6 +176,7 @@ fn main() -> ExitCode {
                     ("report.json", r.to_json()),
                     ("report.tex", r.to_latex(false)),
                     ("error_plot.svg", r.error_plot_svg()),
+                    ("bounds_plot.svg", r.bounds_plot_svg()),
                 ];
                 for (name, text) in files {
                     if let Err(e) = tokitai_compiler::build::write_atomic(&dir.join(name), text.as_bytes()) {

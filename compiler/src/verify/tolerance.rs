@@ -1,0 +1,101 @@
+//! Obligation 8: each output's derived error bound ([`crate::accuracy`]) is
+//! within its declared `tolerance`, discharged by Z3 in exact rational
+//! arithmetic over every region of the analysis.
+//!
+//! Outcomes: `proved`; `unknown` with "the derived bound exceeds the
+//! tolerance" (an error, E0913: the bound is sound but the tolerance is
+//! tighter than what can be shown, which is what a too-tight tolerance
+//! looks like); `unknown` with "no bound derived" when the analysis cannot
+//! bound the output at all (a warning, W0913: the kernel is emitted, its
+//! tolerance is tested, not proved).
+
+use super::VerifiedObligation;
+use crate::accuracy::{self, OutputAccuracy};
+use crate::diag::Diagnostic;
+use crate::kir::KernelIr;
+use crate::tir::Kernel;
+use tokitai_contracts::z3_backend::{prove_bound_within, BoundRegion, Config};
+use tokitai_contracts::{Formula, Obligation, ObligationKind, Outcome};
+
+/// The reason's first words when the bound exceeds the tolerance.
+const EXCEEDS: &str = "the derived bound exceeds the tolerance";
+
+/// A number rounded up to two significant digits, for a suggestion.
+fn round_up_2(x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    let p = 10f64.powi(x.log10().floor() as i32 - 1);
+    (x / p).ceil() * p
+}
+
+fn describe(o: &OutputAccuracy) -> String {
+    format!("tolerance of `{}`: |kernel - exact| <= {:e} + {:e} |exact| over the domain", o.output, o.tolerance.0, o.tolerance.1)
+}
+
+/// One obligation per output with a tolerance.
+pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<VerifiedObligation> {
+    let acc = accuracy::analyze(k, ir);
+    acc.outputs
+        .iter()
+        .map(|o| {
+            let obligation = Obligation { kind: ObligationKind::Tolerance, description: describe(o), origin: (o.span.lo, o.span.hi), hypotheses: vec![], goal: Formula::True, show: vec![] };
+            if let Some((msg, span, region)) = &o.failure {
+                let reason = format!("no bound derived: {} (at {})", msg, region);
+                return VerifiedObligation { obligation, outcome: Outcome::Unknown { seconds: 0.0, reason }, span: *span };
+            }
+            // A region without error meets any tolerance (abs, rel >= 0),
+            // whatever its range (a masked maximum may reach -inf).
+            let regions: Vec<BoundRegion> = o
+                .regions
+                .iter()
+                .filter(|r| !r.err.is_zero())
+                .map(|r| {
+                    let (abs, rel) = r.err.total();
+                    BoundRegion { abs, rel, lo: r.range.mig(), hi: r.range.mag() }
+                })
+                .collect();
+            let outcome = match prove_bound_within(&regions, o.tolerance.0, o.tolerance.1, cfg) {
+                Outcome::Refuted { seconds, model } => {
+                    // Name the worst region the analysis found (the solver's
+                    // witness is one failing region; the worst is more useful).
+                    let (i, ratio, x) = o.worst().unwrap_or((model.get("region").copied().unwrap_or(0) as usize, f64::INFINITY, 0.0));
+                    let r = &o.regions[i];
+                    let (a, rl) = r.err.total();
+                    let top: Vec<String> = acc.shares(r, x).iter().filter(|s| s.fraction >= 0.005).take(3).map(|s| format!("{} ({:.0}%)", s.label, s.fraction * 100.0)).collect();
+                    let (ea, er) = o.envelope().unwrap_or((a, rl));
+                    let reason = format!(
+                        "{}: at {} the bound is {:.3e} + {:.3e} |exact|, {:.2}x the tolerance at |exact| = {:.4e}; dominated by {}; the tolerance that is proved: abs {:.1e}, rel {:.1e}",
+                        EXCEEDS,
+                        r.describe(),
+                        a,
+                        rl,
+                        ratio,
+                        x,
+                        top.join(", "),
+                        round_up_2(ea),
+                        round_up_2(er)
+                    );
+                    Outcome::Unknown { seconds, reason }
+                }
+                other => other,
+            };
+            VerifiedObligation { obligation, outcome, span: o.span }
+        })
+        .collect()
+}
+
+/// The diagnostic of a tolerance that was not proved.
+pub fn diagnostic(kernel: &str, v: &VerifiedObligation, reason: &str) -> Diagnostic {
+    if let Some(rest) = reason.strip_prefix(EXCEEDS) {
+        let (detail, suggestion) = rest.rsplit_once("; the tolerance that is proved: ").unwrap_or((rest, ""));
+        Diagnostic::error("E0913", format!("kernel `{}`: {} is not proved", kernel, v.obligation.description), v.span)
+            .with_label("tighter than the derived error bound")
+            .with_note(format!("{}{}", EXCEEDS, detail))
+            .with_help(format!("the bound that is proved is {}; loosen the tolerance to it, narrow the `domain`, or bound the dims in `requires`", suggestion))
+    } else {
+        Diagnostic::warning("W0913", format!("kernel `{}`: {} is not proved: {}", kernel, v.obligation.description, reason), v.span)
+            .with_label("no error bound derived here")
+            .with_help("the kernel is emitted and its tolerance is tested, not proved; narrow the `domain` or bound the dims in `requires`")
+    }
+}
