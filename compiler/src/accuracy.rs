@@ -199,6 +199,11 @@ fn format_of(ty: Dtype) -> Option<Format> {
 /// A failure with the span of the expression it is about.
 type Fail = (String, Span);
 
+/// A read of a mean (see `Walk::mean_of`): the mean's tensor, the summed
+/// term, the summed variable, and the mean statement's free variables
+/// mapped to the read's indices.
+type MeanRead<'a, 'e> = (TensorId, &'a TExpr, VarId, Vec<(VarId, &'e TExpr)>);
+
 fn fail<T>(msg: impl Into<String>, span: Span) -> Result<T, Fail> {
     Err((msg.into(), span))
 }
@@ -517,7 +522,7 @@ impl<'a> Walk<'a> {
     /// `m[idx]` where `m`'s statement is a mean, `(sum(v) t(v)) / f32(n)`
     /// over the whole extent `n` of `v`: the term `t`, the variable, the
     /// extent, and the statement's free variables mapped to `idx`.
-    fn mean_of<'e>(&self, load: &'e TExpr) -> Option<(TensorId, &'a TExpr, VarId, Vec<(VarId, &'e TExpr)>)> {
+    fn mean_of<'e>(&self, load: &'e TExpr) -> Option<MeanRead<'a, 'e>> {
         let TExprKind::Load { tensor, index } = &load.kind else { return None };
         if !matches!(self.k.tensors[*tensor].role, TensorRole::Intermediate | TensorRole::Output) {
             return None;
@@ -1056,14 +1061,14 @@ impl Ctx<'_, '_> {
 fn splittable(k: &Kernel, t: TensorId) -> Vec<(ValueVar, Interval, String)> {
     /// An index in a form comparable across statements: a statement's
     /// free variable by its position.
-    fn canon(k: &Kernel, e: &TExpr, frees: &[VarId]) -> String {
+    fn canon(e: &TExpr, frees: &[VarId]) -> String {
         match &e.kind {
             TExprKind::Var(v) => match frees.iter().position(|f| f == v) {
                 Some(j) => format!("${}", j),
                 None => format!("v{}", v),
             },
             TExprKind::Const(Const::Int(c)) => c.to_string(),
-            TExprKind::Binary(op, a, b) => format!("({}{}{})", canon(k, a, frees), op.symbol(), canon(k, b, frees)),
+            TExprKind::Binary(op, a, b) => format!("({}{}{})", canon(a, frees), op.symbol(), canon(b, frees)),
             _ => format!("{:?}", std::mem::discriminant(&e.kind)) + &format!("@{}", e.span.lo),
         }
     }
@@ -1077,7 +1082,7 @@ fn splittable(k: &Kernel, t: TensorId) -> Vec<(ValueVar, Interval, String)> {
         match &e.kind {
             TExprKind::Load { tensor, index } => {
                 let info = &k.tensors[*tensor];
-                let canonical: Vec<String> = index.iter().map(|i| canon(k, i, frees)).collect();
+                let canonical: Vec<String> = index.iter().map(|i| canon(i, frees)).collect();
                 match info.role {
                     TensorRole::Input | TensorRole::Inout => r.loads.push((*tensor, if many && !index.is_empty() { None } else { Some(canonical) })),
                     _ => {

@@ -274,7 +274,7 @@ impl Report {
             .filter_map(|(n, e)| {
                 let t = e.sampled.proved_over_observed?;
                 let observed = e.sampled.max_error;
-                (observed > 0.0 && t.is_finite()).then(|| (n, observed, observed * t))
+                (observed > 0.0 && t.is_finite()).then_some((n, observed, observed * t))
             })
             .collect();
         let exact: Vec<String> = self.kernels.iter().flat_map(|k| k.errors.iter().filter(|e| e.sampled.proved_over_observed.is_none()).map(move |e| format!("{}.{}", k.name, e.output))).collect();

@@ -146,6 +146,44 @@ pub fn case_with(k: &KernelDef, rng: &mut Rng, dims: Vec<i64>, scalars: Vec<f64>
     Ok(Case { dims, scalars, tensors })
 }
 
+/// Redraw every float input of `case` coherently at one edge of its
+/// domain: all elements of a tensor of one sign and within a quarter of the
+/// edge's magnitude, a quarter of them with every f16 mantissa bit set.
+/// Reductions are at their worst on such inputs (no cancellation, every
+/// partial sum as large as the domain allows); the compiler's soundness
+/// sampler draws every third launch so.
+pub fn make_coherent(k: &KernelDef, rng: &mut Rng, case: &mut Case) {
+    for (t, (_, buf)) in k.info.tensors.iter().zip(case.tensors.iter_mut()) {
+        if t.role == "output" {
+            continue;
+        }
+        let (lo, hi) = k.info.domain.iter().find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((-1.0, 1.0));
+        let edge = if lo < 0.0 && hi > 0.0 {
+            if rng.unit() < 0.5 { lo } else { hi }
+        } else if hi.abs() >= lo.abs() {
+            hi
+        } else {
+            lo
+        };
+        let mut value = || {
+            let v = if rng.range(0, 3) == 0 {
+                let e = edge.abs().max(f64::MIN_POSITIVE).log2().floor() as i32;
+                edge.signum() * (2.0 - 2f64.powi(-10)) * 2f64.powi(e - 1)
+            } else {
+                edge * (1.0 - 0.25 * rng.unit())
+            };
+            v.clamp(lo, hi)
+        };
+        match buf {
+            Buf::F16(v) => v.iter_mut().for_each(|x| *x = half::f16::from_f64(value())),
+            Buf::Bf16(v) => v.iter_mut().for_each(|x| *x = half::bf16::from_f64(value())),
+            Buf::F32(v) => v.iter_mut().for_each(|x| *x = value() as f32),
+            Buf::F64(v) => v.iter_mut().for_each(|x| *x = value()),
+            _ => {}
+        }
+    }
+}
+
 /// Dims by name (every dim of the kernel), scalars at the middle of their
 /// domain (or 0.5 without one).
 pub fn case_for(k: &KernelDef, rng: &mut Rng, named: &[(&str, i64)]) -> Result<Case> {
