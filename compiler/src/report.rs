@@ -11,7 +11,7 @@ use tokitai_contracts::report::*;
 /// Reproducible data: seeded from the kernel's name.
 use crate::rng::SplitMix as Rng;
 
-use crate::soundness::sample_launch;
+use crate::soundness::{draw_inputs, sample_launch};
 
 /// Observed error of the mirror against the exact oracle, per output.
 fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, Vec<String>) {
@@ -37,33 +37,15 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
     let mut shapes = Vec::new();
     for scale in [7, 33, 65, 130] {
         let Some((dims, scalars)) = sample_launch(k, &mut rng, scale) else { continue };
-        let mut inputs = Vec::new();
-        for p in &k.params {
-            let Param::Tensor(t) = p else { continue };
-            let info = &k.tensors[*t];
-            let n: i64 = info.shape.iter().map(|d| match d {
-                crate::tir::Dim::Sym(id) => dims[*id],
-                crate::tir::Dim::Lit(v) => *v,
-            }).product();
-            let vals: Vec<f64> = if info.role == TensorRole::Output {
-                Vec::new()
-            } else if let Some(r) = &info.value_range {
-                let lo = eval::int_value(k, &r.lo, &dims).unwrap_or(0);
-                let hi = eval::int_value(k, &r.hi, &dims).unwrap_or(1);
-                let hi = if r.hi_closed { hi } else { hi - 1 };
-                (0..n).map(|_| rng.range(lo, hi) as f64).collect()
-            } else {
-                let (lo, hi) = k.domain.iter().find(|d| d.tensor == Some(*t)).map(|d| (d.lo, d.hi)).unwrap_or((-1.0, 1.0));
-                let mut v: Vec<f64> = (0..n).map(|_| eval::to_storage(info.dtype, lo + (hi - lo) * rng.unit())).collect();
-                // The domain's edges too.
-                if n >= 2 {
-                    v[0] = eval::to_storage(info.dtype, lo);
-                    v[1] = eval::to_storage(info.dtype, hi);
-                }
-                v
-            };
-            inputs.push(vals);
-        }
+        let inputs = draw_inputs(k, &dims, &mut rng, |rng, ty, lo, hi, n| {
+            let mut v: Vec<f64> = (0..n).map(|_| eval::to_storage(ty, lo + (hi - lo) * rng.unit())).collect();
+            // The domain's edges too.
+            if n >= 2 {
+                v[0] = eval::to_storage(ty, lo);
+                v[1] = eval::to_storage(ty, hi);
+            }
+            v
+        });
         let (Ok(exact), Ok(mirror)) = (eval::run(k, ir, Mode::Exact, &dims, &scalars, &inputs), eval::run(k, ir, Mode::Mirror, &dims, &scalars, &inputs)) else { continue };
         shapes.push(k.dims.iter().zip(&dims).map(|(d, v)| format!("{}={}", d.name, v)).collect::<Vec<_>>().join(","));
         for (row, (e, m)) in rows.iter_mut().zip(exact.iter().zip(&mirror)) {

@@ -11,6 +11,8 @@
 
 use std::collections::HashMap;
 
+use tokitai_contracts::fp::edges;
+
 use crate::accuracy;
 use crate::eval::{self, Mode};
 use crate::kir::KernelIr;
@@ -99,54 +101,61 @@ pub fn sample_launch(k: &Kernel, rng: &mut Rng, scale: i64) -> Option<(Vec<i64>,
     None
 }
 
-/// One input value over `[lo, hi]`: uniform most of the time, otherwise
-/// an edge: either end, a tiny value (subnormal in f16), or a value with
-/// every mantissa bit set (the products and sums of such values round
-/// worst).
-fn draw(rng: &mut Rng, ty: Dtype, lo: f64, hi: f64) -> f64 {
-    let sign = if rng.unit() < 0.5 { -1.0 } else { 1.0 };
-    let v = match rng.range(0, 9) {
-        0 => lo,
-        1 => hi,
-        2 => sign * 2f64.powi(-(rng.range(14, 26) as i32)),
-        3 => {
-            let m = hi.abs().max(lo.abs()).max(f64::MIN_POSITIVE);
-            let e = (m.log2().floor() as i32) - rng.range(0, 6) as i32;
-            sign * (2.0 - 2f64.powi(-10)) * 2f64.powi(e - 1)
-        }
-        _ => lo + (hi - lo) * rng.unit(),
-    };
-    let stored = eval::to_storage(ty, v.clamp(lo, hi));
-    // Rounding into the storage type may step half an ulp outside the
-    // domain; the analysis allows for exactly that.
-    stored
+impl edges::Draws for Rng {
+    fn unit(&mut self) -> f64 {
+        Rng::unit(self)
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        Rng::range(self, lo, hi)
+    }
 }
 
-/// The values of one whole input tensor at one edge of `[lo, hi]`: every
-/// element of the same sign and within a quarter of the edge's magnitude,
-/// a quarter of them with every f16 mantissa bit set. Such inputs put
-/// reductions at their worst: no cancellation, every partial sum as large
-/// as the domain allows (the bound is derived for exactly that case).
-fn draw_coherent(rng: &mut Rng, ty: Dtype, lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    // Either sign where the domain has both, else its far end.
-    let edge = if lo < 0.0 && hi > 0.0 {
-        if rng.unit() < 0.5 { lo } else { hi }
-    } else if hi.abs() >= lo.abs() {
-        hi
+/// The input tensors of one launch at `dims`, in parameter order (outputs
+/// empty): index tensors uniform over their declared value range, other
+/// integer tensors 0 or 1, float tensors by `float(rng, dtype, lo, hi, n)`
+/// over their `domain` (`[-1, 1]` without one), `n` values each.
+pub fn draw_inputs(k: &Kernel, dims: &[i64], rng: &mut Rng, mut float: impl FnMut(&mut Rng, Dtype, f64, f64, usize) -> Vec<f64>) -> Vec<Vec<f64>> {
+    let mut inputs = Vec::new();
+    for p in &k.params {
+        let Param::Tensor(t) = p else { continue };
+        let info = &k.tensors[*t];
+        let n: i64 = info
+            .shape
+            .iter()
+            .map(|d| match d {
+                Dim::Sym(id) => dims[*id],
+                Dim::Lit(v) => *v,
+            })
+            .product();
+        let vals: Vec<f64> = if info.role == TensorRole::Output {
+            Vec::new()
+        } else if let Some(r) = &info.value_range {
+            let lo = eval::int_value(k, &r.lo, dims).unwrap_or(0);
+            let hi = eval::int_value(k, &r.hi, dims).unwrap_or(1);
+            let hi = if r.hi_closed { hi } else { hi - 1 };
+            (0..n).map(|_| rng.range(lo, hi) as f64).collect()
+        } else if info.dtype.is_float() {
+            let (lo, hi) = k.domain.iter().find(|d| d.tensor == Some(*t)).map(|d| (d.lo, d.hi)).unwrap_or((-1.0, 1.0));
+            float(rng, info.dtype, lo, hi, n as usize)
+        } else {
+            (0..n).map(|_| rng.range(0, 1) as f64).collect()
+        };
+        inputs.push(vals);
+    }
+    inputs
+}
+
+/// `n` values over `[lo, hi]` in storage type `ty`: each uniform or at an
+/// edge ([`edges::value`]), or, `coherent`, the whole tensor at one edge
+/// ([`edges::near_edge`]). Rounding into the storage type may step half an
+/// ulp outside the domain; the analysis allows for exactly that.
+fn draw_tensor(rng: &mut Rng, ty: Dtype, lo: f64, hi: f64, n: usize, coherent: bool) -> Vec<f64> {
+    if coherent {
+        let edge = edges::tensor_edge(rng, lo, hi);
+        (0..n).map(|_| eval::to_storage(ty, edges::near_edge(rng, edge, lo, hi))).collect()
     } else {
-        lo
-    };
-    (0..n)
-        .map(|_| {
-            let v = if rng.range(0, 3) == 0 {
-                let e = edge.abs().max(f64::MIN_POSITIVE).log2().floor() as i32;
-                edge.signum() * (2.0 - 2f64.powi(-10)) * 2f64.powi(e - 1)
-            } else {
-                edge * (1.0 - 0.25 * rng.unit())
-            };
-            eval::to_storage(ty, v.clamp(lo, hi))
-        })
-        .collect()
+        (0..n).map(|_| eval::to_storage(ty, edges::value(rng, lo, hi))).collect()
+    }
 }
 
 /// Sample `k` (scheduled as `ir`) until at least `min_inputs` input values
@@ -176,32 +185,7 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
         let coherent = round % 3 == 1;
         let Some((dims, scalars)) = sample_launch(k, &mut rng, scale) else { continue };
         let acc = bounds.entry(dims.clone()).or_insert_with(|| accuracy::analyze_at(k, ir, &dims).outputs.iter().map(|o| (o.tensor, o.envelope())).collect()).clone();
-        let mut inputs = Vec::new();
-        for t in &params {
-            let info = &k.tensors[*t];
-            let n: i64 = info.shape.iter().map(|d| match d {
-                Dim::Sym(id) => dims[*id],
-                Dim::Lit(v) => *v,
-            }).product();
-            let vals: Vec<f64> = if info.role == TensorRole::Output {
-                Vec::new()
-            } else if let Some(r) = &info.value_range {
-                let lo = eval::int_value(k, &r.lo, &dims).unwrap_or(0);
-                let hi = eval::int_value(k, &r.hi, &dims).unwrap_or(1);
-                let hi = if r.hi_closed { hi } else { hi - 1 };
-                (0..n).map(|_| rng.range(lo, hi) as f64).collect()
-            } else if info.dtype.is_float() {
-                let (lo, hi) = k.domain.iter().find(|d| d.tensor == Some(*t)).map(|d| (d.lo, d.hi)).unwrap_or((-1.0, 1.0));
-                if coherent {
-                    draw_coherent(&mut rng, info.dtype, lo, hi, n as usize)
-                } else {
-                    (0..n).map(|_| draw(&mut rng, info.dtype, lo, hi)).collect()
-                }
-            } else {
-                (0..n).map(|_| rng.range(0, 1) as f64).collect()
-            };
-            inputs.push(vals);
-        }
+        let inputs = draw_inputs(k, &dims, &mut rng, |rng, ty, lo, hi, n| draw_tensor(rng, ty, lo, hi, n, coherent));
         let (Ok(exact), Ok(mirror)) = (eval::run(k, ir, Mode::Exact, &dims, &scalars, &inputs), eval::run(k, ir, Mode::Mirror, &dims, &scalars, &inputs)) else { continue };
         let launch_inputs = inputs.iter().map(|v| v.len() as u64).sum::<u64>() + scalars.len() as u64;
         drawn += launch_inputs;

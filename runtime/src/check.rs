@@ -8,6 +8,8 @@
 //!
 //! Used by the CPU tests in CI and by the GPU suite (`tokitai-gpucheck`).
 
+use tokitai_contracts::fp::edges;
+
 use crate::abi::tk_info::SigParam;
 use crate::abi::tk_rt::{self, Buf};
 use crate::{Arg, Device, Error, KernelDef, Result, Tensor};
@@ -87,24 +89,13 @@ pub fn random_case(k: &KernelDef, rng: &mut Rng, scale: i64) -> Result<Case> {
     case_with(k, rng, dims, scalars)
 }
 
-/// One input value over `[lo, hi]`: uniform most of the time, otherwise
-/// an edge: either end, a tiny value (subnormal in f16), or a value with
-/// every f16 mantissa bit set (such values round worst in products and
-/// sums). The compiler's soundness sampler draws the same way.
-fn draw(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
-    let sign = if rng.unit() < 0.5 { -1.0 } else { 1.0 };
-    let v = match rng.range(0, 9) {
-        0 => lo,
-        1 => hi,
-        2 => sign * 2f64.powi(-(rng.range(14, 26) as i32)),
-        3 => {
-            let m = hi.abs().max(lo.abs()).max(f64::MIN_POSITIVE);
-            let e = (m.log2().floor() as i32) - rng.range(0, 6) as i32;
-            sign * (2.0 - 2f64.powi(-10)) * 2f64.powi(e - 1)
-        }
-        _ => lo + (hi - lo) * rng.unit(),
-    };
-    v.clamp(lo, hi)
+impl edges::Draws for Rng {
+    fn unit(&mut self) -> f64 {
+        Rng::unit(self)
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        Rng::range(self, lo, hi)
+    }
 }
 
 /// Random data for given dims and scalars (outputs poisoned). Scalars are
@@ -122,7 +113,7 @@ pub fn case_with(k: &KernelDef, rng: &mut Rng, dims: Vec<i64>, scalars: Vec<f64>
         let len: usize = shape.iter().product();
         let output = t.role == "output";
         let (lo, hi) = info.domain.iter().find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((-1.0, 1.0));
-        let mut vals: Vec<f64> = (0..len).map(|_| if output { f64::NAN } else { draw(rng, lo, hi) }).collect();
+        let mut vals: Vec<f64> = (0..len).map(|_| if output { f64::NAN } else { edges::value(rng, lo, hi) }).collect();
         if !output && len > 3 {
             // The domain's edges and middle.
             vals[0] = lo;
@@ -158,22 +149,8 @@ pub fn make_coherent(k: &KernelDef, rng: &mut Rng, case: &mut Case) {
             continue;
         }
         let (lo, hi) = k.info.domain.iter().find(|x| x.0 == t.name).map(|x| (x.1, x.2)).unwrap_or((-1.0, 1.0));
-        let edge = if lo < 0.0 && hi > 0.0 {
-            if rng.unit() < 0.5 { lo } else { hi }
-        } else if hi.abs() >= lo.abs() {
-            hi
-        } else {
-            lo
-        };
-        let mut value = || {
-            let v = if rng.range(0, 3) == 0 {
-                let e = edge.abs().max(f64::MIN_POSITIVE).log2().floor() as i32;
-                edge.signum() * (2.0 - 2f64.powi(-10)) * 2f64.powi(e - 1)
-            } else {
-                edge * (1.0 - 0.25 * rng.unit())
-            };
-            v.clamp(lo, hi)
-        };
+        let edge = edges::tensor_edge(rng, lo, hi);
+        let mut value = || edges::near_edge(rng, edge, lo, hi);
         match buf {
             Buf::F16(v) => v.iter_mut().for_each(|x| *x = half::f16::from_f64(value())),
             Buf::Bf16(v) => v.iter_mut().for_each(|x| *x = half::bf16::from_f64(value())),

@@ -8,6 +8,8 @@
 //!   library (`expf`, `tanhf`, ...), as named assumptions.
 //! - [`interval`]: outward-rounded interval arithmetic on f64, the range
 //!   analysis of exact (real-number) values.
+//! - [`edges`]: test inputs over a domain, uniform and from its edges, that
+//!   the soundness measurements of the bounds draw.
 //! - [`bound`]: an error bound `|computed - exact| <= abs + rel |exact|` kept
 //!   as a sum of named contributions, with sound propagation rules for
 //!   every operation a kernel performs (second-order terms included, not
@@ -18,6 +20,7 @@
 //! analysis cannot make a bound smaller than the real one.
 
 pub mod bound;
+pub mod edges;
 pub mod format;
 pub mod interval;
 pub mod library;
