@@ -1174,6 +1174,23 @@ fn pieces(vars: &[(ValueVar, Interval, String)]) -> Vec<Vec<(ValueVar, Interval)
     out
 }
 
+/// Each output's bound `(name, abs, rel)` that holds for every one of
+/// `analyses` (of one kernel under several schedules: the kernel and its
+/// variants, each summing in its own order): the largest `abs` and `rel`.
+/// An output some analysis could not bound has none.
+pub fn envelope_of(analyses: &[KernelAccuracy]) -> Vec<(String, f64, f64)> {
+    let Some(first) = analyses.first() else { return Vec::new() };
+    let mut out = Vec::new();
+    for (i, o) in first.outputs.iter().enumerate() {
+        let envs: Option<Vec<(f64, f64)>> = analyses.iter().map(|a| a.outputs.get(i).and_then(|x| x.envelope())).collect();
+        if let Some(envs) = envs {
+            let (a, r) = envs.iter().fold((0.0f64, 0.0f64), |(a, r), (x, y)| (a.max(*x), r.max(*y)));
+            out.push((o.output.clone(), a, r));
+        }
+    }
+    out
+}
+
 /// Derive the error bound of every output with a tolerance, over every
 /// launch that meets `requires` (dims split as described above).
 pub fn analyze(k: &Kernel, ir: &KernelIr) -> KernelAccuracy {

@@ -169,22 +169,9 @@ fn schedules() -> Vec<(tokitai_compiler::tir::Kernel, Vec<tokitai_compiler::kir:
 /// launches there (`launched`, by name); the largest over the kernel's
 /// schedules if none has that name.
 fn bounds_at(k: &tokitai_compiler::tir::Kernel, irs: &[tokitai_compiler::kir::KernelIr], dims: &[i64], launched: &str) -> Vec<(String, f64, f64)> {
-    let mut out: Vec<(String, f64, f64)> = Vec::new();
-    let chosen: Vec<&tokitai_compiler::kir::KernelIr> = irs.iter().filter(|ir| ir.name == launched).collect();
-    let irs: Vec<&tokitai_compiler::kir::KernelIr> = if chosen.is_empty() { irs.iter().collect() } else { chosen };
-    for ir in irs {
-        for o in tokitai_compiler::accuracy::analyze_at(k, ir, dims).outputs {
-            let Some((a, r)) = o.envelope() else { continue };
-            match out.iter_mut().find(|x| x.0 == o.output) {
-                Some(x) => {
-                    x.1 = x.1.max(a);
-                    x.2 = x.2.max(r);
-                }
-                None => out.push((o.output.clone(), a, r)),
-            }
-        }
-    }
-    out
+    use tokitai_compiler::accuracy::{analyze_at, envelope_of};
+    let chosen: Vec<_> = irs.iter().filter(|ir| ir.name == launched).map(|ir| analyze_at(k, ir, dims)).collect();
+    envelope_of(&if chosen.is_empty() { irs.iter().map(|ir| analyze_at(k, ir, dims)).collect() } else { chosen })
 }
 
 /// Every kernel on at least `min_inputs` input values: elements compared,

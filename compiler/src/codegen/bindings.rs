@@ -135,15 +135,7 @@ fn dim_text(k: &Kernel, d: Dim) -> String {
 /// kernel and its variants (each variant sums in its own order).
 fn derived_bounds(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> Vec<(String, f64, f64)> {
     let all: Vec<crate::accuracy::KernelAccuracy> = std::iter::once(ir).chain(variants.iter().map(|v| &v.0)).map(|x| crate::accuracy::analyze(k, x)).collect();
-    let mut out = Vec::new();
-    for (i, o) in all[0].outputs.iter().enumerate() {
-        let envs: Option<Vec<(f64, f64)>> = all.iter().map(|a| a.outputs.get(i).and_then(|x| x.envelope())).collect();
-        if let Some(envs) = envs {
-            let (a, r) = envs.iter().fold((0.0f64, 0.0f64), |(a, r), (x, y)| (a.max(*x), r.max(*y)));
-            out.push((o.output.clone(), a, r));
-        }
-    }
-    out
+    crate::accuracy::envelope_of(&all)
 }
 
 fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)], style: &BindingStyle) -> String {
