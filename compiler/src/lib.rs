@@ -31,3 +31,4 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod eval;
 pub mod accuracy;
 pub mod soundness;
+pub mod timings;

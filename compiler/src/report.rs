@@ -35,6 +35,7 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
         })
         .collect();
     let mut shapes = Vec::new();
+    let observe_start = std::time::Instant::now();
     for scale in [7, 33, 65, 130] {
         let Some((dims, scalars)) = sample_launch(k, &mut rng, scale) else { continue };
         let inputs = draw_inputs(k, &dims, &mut rng, |rng, ty, lo, hi, n| {
@@ -60,6 +61,7 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
             }
         }
     }
+    crate::timings::record(&ir.name, "report-observe", observe_start.elapsed().as_secs_f64());
     bounds(k, ir, source, &mut rows);
     (rows, shapes)
 }
@@ -74,8 +76,8 @@ fn report_samples() -> u64 {
 /// sampled inputs.
 fn bounds(k: &Kernel, ir: &KernelIr, source: &str, rows: &mut [ErrorRow]) {
     let line = |lo: usize| source.get(..lo).map(|t| t.matches('\n').count() + 1).unwrap_or(0);
-    let acc = crate::accuracy::analyze(k, ir);
-    let sampled = crate::soundness::sample(k, ir, report_samples());
+    let acc = crate::timings::time(&ir.name, "report-derive", || crate::accuracy::analyze(k, ir));
+    let sampled = crate::timings::time(&ir.name, "report-sample", || crate::soundness::sample(k, ir, report_samples()));
     for row in rows.iter_mut() {
         let Some(o) = acc.outputs.iter().find(|o| o.output == row.output) else { continue };
         row.bound = match (&o.failure, o.envelope(), o.worst()) {

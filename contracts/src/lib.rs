@@ -8,6 +8,8 @@
 
 pub mod fp;
 pub mod obligation;
+pub mod poly;
+pub mod relax;
 pub mod report;
 pub mod term;
 #[cfg(feature = "z3")]

@@ -131,7 +131,75 @@ impl Term {
     }
 }
 
+impl Term {
+    /// The value under `env`, in exact integer arithmetic with the solver's
+    /// semantics (floor division and a non-negative remainder, as SMT-LIB's
+    /// `div`/`mod`); `None` for an unknown variable, a division by zero
+    /// (which SMT-LIB leaves unspecified) or a value beyond `i128`.
+    pub fn eval(&self, env: &dyn Fn(&str) -> Option<i128>) -> Option<i128> {
+        Some(match self {
+            Term::Const(v) => *v as i128,
+            Term::Var(n) => env(n)?,
+            Term::Add(a, b) => a.eval(env)?.checked_add(b.eval(env)?)?,
+            Term::Sub(a, b) => a.eval(env)?.checked_sub(b.eval(env)?)?,
+            Term::Mul(a, b) => a.eval(env)?.checked_mul(b.eval(env)?)?,
+            Term::Div(a, b) => {
+                let d = b.eval(env)?;
+                if d == 0 {
+                    return None;
+                }
+                a.eval(env)?.checked_div_euclid(d)?
+            }
+            Term::Rem(a, b) => {
+                let d = b.eval(env)?;
+                if d == 0 {
+                    return None;
+                }
+                a.eval(env)?.checked_rem_euclid(d)?
+            }
+            Term::Min(a, b) => a.eval(env)?.min(b.eval(env)?),
+            Term::Ite(c, a, b) => {
+                if c.eval(env)? {
+                    a.eval(env)?
+                } else {
+                    b.eval(env)?
+                }
+            }
+        })
+    }
+}
+
 impl Formula {
+    /// The truth value under `env` (see [`Term::eval`]); `None` when a term
+    /// has no value.
+    pub fn eval(&self, env: &dyn Fn(&str) -> Option<i128>) -> Option<bool> {
+        Some(match self {
+            Formula::True => true,
+            Formula::False => false,
+            Formula::Lt(a, b) => a.eval(env)? < b.eval(env)?,
+            Formula::Le(a, b) => a.eval(env)? <= b.eval(env)?,
+            Formula::Eq(a, b) => a.eval(env)? == b.eval(env)?,
+            Formula::And(v) => {
+                for x in v {
+                    if !x.eval(env)? {
+                        return Some(false);
+                    }
+                }
+                true
+            }
+            Formula::Or(v) => {
+                for x in v {
+                    if x.eval(env)? {
+                        return Some(true);
+                    }
+                }
+                false
+            }
+            Formula::Not(x) => !x.eval(env)?,
+            Formula::Implies(a, b) => !a.eval(env)? || b.eval(env)?,
+        })
+    }
+
     pub fn and(parts: Vec<Formula>) -> Formula {
         let mut v: Vec<Formula> = Vec::new();
         for p in parts {
@@ -238,5 +306,28 @@ impl fmt::Display for Formula {
             Formula::Not(x) => write!(f, "!({})", x),
             Formula::Implies(a, b) => write!(f, "({}) => ({})", a, b),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evaluation_follows_smt_lib_integer_semantics() {
+        let env = |n: &str| match n {
+            "x" => Some(-7),
+            "d" => Some(2),
+            "z" => Some(0),
+            _ => None,
+        };
+        let (x, d) = (Term::var("x"), Term::var("d"));
+        assert_eq!(x.clone().div(d.clone()).eval(&env), Some(-4));
+        assert_eq!(x.clone().rem(d.clone()).eval(&env), Some(1));
+        assert_eq!(x.clone().div(Term::var("z")).eval(&env), None, "division by zero has no value");
+        assert_eq!(Term::var("unknown").eval(&env), None);
+        let f = Formula::and(vec![x.clone().lt(d.clone()), Formula::or(vec![Formula::False, d.clone().eq(Term::c(2))])]);
+        assert_eq!(f.eval(&env), Some(true));
+        assert_eq!(x.lt(d).implies(Formula::False).eval(&env), Some(false));
     }
 }

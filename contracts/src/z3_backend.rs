@@ -3,10 +3,12 @@
 //! unknown (with the solver's reason).
 
 use crate::obligation::{Obligation, ObligationKind, Outcome};
+use crate::poly::{AtomDef, Atoms, Poly};
+use crate::relax::{negated_cases, Lin, Relaxation};
 use crate::term::{Formula, Term};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
-use z3::ast::{Bool, Int};
+use z3::ast::{Bool, Dynamic, Int, Real};
 use z3::{Params, SatResult, Solver};
 
 /// Solver settings.
@@ -115,16 +117,50 @@ pub fn discharge_memo(ob: &Obligation, cfg: &Config) -> Outcome {
     outcome
 }
 
+/// How queries were decided in this process, for `tokitaic verify
+/// --timings`: `[exact linear, proved by the linear relaxation, nonlinear]`.
+pub fn route_counts() -> [u64; 3] {
+    [0, 1, 2].map(|i| ROUTES[i].load(std::sync::atomic::Ordering::Relaxed))
+}
+
+static ROUTES: [std::sync::atomic::AtomicU64; 3] = [const { std::sync::atomic::AtomicU64::new(0) }; 3];
+
+fn count(route: usize) {
+    ROUTES[route].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Decide one obligation in a fresh Z3 context: the answer, and a
 /// refutation's model, then depend on the query alone, not on what this
 /// thread asked before (models feed snapshot-tested diagnostics).
+///
+/// The cheapest sound theory first:
+/// 1. The query's hypotheses are cut to the goal's cone of influence
+///    ([`slice`]); dropping hypotheses can only make a proof harder, so a
+///    proof of the slice is a proof of the query. A counterexample is
+///    always taken from the whole query.
+/// 2. Linear integer arithmetic on the [`Relaxation`]. For a linear query
+///    it is the query itself: unsat is a proof and sat a counterexample.
+///    For a nonlinear one, unsat of every case of the negated goal is a
+///    proof (see `relax.rs` for why); anything else goes on to 3.
+/// 3. The whole query in nonlinear integer arithmetic, with Z3's `smt`
+///    tactic: its default preprocessing for bounded nonlinear problems
+///    expands a dim such as `E <= 64` into one boolean per value and was
+///    slower by a factor of two to five on our obligations (measured in
+///    issue 17).
 pub fn discharge(ob: &Obligation, cfg: &Config) -> Outcome {
-    z3::with_z3_config(&z3::Config::new(), || discharge_here(ob, cfg))
+    z3::with_z3_config(&z3::Config::new(), || {
+        let start = Instant::now();
+        if let Some(outcome) = by_relaxation(ob, cfg, start) {
+            return outcome;
+        }
+        count(2);
+        discharge_nonlinear(ob, cfg, start)
+    })
 }
 
-fn discharge_here(ob: &Obligation, cfg: &Config) -> Outcome {
-    let start = Instant::now();
-    let solver = Solver::new();
+/// A solver with the resource limit of `cfg`.
+fn solver_for(cfg: &Config) -> Solver {
+    let solver = z3::Tactic::new("smt").solver();
     let mut params = Params::new();
     // A resource limit, not Z3's `timeout`: the timeout runs on Z3's
     // scoped_timer threads, which deadlock when timers of solvers checking
@@ -133,6 +169,348 @@ fn discharge_here(ob: &Obligation, cfg: &Config) -> Outcome {
     // deterministic: the same query gives the same answer on any machine.
     params.set_u32("rlimit", cfg.timeout_ms.saturating_mul(RLIMIT_PER_MS));
     solver.set_params(&params);
+    solver
+}
+
+/// The hypotheses that share a variable with the goal, directly or through
+/// other hypotheses (the conjunction flattened), in their original order.
+pub fn slice(hypotheses: &[Formula], goal: &Formula) -> Vec<Formula> {
+    let mut parts: Vec<Formula> = Vec::new();
+    for h in hypotheses {
+        match Formula::and(vec![h.clone()]) {
+            Formula::And(v) => parts.extend(v),
+            other => parts.push(other),
+        }
+    }
+    let vars: Vec<Vec<String>> = parts
+        .iter()
+        .map(|p| {
+            let mut v = Vec::new();
+            p.vars(&mut v);
+            v
+        })
+        .collect();
+    let mut relevant: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut g = Vec::new();
+    goal.vars(&mut g);
+    relevant.extend(g);
+    // Variable-free hypotheses (`false`, say) are kept: they may decide
+    // the query alone.
+    let mut keep: Vec<bool> = vars.iter().map(|v| v.is_empty()).collect();
+    loop {
+        let mut changed = false;
+        for (i, v) in vars.iter().enumerate() {
+            if !keep[i] && v.iter().any(|x| relevant.contains(x)) {
+                keep[i] = true;
+                relevant.extend(v.iter().cloned());
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    parts.into_iter().zip(keep).filter(|(_, k)| *k).map(|(p, _)| p).collect()
+}
+
+/// Cases of a negated goal tried one by one; more go to the whole query.
+const MAX_CASES: usize = 16;
+
+/// Steps 1 and 2 of [`discharge`]; `None` when they decide nothing.
+fn by_relaxation(ob: &Obligation, cfg: &Config, start: Instant) -> Option<Outcome> {
+    let done = |route: usize, outcome: Outcome| {
+        count(route);
+        Some(outcome)
+    };
+    let secs = || start.elapsed().as_secs_f64();
+    if ob.kind == ObligationKind::RequiresSatisfiable {
+        // A model of a relaxation is not a model of the query: only an
+        // exact (linear) query is decided here.
+        let mut hyps = ob.hypotheses.clone();
+        hyps.push(ob.goal.clone());
+        let r = Relaxation::new(&hyps)?;
+        if !r.is_exact() {
+            return None;
+        }
+        return match check_linear(ob, &r, &[], cfg, Arith::Int, false).0 {
+            SatResult::Sat => done(0, Outcome::Proved { seconds: secs() }),
+            SatResult::Unsat => done(0, Outcome::Refuted { seconds: secs(), model: BTreeMap::new() }),
+            SatResult::Unknown => None,
+        };
+    }
+    let sliced = slice(&ob.hypotheses, &ob.goal);
+    let mut r = Relaxation::new(&sliced)?;
+    let goal = r.goal(&ob.goal)?;
+    if r.is_exact() {
+        return match check_linear(ob, &r, &[Lin::Not(Box::new(goal))], cfg, Arith::Int, false).0 {
+            SatResult::Unsat => done(0, Outcome::Proved { seconds: secs() }),
+            // The counterexample of the whole query (the slice left out
+            // hypotheses; they might be unsatisfiable together), with small
+            // numbers when there is one (the simplex's model tends to sit
+            // at the bounds, N = 2^62).
+            SatResult::Sat => {
+                if let Some(model) = in_box(ob, cfg, BOX_BITS[0]) {
+                    return done(0, Outcome::Refuted { seconds: secs(), model });
+                }
+                let mut whole = Relaxation::new(&ob.hypotheses)?;
+                let goal = whole.goal(&ob.goal)?;
+                if !whole.is_exact() {
+                    return None;
+                }
+                match check_linear(ob, &whole, &[Lin::Not(Box::new(goal))], cfg, Arith::Int, true) {
+                    (SatResult::Sat, model) => done(0, Outcome::Refuted { seconds: secs(), model }),
+                    (SatResult::Unsat, _) => done(0, Outcome::Proved { seconds: secs() }),
+                    (SatResult::Unknown, _) => None,
+                }
+            }
+            SatResult::Unknown => None,
+        };
+    }
+    let mut tried_counterexample = false;
+    for case in negated_cases(&goal, MAX_CASES)? {
+        // a. Most nonlinear queries are nonlinear only in hypotheses the
+        //    goal does not need: the monomials as free variables settle them.
+        if check_linear(ob, &r, &case, cfg, Arith::Int, false).0 == SatResult::Unsat {
+            continue;
+        }
+        // b. The product lemmas over the reals: an index bound by products
+        //    needs no integrality beyond what the relaxation's integer
+        //    tightening (`a < b` as `a <= b - 1`) already wrote, and the
+        //    simplex decides either way without branch and bound (an
+        //    integer search over hundreds of lemmas took minutes when the
+        //    case was satisfiable). Every integer model is a real model, so
+        //    real unsat is a proof.
+        let mut extra = case.clone();
+        extra.extend(r.lemmas(&case));
+        if check_linear(ob, &r, &extra, cfg, Arith::Real, false).0 == SatResult::Unsat {
+            continue;
+        }
+        // c. Perhaps the query is false: a counterexample, checked by
+        //    evaluating the query itself.
+        if !tried_counterexample {
+            tried_counterexample = true;
+            if let Some(model) = checked_counterexample(ob, cfg).or_else(|| bounded_counterexample(ob, cfg)) {
+                return done(0, Outcome::Refuted { seconds: secs(), model });
+            }
+        }
+        // d. The lemmas over the integers, with a part of the budget.
+        let part = Config { timeout_ms: cfg.timeout_ms / 4 };
+        if check_linear(ob, &r, &extra, &part, Arith::Int, false).0 != SatResult::Unsat {
+            return None;
+        }
+    }
+    done(1, Outcome::Proved { seconds: secs() })
+}
+
+/// A model of the whole query's relaxation (no slice, no lemmas) that
+/// evaluates every hypothesis of the query to true and its goal to false:
+/// a counterexample, found without nonlinear reasoning.
+fn checked_counterexample(ob: &Obligation, cfg: &Config) -> Option<BTreeMap<String, i64>> {
+    let mut whole = Relaxation::new(&ob.hypotheses)?;
+    let goal = whole.goal(&ob.goal)?;
+    let part = Config { timeout_ms: cfg.timeout_ms / 10 };
+    match check_linear(ob, &whole, &[Lin::Not(Box::new(goal))], &part, Arith::Int, true) {
+        (SatResult::Sat, model) => refutes(ob, model),
+        _ => None,
+    }
+}
+
+/// `model` if it is a counterexample of `ob`: every hypothesis true and
+/// the goal false, evaluated exactly.
+fn refutes(ob: &Obligation, model: BTreeMap<String, i64>) -> Option<BTreeMap<String, i64>> {
+    let env = |n: &str| model.get(n).map(|v| *v as i128);
+    let holds = ob.hypotheses.iter().all(|h| h.eval(&env) == Some(true)) && ob.goal.eval(&env) == Some(false);
+    holds.then_some(model)
+}
+
+/// The boxes [`bounded_counterexample`] searches, smallest first: a
+/// counterexample with small numbers is the one a reader follows.
+const BOX_BITS: [u32; 2] = [5, 16];
+
+/// A counterexample with every variable in a small box, found by Z3's
+/// default tactic (bounded nonlinear integer problems are bit-blasted,
+/// which finds models in milliseconds where the unbounded search took
+/// minutes); checked by evaluating the query. A bug in index arithmetic
+/// shows at small sizes; nothing is concluded when the box holds none.
+fn bounded_counterexample(ob: &Obligation, cfg: &Config) -> Option<BTreeMap<String, i64>> {
+    BOX_BITS.iter().find_map(|bits| in_box(ob, cfg, *bits))
+}
+
+fn in_box(ob: &Obligation, cfg: &Config, bits: u32) -> Option<BTreeMap<String, i64>> {
+    let solver = Solver::new();
+    let mut params = Params::new();
+    params.set_u32("rlimit", (cfg.timeout_ms / 10).saturating_mul(RLIMIT_PER_MS));
+    solver.set_params(&params);
+    let mut enc = Enc { vars: HashMap::new() };
+    for h in &ob.hypotheses {
+        let h = enc.formula(h);
+        solver.assert(&h);
+    }
+    let goal = enc.formula(&ob.goal);
+    solver.assert(goal.not());
+    let edge = 1i64 << bits;
+    let vars: Vec<Int> = enc.vars.values().cloned().collect();
+    for v in &vars {
+        solver.assert(v.ge(Int::from_i64(-edge)));
+        solver.assert(v.le(Int::from_i64(edge)));
+    }
+    let result = solver.check();
+    trace(ob, "box search", result, 0, 0.0);
+    if result != SatResult::Sat {
+        return None;
+    }
+    let m = solver.get_model()?;
+    let mut model = BTreeMap::new();
+    for (name, v) in &enc.vars {
+        model.insert(name.clone(), m.eval(v, true)?.as_i64()?);
+    }
+    refutes(ob, model)
+}
+
+/// With `TOKITAI_SOLVER_TRACE` set, one line on stderr per solver call of
+/// the relaxation's stages that takes more than 50 ms: which stage, its
+/// answer and time, for finding what makes a proof slow.
+fn trace(ob: &Obligation, stage: &str, result: SatResult, constraints: usize, seconds: f64) {
+    if seconds > 0.05 && std::env::var_os("TOKITAI_SOLVER_TRACE").is_some() {
+        eprintln!("solver: {} {:?} in {:.3}s ({} constraints): {}: {}", stage, result, seconds, constraints, ob.kind.name(), ob.description);
+    }
+}
+
+/// Integers, or the reals (a relaxation of them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Arith {
+    Int,
+    Real,
+}
+
+/// Check the relaxation's hypotheses and `extra` in linear arithmetic;
+/// with `want_model`, the values of the query's own variables (integers).
+fn check_linear(ob: &Obligation, r: &Relaxation, extra: &[Lin], cfg: &Config, arith: Arith, want_model: bool) -> (SatResult, BTreeMap<String, i64>) {
+    let t0 = Instant::now();
+    let solver = solver_for(cfg);
+    let mut enc = LinEnc { atoms: &r.atoms, arith, vars: HashMap::new() };
+    for h in r.hypotheses.iter().chain(extra) {
+        let b = enc.lin(h);
+        solver.assert(&b);
+    }
+    dump_query(ob, &solver);
+    let result = solver.check();
+    trace(ob, if arith == Arith::Int { "linear" } else { "linear (reals)" }, result, r.hypotheses.len() + extra.len(), t0.elapsed().as_secs_f64());
+    let mut model = BTreeMap::new();
+    if want_model && arith == Arith::Int && result == SatResult::Sat {
+        if let Some(m) = solver.get_model() {
+            for a in 0..r.atoms.len() {
+                if let AtomDef::Var(name) = r.atoms.def(a) {
+                    if let Some(v) = enc.vars.get(name).and_then(|x| x.as_int()).and_then(|x| m.eval(&x, true)).and_then(|x| x.as_i64()) {
+                        model.insert(name.clone(), v);
+                    }
+                }
+            }
+        }
+    }
+    (result, model)
+}
+
+/// Z3 terms of a relaxation: atoms that are variables keep their names;
+/// other atoms and monomials are fresh variables named by their ids.
+struct LinEnc<'a> {
+    atoms: &'a Atoms,
+    arith: Arith,
+    vars: HashMap<String, Dynamic>,
+}
+
+impl LinEnc<'_> {
+    fn num(&self, c: i128) -> Dynamic {
+        match self.arith {
+            Arith::Int => Dynamic::from_ast(&Int::from_i128(c)),
+            Arith::Real => Dynamic::from_ast(&Real::from_rational_str(&c.to_string(), "1").expect("an integer literal")),
+        }
+    }
+
+    fn var(&mut self, n: String) -> Dynamic {
+        let arith = self.arith;
+        self.vars
+            .entry(n.clone())
+            .or_insert_with(|| match arith {
+                Arith::Int => Dynamic::from_ast(&Int::new_const(n)),
+                Arith::Real => Dynamic::from_ast(&Real::new_const(n)),
+            })
+            .clone()
+    }
+
+    fn monomial(&mut self, m: &[usize]) -> Dynamic {
+        match m {
+            [a] => match self.atoms.def(*a) {
+                AtomDef::Var(n) => self.var(n.clone()),
+                _ => self.var(format!("rx.atom.{}", a)),
+            },
+            _ => self.var(format!("rx.mono.{}", m.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("."))),
+        }
+    }
+
+    /// `p >= 0` or `p == 0`.
+    fn atom(&mut self, p: &Poly, eq: bool) -> Bool {
+        let mut parts: Vec<Dynamic> = Vec::new();
+        for (m, c) in p.terms() {
+            parts.push(if m.is_empty() {
+                self.num(c)
+            } else if c == 1 {
+                self.monomial(m)
+            } else {
+                let (k, v) = (self.num(c), self.monomial(m));
+                match self.arith {
+                    Arith::Int => Dynamic::from_ast(&(k.as_int().expect("int") * v.as_int().expect("int"))),
+                    Arith::Real => Dynamic::from_ast(&(k.as_real().expect("real") * v.as_real().expect("real"))),
+                }
+            });
+        }
+        let zero = self.num(0);
+        match self.arith {
+            Arith::Int => {
+                let xs: Vec<Int> = parts.iter().filter_map(|x| x.as_int()).collect();
+                let sum = if xs.is_empty() { Int::from_i64(0) } else { Int::add(&xs) };
+                let z = zero.as_int().expect("int");
+                if eq {
+                    sum.eq(z)
+                } else {
+                    sum.ge(z)
+                }
+            }
+            Arith::Real => {
+                let xs: Vec<Real> = parts.iter().filter_map(|x| x.as_real()).collect();
+                let sum = if xs.is_empty() { zero.as_real().expect("real") } else { Real::add(&xs) };
+                let z = zero.as_real().expect("real");
+                if eq {
+                    sum.eq(z)
+                } else {
+                    sum.ge(z)
+                }
+            }
+        }
+    }
+
+    fn lin(&mut self, f: &Lin) -> Bool {
+        match f {
+            Lin::True => Bool::from_bool(true),
+            Lin::False => Bool::from_bool(false),
+            Lin::Ge0(p) => self.atom(p, false),
+            Lin::Eq0(p) => self.atom(p, true),
+            Lin::And(v) => {
+                let parts: Vec<Bool> = v.iter().map(|x| self.lin(x)).collect();
+                Bool::and(&parts)
+            }
+            Lin::Or(v) => {
+                let parts: Vec<Bool> = v.iter().map(|x| self.lin(x)).collect();
+                Bool::or(&parts)
+            }
+            Lin::Not(x) => self.lin(x).not(),
+        }
+    }
+}
+
+/// Step 3 of [`discharge`]: the whole query, nonlinear.
+fn discharge_nonlinear(ob: &Obligation, cfg: &Config, start: Instant) -> Outcome {
+    let solver = solver_for(cfg);
     let mut enc = Enc { vars: HashMap::new() };
     for h in &ob.hypotheses {
         let h = enc.formula(h);
@@ -148,7 +526,9 @@ fn discharge_here(ob: &Obligation, cfg: &Config) -> Outcome {
         solver.assert(goal.not());
     }
     dump_query(ob, &solver);
+    let t0 = Instant::now();
     let result = solver.check();
+    trace(ob, "nonlinear", result, ob.hypotheses.len() + 1, t0.elapsed().as_secs_f64());
     let seconds = start.elapsed().as_secs_f64();
     let model = || {
         let mut out = BTreeMap::new();

@@ -52,6 +52,11 @@ enum Command {
         /// its kill rate goes into the report).
         #[arg(long)]
         no_mutants: bool,
+        /// Print where the time went: seconds per kernel and phase
+        /// (symbolic execution, each obligation kind, tolerance
+        /// derivation, mutation testing, report sampling).
+        #[arg(long)]
+        timings: bool,
     },
     /// Print the HIP C++ of a .tk file for one target to standard output.
     EmitHip {
@@ -132,7 +137,8 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants } => {
+        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, timings } => {
+            let started = std::time::Instant::now();
             let mut all = Vec::new();
             let mut code = ExitCode::SUCCESS;
             for f in &files {
@@ -188,6 +194,12 @@ fn main() -> ExitCode {
                 if !within {
                     code = ExitCode::from(1);
                 }
+            }
+            if timings {
+                eprintln!("\nseconds per kernel and phase (summed over threads; wall time {:.1}s):", started.elapsed().as_secs_f64());
+                eprint!("{}", tokitai_compiler::timings::render(usize::MAX));
+                let [linear, relaxed, nonlinear] = tokitai_contracts::z3_backend::route_counts();
+                eprintln!("solver queries: {} decided in linear arithmetic, {} proved by the linear relaxation, {} nonlinear", linear, relaxed, nonlinear);
             }
             code
         }

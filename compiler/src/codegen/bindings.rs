@@ -134,7 +134,7 @@ fn dim_text(k: &Kernel, d: Dim) -> String {
 /// Each output's derived error bound: the largest `abs` and `rel` over the
 /// kernel and its variants (each variant sums in its own order).
 fn derived_bounds(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> Vec<(String, f64, f64)> {
-    let all: Vec<crate::accuracy::KernelAccuracy> = std::iter::once(ir).chain(variants.iter().map(|v| &v.0)).map(|x| crate::accuracy::analyze(k, x)).collect();
+    let all: Vec<crate::accuracy::KernelAccuracy> = std::iter::once(ir).chain(variants.iter().map(|v| &v.0)).map(|x| crate::timings::time(&x.name, "bindings-bound", || crate::accuracy::analyze(k, x))).collect();
     crate::accuracy::envelope_of(&all)
 }
 

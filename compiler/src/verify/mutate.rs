@@ -296,7 +296,7 @@ pub fn run_all(files: &[crate::build::Artifacts], cfg: &tokitai_contracts::z3_ba
         .flat_map(|(k, ir)| mutants(k, ir).into_iter().map(move |m| (k, m)))
         .collect();
     all.into_par_iter().map(|(k, m)| {
-        let killed = super::first_refutation(k, &m.ir, cfg).is_some();
+        let killed = crate::timings::time(&k.name, "mutation", || super::first_refutation(k, &m.ir, cfg).is_some());
         (m, killed)
     }).collect()
 }

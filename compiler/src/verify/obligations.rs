@@ -567,11 +567,11 @@ impl<'a> Gen<'a> {
 
 /// Discharge independent queries on every core (each rayon thread has its
 /// own Z3 context); the order of the result is the order of `obs`.
-fn discharge_all(obs: Vec<(Obligation, Span)>, cfg: &Config) -> Vec<VerifiedObligation> {
+fn discharge_all(kernel: &str, obs: Vec<(Obligation, Span)>, cfg: &Config) -> Vec<VerifiedObligation> {
     use rayon::prelude::*;
     obs.into_par_iter()
         .map(|(obligation, span)| {
-            let outcome = discharge(&obligation, cfg);
+            let outcome = crate::timings::time(kernel, obligation.kind.name(), || discharge(&obligation, cfg));
             VerifiedObligation { obligation, outcome, span }
         })
         .collect()
@@ -582,19 +582,19 @@ fn discharge_all(obs: Vec<(Obligation, Span)>, cfg: &Config) -> Vec<VerifiedObli
 pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProofs {
     let mut note = None;
     let mut overflow_i32 = {
-        let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+        let mut g = Gen { exec: crate::timings::time(&ir.name, "exec", || Exec::run(k, ir)), obs: Vec::new(), seen: HashSet::new() };
         g.overflow(Dtype::I32);
-        discharge_all(g.obs, cfg)
+        discharge_all(&ir.name, g.obs, cfg)
     };
     if overflow_i32.iter().any(|o| !o.outcome.is_proved()) {
         let first = overflow_i32.iter().find(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.clone()).unwrap_or_default();
         note = Some(format!("32-bit index arithmetic is not proved safe ({}); the kernel indexes with i64. Bound the dims in `requires` to get 32-bit indexing.", first));
         ir.index_ty = Dtype::I64;
-        let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+        let mut g = Gen { exec: crate::timings::time(&ir.name, "exec", || Exec::run(k, ir)), obs: Vec::new(), seen: HashSet::new() };
         g.overflow(Dtype::I64);
-        overflow_i32 = discharge_all(g.obs, cfg);
+        overflow_i32 = discharge_all(&ir.name, g.obs, cfg);
     }
-    let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
+    let mut g = Gen { exec: crate::timings::time(&ir.name, "exec", || Exec::run(k, ir)), obs: Vec::new(), seen: HashSet::new() };
     g.requires_satisfiable();
     g.in_bounds();
     g.races();
@@ -605,7 +605,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.ensures();
     let barriers = g.barriers();
     let dtypes = g.dtypes();
-    let mut obligations = discharge_all(g.obs, cfg);
+    let mut obligations = discharge_all(&ir.name, g.obs, cfg);
     obligations.extend(super::tolerance::tolerance_proofs(k, ir, cfg));
     obligations.extend(overflow_i32);
     obligations.extend(barriers);

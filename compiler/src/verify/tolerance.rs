@@ -35,7 +35,7 @@ fn describe(o: &OutputAccuracy) -> String {
 
 /// One obligation per output with a tolerance.
 pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<VerifiedObligation> {
-    let acc = accuracy::analyze(k, ir);
+    let acc = crate::timings::time(&ir.name, "tolerance-derive", || accuracy::analyze(k, ir));
     acc.outputs
         .iter()
         .map(|o| {
@@ -55,7 +55,7 @@ pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<Verified
                     BoundRegion { abs, rel, lo: r.range.mig(), hi: r.range.mag() }
                 })
                 .collect();
-            let outcome = match prove_bound_within(&regions, o.tolerance.0, o.tolerance.1, cfg) {
+            let outcome = match crate::timings::time(&ir.name, "tolerance", || prove_bound_within(&regions, o.tolerance.0, o.tolerance.1, cfg)) {
                 Outcome::Refuted { seconds, model } => {
                     // Name the worst region the analysis found (the solver's
                     // witness is one failing region; the worst is more useful).
