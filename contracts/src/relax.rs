@@ -213,6 +213,48 @@ impl Relaxation {
         Some(())
     }
 
+    /// The variables that occur in a monomial of degree two or more, or in
+    /// a divisor that is not constant (fixing them makes the query linear).
+    pub fn nonlinear_vars(&self) -> Vec<String> {
+        let mut atoms: Vec<AtomId> = Vec::new();
+        let mut monos = BTreeSet::new();
+        for h in &self.hypotheses {
+            monomials_of(h, &mut monos);
+        }
+        for m in &monos {
+            atoms.extend(m.iter().copied());
+        }
+        for a in 0..self.atoms.len() {
+            if let AtomDef::Div(_, d) | AtomDef::Rem(_, d) = self.atoms.def(a) {
+                if d.as_const().is_none() {
+                    d.atoms(&mut atoms);
+                }
+            }
+        }
+        // Atoms that are terms stand for their variables.
+        let mut names = Vec::new();
+        let mut stack = atoms;
+        let mut seen = HashSet::new();
+        while let Some(a) = stack.pop() {
+            if !seen.insert(a) {
+                continue;
+            }
+            match self.atoms.def(a) {
+                AtomDef::Var(n) => {
+                    if !names.contains(n) {
+                        names.push(n.clone());
+                    }
+                }
+                AtomDef::Div(x, y) | AtomDef::Rem(x, y) | AtomDef::Min(x, y) | AtomDef::Ite(_, x, y) => {
+                    x.atoms(&mut stack);
+                    y.atoms(&mut stack);
+                }
+            }
+        }
+        names.sort();
+        names
+    }
+
     /// Relax the goal and define the atoms it brings in.
     pub fn goal(&mut self, goal: &Formula) -> Option<Lin> {
         let lin = self.formula(goal)?;

@@ -100,21 +100,128 @@ fn dump_query(ob: &Obligation, solver: &Solver) {
 /// shares most obligations with the kernel it came from). `unknown` is not
 /// kept: a later call may have a longer timeout.
 pub fn discharge_memo(ob: &Obligation, cfg: &Config) -> Outcome {
-    use sha2::{Digest, Sha256};
-    use std::sync::{Mutex, OnceLock};
-    static MEMO: OnceLock<Mutex<HashMap<[u8; 32], Outcome>>> = OnceLock::new();
-    let key: [u8; 32] = Sha256::digest(format!("{:?}|{:?}|{:?}", ob.kind, ob.hypotheses, ob.goal).as_bytes()).into();
-    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(hit) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+    if let Some(hit) = memo_get(ob) {
         return hit;
     }
     let outcome = discharge(ob, cfg);
+    memo_put(ob, &outcome);
+    outcome
+}
+
+fn memo() -> &'static std::sync::Mutex<HashMap<[u8; 32], Outcome>> {
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<HashMap<[u8; 32], Outcome>>> = std::sync::OnceLock::new();
+    MEMO.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+}
+
+fn memo_key(ob: &Obligation) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(format!("{:?}|{:?}|{:?}", ob.kind, ob.hypotheses, ob.goal).as_bytes()).into()
+}
+
+/// The decided outcome of this query, if this process has one.
+pub fn memo_get(ob: &Obligation) -> Option<Outcome> {
+    memo().lock().ok().and_then(|m| m.get(&memo_key(ob)).cloned())
+}
+
+fn memo_put(ob: &Obligation, outcome: &Outcome) {
     if !matches!(outcome, Outcome::Unknown { .. }) {
-        if let Ok(mut m) = memo.lock() {
-            m.insert(key, outcome.clone());
+        if let Ok(mut m) = memo().lock() {
+            m.insert(memo_key(ob), outcome.clone());
         }
     }
-    outcome
+}
+
+/// The budget of [`refute_quickly`] per solver call, in the units of
+/// [`Config::timeout_ms`]: a counterexample is found in milliseconds or
+/// not cheaply at all; a query that takes longer most likely holds.
+const QUICK_MS: u32 = 50;
+
+/// The ways [`refute_any_quickly`] looks for a counterexample, cheapest
+/// first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QuickTry {
+    /// A nonlinear query: one model of its linear relaxation, evaluated.
+    Relaxed,
+    /// A linear query: decided in linear integer arithmetic (also proves).
+    Exact,
+    /// A nonlinear query: the variables of its products fixed to a few
+    /// small values, each such linear query decided and its model checked.
+    Fixed,
+}
+
+/// One obligation of [`refute_any_quickly`], prepared once for every try.
+struct Suspect<'a> {
+    ob: &'a Obligation,
+    whole: Relaxation,
+    goal: Lin,
+}
+
+impl<'a> Suspect<'a> {
+    /// `Err` with the outcome when this process has refuted the query
+    /// before; `Ok(None)` when there is nothing to try (proved before, or
+    /// a query these tries cannot refute).
+    fn new(ob: &'a Obligation) -> Result<Option<Suspect<'a>>, Outcome> {
+        if ob.kind == ObligationKind::RequiresSatisfiable {
+            return Ok(None);
+        }
+        if let Some(hit) = memo_get(ob) {
+            return if hit.is_refuted() { Err(hit) } else { Ok(None) };
+        }
+        let Some(mut whole) = Relaxation::new(&ob.hypotheses) else { return Ok(None) };
+        let Some(goal) = whole.goal(&ob.goal) else { return Ok(None) };
+        Ok(Some(Suspect { ob, whole, goal }))
+    }
+
+    fn try_(&self, try_: QuickTry, cfg: &Config) -> Option<Outcome> {
+        let start = Instant::now();
+        let (ob, whole, goal) = (self.ob, &self.whole, &self.goal);
+        let found = match (try_, whole.is_exact()) {
+            (QuickTry::Exact, true) => match check_linear(ob, whole, &[Lin::Not(Box::new(goal.clone()))], cfg, Arith::Int, true) {
+                (SatResult::Sat, model) => Some(model),
+                (SatResult::Unsat, _) => {
+                    memo_put(ob, &Outcome::Proved { seconds: start.elapsed().as_secs_f64() });
+                    None
+                }
+                (SatResult::Unknown, _) => None,
+            },
+            (QuickTry::Relaxed, false) => checked_counterexample(ob, whole, goal, cfg),
+            // The box search is left to `discharge`: an empty box costs a
+            // bit-blasted search (a quarter second), and most queries here hold.
+            (QuickTry::Fixed, false) => fixed_counterexample(ob, whole, cfg),
+            _ => None,
+        }?;
+        let outcome = Outcome::Refuted { seconds: start.elapsed().as_secs_f64(), model: found };
+        memo_put(ob, &outcome);
+        Some(outcome)
+    }
+}
+
+/// The first of `obs` refuted cheaply, with its position and outcome, or
+/// `None`, which says nothing about any of them. For testing the verifier
+/// by mutation: a mutant has one refutable obligation among many that
+/// hold (most remembered from the kernel it came from), so every
+/// obligation gets the cheapest try before any gets the next, and proving
+/// the rest is left to [`discharge`].
+pub fn refute_any_quickly(obs: &[&Obligation], cfg: &Config) -> Option<(usize, Outcome)> {
+    let cfg = &Config { timeout_ms: QUICK_MS.min(cfg.timeout_ms) };
+    z3::with_z3_config(&z3::Config::new(), || {
+        let mut suspects = Vec::new();
+        for (i, ob) in obs.iter().enumerate() {
+            match Suspect::new(ob) {
+                Err(refuted) => return Some((i, refuted)),
+                Ok(Some(s)) => suspects.push((i, s)),
+                Ok(None) => {}
+            }
+        }
+        for try_ in [QuickTry::Relaxed, QuickTry::Exact, QuickTry::Fixed] {
+            for (i, s) in &suspects {
+                if let Some(outcome) = s.try_(try_, cfg) {
+                    return Some((*i, outcome));
+                }
+            }
+        }
+        None
+    })
 }
 
 /// How queries were decided in this process, for `tokitaic verify
@@ -154,7 +261,13 @@ pub fn discharge(ob: &Obligation, cfg: &Config) -> Outcome {
             return outcome;
         }
         count(2);
-        discharge_nonlinear(ob, cfg, start)
+        match discharge_nonlinear(ob, cfg, start) {
+            Outcome::Unknown { seconds, reason } if ob.kind != ObligationKind::RequiresSatisfiable => match bounded_counterexample(ob, cfg) {
+                Some(model) => Outcome::Refuted { seconds: start.elapsed().as_secs_f64(), model },
+                None => Outcome::Unknown { seconds, reason },
+            },
+            decided => decided,
+        }
     })
 }
 
@@ -289,7 +402,15 @@ fn by_relaxation(ob: &Obligation, cfg: &Config, start: Instant) -> Option<Outcom
         //    evaluating the query itself.
         if !tried_counterexample {
             tried_counterexample = true;
-            if let Some(model) = checked_counterexample(ob, cfg).or_else(|| bounded_counterexample(ob, cfg)) {
+            let whole = Relaxation::new(&ob.hypotheses).and_then(|mut w| w.goal(&ob.goal).map(|g| (w, g)));
+            let relaxed = || whole.as_ref().and_then(|(w, g)| checked_counterexample(ob, w, g, cfg));
+            let fixed = || whole.as_ref().and_then(|(w, _)| fixed_counterexample(ob, w, cfg));
+            // A glance at small boxes (a counterexample the two above miss
+            // usually needs a nonlinear fact and shows at small sizes); the
+            // longer look waits until nonlinear arithmetic has had its turn,
+            // since most queries that reach here hold.
+            let glance = Config { timeout_ms: cfg.timeout_ms / 10 };
+            if let Some(model) = relaxed().or_else(fixed).or_else(|| bounded_counterexample(ob, &glance)) {
                 return done(0, Outcome::Refuted { seconds: secs(), model });
             }
         }
@@ -305,14 +426,55 @@ fn by_relaxation(ob: &Obligation, cfg: &Config, start: Instant) -> Option<Outcom
 /// A model of the whole query's relaxation (no slice, no lemmas) that
 /// evaluates every hypothesis of the query to true and its goal to false:
 /// a counterexample, found without nonlinear reasoning.
-fn checked_counterexample(ob: &Obligation, cfg: &Config) -> Option<BTreeMap<String, i64>> {
-    let mut whole = Relaxation::new(&ob.hypotheses)?;
-    let goal = whole.goal(&ob.goal)?;
+fn checked_counterexample(ob: &Obligation, whole: &Relaxation, goal: &Lin, cfg: &Config) -> Option<BTreeMap<String, i64>> {
     let part = Config { timeout_ms: cfg.timeout_ms / 10 };
-    match check_linear(ob, &whole, &[Lin::Not(Box::new(goal))], &part, Arith::Int, true) {
+    match check_linear(ob, whole, &[Lin::Not(Box::new(goal.clone()))], &part, Arith::Int, true) {
         (SatResult::Sat, model) => refutes(ob, model),
         _ => None,
     }
+}
+
+/// The values tried, in order, for every variable of a product or of a
+/// divisor in [`fixed_counterexample`]: small sizes, primes and one past
+/// a power of two (the ragged tile, the tail of a vector loop).
+const FIXED_VALUES: [i64; 8] = [1, 2, 3, 5, 17, 65, 130, 257];
+
+/// A counterexample with every variable of a nonlinear term fixed to one
+/// small value: the query is then linear, decided exactly in linear
+/// arithmetic, and its model checked by evaluation. Sizes where an index
+/// bug shows are rarely special; the same value for every dim satisfies
+/// the usual `requires` (products bounded, dims equal).
+fn fixed_counterexample(ob: &Obligation, whole: &Relaxation, cfg: &Config) -> Option<BTreeMap<String, i64>> {
+    let names = whole.nonlinear_vars();
+    if names.is_empty() {
+        return None;
+    }
+    let part = Config { timeout_ms: (cfg.timeout_ms / 20).max(1) };
+    // One value for all (dims that `requires` makes equal), then distinct
+    // values (a bug that swaps two dims shows only when they differ).
+    let n = FIXED_VALUES.len();
+    let uniform = (0..n).map(|i| vec![FIXED_VALUES[i]; names.len()]);
+    let distinct = (0..n).map(|shift| (0..names.len()).map(|j| FIXED_VALUES[(shift + j) % n]).collect::<Vec<i64>>());
+    for values in uniform.chain(distinct) {
+        let value_of = |name: &str| names.iter().position(|x| x == name).map(|i| values[i]);
+        let fix = |name: &str| value_of(name).map(Term::c);
+        let hyps: Vec<Formula> = ob.hypotheses.iter().map(|h| h.subst(&fix)).collect();
+        let goal = ob.goal.subst(&fix);
+        let Some(mut r) = Relaxation::new(&hyps) else { continue };
+        let Some(g) = r.goal(&goal) else { continue };
+        if !r.is_exact() {
+            continue;
+        }
+        if let (SatResult::Sat, mut model) = check_linear(ob, &r, &[Lin::Not(Box::new(g))], &part, Arith::Int, true) {
+            for (name, v) in names.iter().zip(&values) {
+                model.insert(name.clone(), *v);
+            }
+            if let Some(m) = refutes(ob, model) {
+                return Some(m);
+            }
+        }
+    }
+    None
 }
 
 /// `model` if it is a counterexample of `ob`: every hypothesis true and
@@ -354,8 +516,9 @@ fn in_box(ob: &Obligation, cfg: &Config, bits: u32) -> Option<BTreeMap<String, i
         solver.assert(v.ge(Int::from_i64(-edge)));
         solver.assert(v.le(Int::from_i64(edge)));
     }
+    let t0 = Instant::now();
     let result = solver.check();
-    trace(ob, "box search", result, 0, 0.0);
+    trace(ob, "box search", result, vars.len(), t0.elapsed().as_secs_f64());
     if result != SatResult::Sat {
         return None;
     }
@@ -371,7 +534,10 @@ fn in_box(ob: &Obligation, cfg: &Config, bits: u32) -> Option<BTreeMap<String, i
 /// the relaxation's stages that takes more than 50 ms: which stage, its
 /// answer and time, for finding what makes a proof slow.
 fn trace(ob: &Obligation, stage: &str, result: SatResult, constraints: usize, seconds: f64) {
-    if seconds > 0.05 && std::env::var_os("TOKITAI_SOLVER_TRACE").is_some() {
+    // `TOKITAI_SOLVER_TRACE=1` shows calls over 50 ms; a value below one
+    // is the threshold in seconds.
+    let threshold = || std::env::var("TOKITAI_SOLVER_TRACE").ok().map(|v| v.parse::<f64>().ok().filter(|t| *t < 1.0).unwrap_or(0.05));
+    if threshold().is_some_and(|t| seconds > t) {
         eprintln!("solver: {} {:?} in {:.3}s ({} constraints): {}: {}", stage, result, seconds, constraints, ob.kind.name(), ob.description);
     }
 }
