@@ -22,6 +22,10 @@ fn main() {
         eprintln!("{}", e);
         std::process::exit(1);
     }
+    // Kernels that did not change are not proved again: the outcomes are
+    // in the persistent proof cache (`$TOKITAI_CACHE_DIR`, else the user's
+    // cache directory), shared with `tokitaic`.
+    tokitai_compiler::cache::configure(tokitai_compiler::cache::Location::Default);
     let build = tokitai_compiler::Build::new().files(&files).verify(true).support_module("crate::abi").launchers("crate");
     if let Err(e) = build.compile() {
         eprintln!("{}", e);

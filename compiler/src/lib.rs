@@ -20,6 +20,10 @@ pub mod schedule;
 pub mod codegen;
 pub mod build;
 #[cfg(feature = "verify")]
+pub mod cache;
+#[cfg(feature = "verify")]
+pub mod progress;
+#[cfg(feature = "verify")]
 pub mod verify;
 #[cfg(feature = "verify")]
 pub mod report;

@@ -66,6 +66,14 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
     (rows, shapes)
 }
 
+/// `observed_errors`, kept in the proof cache: the sampling is seeded, so
+/// it is a function of the kernel, its schedule, the source (the bound's
+/// notes cite its lines) and the number of samples.
+fn cached_observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, Vec<String>) {
+    let key = || crate::cache::Key::builder("report-errors").part(format!("{:?}", k)).part(format!("{:?}", ir)).part(source).part(report_samples().to_string()).finish();
+    crate::cache::cached(key, |_| true, || observed_errors(k, ir, source)).0
+}
+
 /// Elements sampled per kernel for the report's soundness columns (the
 /// test suite samples 10^6; `TOKITAI_REPORT_SAMPLES` overrides).
 fn report_samples() -> u64 {
@@ -104,7 +112,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
     for arts in files {
         let source_sha = sha256_hex(arts.source.text.as_bytes());
         for ((k, ir), proofs) in arts.program.kernels.iter().zip(&arts.kernels).zip(&arts.proofs) {
-            let (errors, shapes) = observed_errors(k, ir, &arts.source.text);
+            let (errors, shapes) = cached_observed_errors(k, ir, &arts.source.text);
             kernels.push(KernelReport {
                 name: k.name.clone(),
                 file: arts.source.name.clone(),
@@ -124,7 +132,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
                 obligations: proofs
                     .obligations
                     .iter()
-                    .map(|o| ObligationRow { kind: o.obligation.kind.name().to_string(), description: o.obligation.description.clone(), status: o.outcome.status().to_string(), seconds: o.outcome.seconds() })
+                    .map(|o| ObligationRow { kind: o.obligation.kind.name().to_string(), description: o.obligation.description.clone(), status: o.outcome.status().to_string(), seconds: o.outcome.seconds(), cached: o.cached })
                     .collect(),
                 errors,
                 shapes_sampled: shapes,

@@ -3,8 +3,12 @@
 use std::path::Path;
 use std::process::Command;
 
+/// `tokitaic` with a proof cache of this test process's own (not the
+/// user's cache directory).
 fn tokitaic() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tokitaic"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tokitaic"));
+    c.env("TOKITAI_CACHE_DIR", std::env::temp_dir().join(format!("tokitaic-cli-cache-{}", std::process::id())));
+    c
 }
 
 fn example(name: &str) -> String {

@@ -1,7 +1,7 @@
 //! Proof obligations and their outcomes.
 
 use crate::term::Formula;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What an obligation establishes (design.md, "What the prover must show").
@@ -74,7 +74,7 @@ pub struct Obligation {
     pub show: Vec<(String, String)>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum Outcome {
     Proved { seconds: f64 },

@@ -4,11 +4,11 @@
 //! Deterministic apart from solver timings: writers take a `redact_times`
 //! flag so that snapshots and diffs can ignore them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// Bumped on any change a reader of `report.json` would notice.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -37,12 +37,17 @@ pub struct ObligationRow {
     pub description: String,
     /// "proved", "refuted" or "unknown"
     pub status: String,
+    /// Seconds the solver took, in the run that decided it.
     pub seconds: f64,
+    /// Taken from the persistent proof cache (decided by an earlier run of
+    /// this tool and solver version on this kernel's printed IR), not in
+    /// this run. Schema version 3.
+    pub cached: bool,
 }
 
 /// Error of the CPU mirror (the kernel's dtypes and order) against the
 /// exact f64 oracle, over the sampled inputs.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ErrorRow {
     pub output: String,
     pub tolerance_abs: f64,
@@ -59,7 +64,7 @@ pub struct ErrorRow {
 }
 
 /// The derived error bound of one output, over every launch.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BoundRow {
     /// "proved" (within the tolerance), "exceeds" (derived, but above the
     /// tolerance) or "unknown" (no bound derived).
@@ -73,7 +78,7 @@ pub struct BoundRow {
 }
 
 /// Sampled inputs against the bound derived for each launch's dims.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SampledRow {
     pub elements: u64,
     pub violations: u64,
@@ -113,6 +118,10 @@ impl KernelReport {
     pub fn seconds(&self) -> f64 {
         self.obligations.iter().map(|o| o.seconds).sum()
     }
+    /// Obligations whose outcome came from the proof cache.
+    pub fn cached(&self) -> usize {
+        self.obligations.iter().filter(|o| o.cached).count()
+    }
 }
 
 fn time(t: f64, redact: bool) -> String {
@@ -141,19 +150,20 @@ impl Report {
         let _ = writeln!(s, "# Verification report\n");
         let _ = writeln!(s, "Tool: {}. Solver: {}. Target: {}. Schema version {}.\n", self.tool, self.solver, self.target, self.schema_version);
         let _ = writeln!(s, "## Summary\n");
-        let _ = writeln!(s, "| kernel | schedule | index | proved | refuted | unknown | solver s | max error / tolerance |");
-        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "| kernel | schedule | index | proved | refuted | unknown | from cache | solver s | max error / tolerance |");
+        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|");
         for k in &self.kernels {
             let worst = k.errors.iter().map(|e| e.worst_ratio).fold(0.0, f64::max);
             let _ = writeln!(
                 s,
-                "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
                 k.name,
                 k.schedule,
                 k.index_type,
                 k.count("proved"),
                 k.count("refuted"),
                 k.count("unknown"),
+                if redact_times { "[n]".to_string() } else { k.cached().to_string() },
                 time(k.seconds(), redact_times),
                 if k.errors.is_empty() { "n/a".into() } else { format!("{:.3}", worst) }
             );
@@ -206,9 +216,16 @@ impl Report {
                     let _ = writeln!(s, "\n{}\n", notes.join("\n"));
                 }
             }
-            let _ = writeln!(s, "| obligation | status | seconds |\n|---|---|---:|");
+            let _ = writeln!(s, "| obligation | status | seconds | decided |\n|---|---|---:|---|");
             for o in &k.obligations {
-                let _ = writeln!(s, "| {}: {} | {} | {} |", o.kind, o.description.replace('|', "\\|"), o.status, time(o.seconds, redact_times));
+                // Like the times, where an outcome came from varies between
+                // runs: redacted output leaves it out.
+                let decided = match (redact_times, o.cached) {
+                    (true, _) => "[run]",
+                    (false, true) => "earlier (cache)",
+                    (false, false) => "this run",
+                };
+                let _ = writeln!(s, "| {}: {} | {} | {} | {} |", o.kind, o.description.replace('|', "\\|"), o.status, time(o.seconds, redact_times), decided);
             }
         }
         let _ = writeln!(s, "\n## Evidence\n");

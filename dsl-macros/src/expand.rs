@@ -65,39 +65,20 @@ fn expand(attr: TokenStream, f: &syn::ItemFn) -> syn::Result<TokenStream> {
 
 /// Prove at macro time? The `prove` feature (a crate's choice), unless
 /// `TOKITAI_PROVE=0` (a one-off: cargo does not rebuild when it changes).
-/// Proofs are cached on disk.
+/// Outcomes are kept in the persistent proof cache (`$TOKITAI_CACHE_DIR`,
+/// else the user's cache directory), shared with `tokitaic` and build
+/// scripts.
 fn proving() -> bool {
     if std::env::var("TOKITAI_PROVE").is_ok_and(|v| v == "0") {
         return false;
     }
     #[cfg(feature = "prove")]
     {
-        let dir = std::env::var_os("TOKITAI_PROOF_CACHE").map(std::path::PathBuf::from).unwrap_or_else(default_cache_dir);
-        tokitai_compiler::verify::set_proof_cache_dir(dir);
+        tokitai_compiler::cache::configure(tokitai_compiler::cache::Location::Default);
         true
     }
     #[cfg(not(feature = "prove"))]
     false
-}
-
-/// `target/tokitai-proofs` of the workspace being built: `CARGO_TARGET_DIR`
-/// if set, else the nearest `target` above the crate being compiled.
-#[cfg(feature = "prove")]
-fn default_cache_dir() -> std::path::PathBuf {
-    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
-        return std::path::PathBuf::from(t).join("tokitai-proofs");
-    }
-    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_default();
-    let mut dir = manifest.as_path();
-    loop {
-        if dir.join("target").is_dir() {
-            return dir.join("target").join("tokitai-proofs");
-        }
-        match dir.parent() {
-            Some(p) => dir = p,
-            None => return manifest.join("target").join("tokitai-proofs"),
-        }
-    }
 }
 
 /// The compiler's diagnostics as errors on the Rust tokens they came from.

@@ -12,9 +12,9 @@
 //! reader, dtype, shape and race errors from the checker, and every
 //! obligation Z3 refutes with its counterexample.
 //!
-//! Proofs are cached on disk by kernel fingerprint (under the workspace's
-//! `target/tokitai-proofs`, or `$TOKITAI_PROOF_CACHE`), so an unchanged
-//! kernel is not proved again. A crate that depends on this one with
+//! Outcomes are kept in the persistent proof cache (`$TOKITAI_CACHE_DIR`,
+//! else the user's cache directory; shared with `tokitaic`), so an
+//! unchanged kernel is not proved again. A crate that depends on this one with
 //! `default-features = false` skips proving at build time.
 
 use proc_macro::TokenStream;

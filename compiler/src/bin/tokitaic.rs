@@ -17,6 +17,32 @@ struct Cli {
     command: Command,
 }
 
+/// Where proof outcomes are kept between runs.
+#[derive(clap::Args)]
+struct CacheArgs {
+    /// Keep and reuse proof outcomes in DIR (default: $TOKITAI_CACHE_DIR,
+    /// else $XDG_CACHE_HOME/tokitai, else ~/.cache/tokitai).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    cache: Option<PathBuf>,
+    /// Prove everything in this run; read and write no cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    /// Open the chosen cache for this process (a warning, never a failure,
+    /// when it cannot be used).
+    fn configure(&self) {
+        use tokitai_compiler::cache::Location;
+        let location = match (&self.cache, self.no_cache) {
+            (_, true) => Location::Off,
+            (Some(d), false) => Location::Dir(d.clone()),
+            (None, false) => Location::Default,
+        };
+        tokitai_compiler::cache::configure(location);
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Compile a .tk file: kernels/<name>.hip, <stem>.rs (oracles and bindings) and manifest.json.
@@ -29,6 +55,8 @@ enum Command {
         /// Target: cuda-smXY (e.g. cuda-sm90) or hip-gfxNNN (e.g. hip-gfx90a).
         #[arg(long, default_value = "cuda-sm90")]
         target: Target,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Parse and check .tk files; print diagnostics.
     Check {
@@ -57,6 +85,8 @@ enum Command {
         /// derivation, mutation testing, report sampling).
         #[arg(long)]
         timings: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Print the HIP C++ of a .tk file for one target to standard output.
     EmitHip {
@@ -94,7 +124,8 @@ fn report(e: BuildError) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Build { file, out, target } => {
+        Command::Build { file, out, target, cache } => {
+            cache.configure();
             let src = match read(&file) {
                 Ok(s) => s,
                 Err(c) => return c,
@@ -137,8 +168,10 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, timings } => {
+        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, timings, cache } => {
             let started = std::time::Instant::now();
+            cache.configure();
+            tokitai_compiler::progress::show_on_stderr();
             let mut all = Vec::new();
             let mut code = ExitCode::SUCCESS;
             for f in &files {
@@ -157,8 +190,12 @@ fn main() -> ExitCode {
                 };
                 for proofs in arts.proofs.iter().chain(&arts.variant_proofs) {
                     let count = |s: &str| proofs.obligations.iter().filter(|o| o.outcome.status() == s).count();
-                    let secs: f64 = proofs.obligations.iter().map(|o| o.outcome.seconds()).sum();
-                    println!("{:<22} {:>4} proved {:>3} refuted {:>3} unknown  index {}  {:.2}s", proofs.kernel, count("proved"), count("refuted"), count("unknown"), proofs.index_ty, secs);
+                    // Solver seconds spent in this run (a cached outcome
+                    // carries the seconds of the run that decided it).
+                    let secs: f64 = proofs.obligations.iter().filter(|o| !o.cached).map(|o| o.outcome.seconds()).sum();
+                    let cached = proofs.obligations.iter().filter(|o| o.cached).count();
+                    let from_cache = if cached > 0 { format!("  ({} from cache)", cached) } else { String::new() };
+                    println!("{:<22} {:>4} proved {:>3} refuted {:>3} unknown  index {}  {:.2}s{}", proofs.kernel, count("proved"), count("refuted"), count("unknown"), proofs.index_ty, secs, from_cache);
                     if let Some(n) = &proofs.index_note {
                         println!("    note: {}", n);
                     }
@@ -194,6 +231,9 @@ fn main() -> ExitCode {
                 if !within {
                     code = ExitCode::from(1);
                 }
+            }
+            if let Some(c) = tokitai_compiler::cache::global() {
+                eprintln!("{}", c.summary());
             }
             if timings {
                 eprintln!("\nseconds per kernel and phase (summed over threads; wall time {:.1}s):", started.elapsed().as_secs_f64());

@@ -266,37 +266,72 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
     all
 }
 
-/// Run every mutant of every kernel; the kill rate for the report.
+/// Run every mutant of every kernel; the kill rate for the report. A
+/// kernel's results are kept in the proof cache: its mutants are a function
+/// of its printed IR, and whether each is refuted of the verifier's
+/// version (part of every cache row).
 pub fn summary(files: &[crate::build::Artifacts], timeout_ms: u32) -> tokitai_contracts::report::MutationSummary {
     use std::collections::BTreeMap;
     let cfg = tokitai_contracts::z3_backend::Config { timeout_ms };
-    let mut by: BTreeMap<&'static str, (usize, usize)> = BTreeMap::new();
+    let kernels: Vec<(&crate::tir::Kernel, &KernelIr)> = files.iter().flat_map(|arts| arts.program.kernels.iter().zip(&arts.kernels)).collect();
+    let key = |k: &crate::tir::Kernel, ir: &KernelIr| crate::cache::Key::builder("mutants").part(crate::cache::fingerprint(k)).part(crate::cache::fingerprint(ir)).part(timeout_ms.to_string()).finish();
+    let store = crate::cache::global();
+    let mut results: Vec<Option<Vec<(String, String, bool)>>> = kernels.iter().map(|(k, ir)| store.and_then(|c| c.get(&key(k, ir)))).collect();
+    let missing: Vec<usize> = (0..kernels.len()).filter(|i| results[*i].is_none()).collect();
+    let run = run_kernels(&missing.iter().map(|i| kernels[*i]).collect::<Vec<_>>(), &cfg);
+    for (i, outcomes) in missing.into_iter().zip(run) {
+        let rows: Vec<(String, String, bool)> = outcomes.into_iter().map(|(m, killed)| (m.operator.to_string(), m.description, killed)).collect();
+        if let Some(c) = store {
+            c.put(&key(kernels[i].0, kernels[i].1), &rows);
+        }
+        results[i] = Some(rows);
+    }
+    let mut by: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut survivors = Vec::new();
-    for (m, killed) in run_all(files, &cfg) {
-        let e = by.entry(m.operator).or_default();
+    for (operator, description, killed) in results.into_iter().flatten().flatten() {
+        let e = by.entry(operator).or_default();
         e.0 += 1;
         if killed {
             e.1 += 1;
         } else {
-            survivors.push(m.description);
+            survivors.push(description);
         }
     }
     let mutants_n = by.values().map(|v| v.0).sum();
     let refuted = by.values().map(|v| v.1).sum();
-    tokitai_contracts::report::MutationSummary { mutants: mutants_n, refuted, by_operator: by.into_iter().map(|(k, (n, r))| (k.to_string(), n, r)).collect(), survivors }
+    tokitai_contracts::report::MutationSummary { mutants: mutants_n, refuted, by_operator: by.into_iter().map(|(k, (n, r))| (k, n, r)).collect(), survivors }
 }
 
 /// Every mutant of every kernel of `files`, with whether the verifier
 /// refuted it; mutants are checked in parallel, results in a fixed order.
 pub fn run_all(files: &[crate::build::Artifacts], cfg: &tokitai_contracts::z3_backend::Config) -> Vec<(Mutant, bool)> {
+    let kernels: Vec<(&crate::tir::Kernel, &KernelIr)> = files.iter().flat_map(|arts| arts.program.kernels.iter().zip(&arts.kernels)).collect();
+    run_kernels(&kernels, cfg).into_iter().flatten().collect()
+}
+
+/// The mutants of each kernel with whether each was refuted, per kernel;
+/// all mutants of all kernels are checked in parallel.
+fn run_kernels(kernels: &[(&crate::tir::Kernel, &KernelIr)], cfg: &tokitai_contracts::z3_backend::Config) -> Vec<Vec<(Mutant, bool)>> {
     use rayon::prelude::*;
-    let all: Vec<(&crate::tir::Kernel, Mutant)> = files
-        .iter()
-        .flat_map(|arts| arts.program.kernels.iter().zip(&arts.kernels))
-        .flat_map(|(k, ir)| mutants(k, ir).into_iter().map(move |m| (k, m)))
+    if kernels.is_empty() {
+        return Vec::new();
+    }
+    let all: Vec<(usize, &crate::tir::Kernel, Mutant)> = kernels.iter().enumerate().flat_map(|(i, (k, ir))| mutants(k, ir).into_iter().map(move |m| (i, *k, m))).collect();
+    let progress = crate::progress::task("mutation test");
+    progress.add(all.len());
+    let done: Vec<(usize, Mutant, bool)> = all
+        .into_par_iter()
+        .map(|(i, k, m)| {
+            let killed = crate::timings::time(&k.name, "mutation", || super::first_refutation(k, &m.ir, cfg).is_some());
+            progress.step();
+            (i, m, killed)
+        })
         .collect();
-    all.into_par_iter().map(|(k, m)| {
-        let killed = crate::timings::time(&k.name, "mutation", || super::first_refutation(k, &m.ir, cfg).is_some());
-        (m, killed)
-    }).collect()
+    let refuted = done.iter().filter(|d| d.2).count();
+    progress.finish(&format!("{} of {} mutants of {} kernels refuted", refuted, done.len(), kernels.len()));
+    let mut per: Vec<Vec<(Mutant, bool)>> = kernels.iter().map(|_| Vec::new()).collect();
+    for (i, m, killed) in done {
+        per[i].push((m, killed));
+    }
+    per
 }

@@ -18,6 +18,9 @@ pub struct VerifiedObligation {
     pub obligation: Obligation,
     pub outcome: Outcome,
     pub span: Span,
+    /// The outcome was taken from the persistent proof cache, not
+    /// computed in this run.
+    pub cached: bool,
 }
 
 /// Everything proved (or not) about one kernel.
@@ -393,7 +396,7 @@ impl<'a> Gen<'a> {
                 };
                 // Structural: decided from the IR, no solver query.
                 let outcome = if b.uniform { Outcome::Proved { seconds: 0.0 } } else { Outcome::Refuted { seconds: 0.0, model: BTreeMap::new() } };
-                VerifiedObligation { obligation: ob, outcome, span: k.span }
+                VerifiedObligation { obligation: ob, outcome, span: k.span, cached: false }
             })
             .collect()
     }
@@ -490,7 +493,7 @@ impl<'a> Gen<'a> {
                 show: vec![],
             };
             let outcome = if have == want { Outcome::Proved { seconds: 0.0 } } else { Outcome::Refuted { seconds: 0.0, model: BTreeMap::new() } };
-            out.push(VerifiedObligation { obligation: ob, outcome, span });
+            out.push(VerifiedObligation { obligation: ob, outcome, span, cached: false });
         }
         out
     }
@@ -566,13 +569,27 @@ impl<'a> Gen<'a> {
 }
 
 /// Discharge independent queries on every core (each rayon thread has its
-/// own Z3 context); the order of the result is the order of `obs`.
-fn discharge_all(kernel: &str, obs: Vec<(Obligation, Span)>, cfg: &Config) -> Vec<VerifiedObligation> {
+/// own Z3 context); the order of the result is the order of `obs`. Decided
+/// outcomes are kept in the persistent proof cache under the kernel's
+/// printed IR and the query (see `cache.rs`).
+fn discharge_all(ir: &KernelIr, obs: Vec<(Obligation, Span)>, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
     use rayon::prelude::*;
+    let kernel = crate::cache::fingerprint(ir);
+    progress.add(obs.len());
     obs.into_par_iter()
         .map(|(obligation, span)| {
-            let outcome = crate::timings::time(kernel, obligation.kind.name(), || discharge(&obligation, cfg));
-            VerifiedObligation { obligation, outcome, span }
+            let key = || {
+                crate::cache::Key::builder("obligation")
+                    .part(&kernel)
+                    .part(obligation.kind.name())
+                    .part(&obligation.description)
+                    .part(format!("{:?}|{:?}|{}", obligation.hypotheses, obligation.goal, cfg.timeout_ms))
+                    .finish()
+            };
+            let decided = |o: &Outcome| !matches!(o, Outcome::Unknown { .. });
+            let (outcome, cached) = crate::cache::cached(key, decided, || crate::timings::time(&ir.name, obligation.kind.name(), || discharge(&obligation, cfg)));
+            progress.step();
+            VerifiedObligation { obligation, outcome, span, cached }
         })
         .collect()
 }
@@ -580,11 +597,12 @@ fn discharge_all(kernel: &str, obs: Vec<(Obligation, Span)>, cfg: &Config) -> Ve
 /// Prove every obligation of a kernel. Index arithmetic is tried in i32;
 /// if that is not proved safe, the kernel switches to i64 (and says why).
 pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProofs {
+    let progress = crate::progress::task(format!("proving {}", ir.name));
     let mut note = None;
     let mut overflow_i32 = {
         let mut g = Gen { exec: crate::timings::time(&ir.name, "exec", || Exec::run(k, ir)), obs: Vec::new(), seen: HashSet::new() };
         g.overflow(Dtype::I32);
-        discharge_all(&ir.name, g.obs, cfg)
+        discharge_all(ir, g.obs, cfg, &progress)
     };
     if overflow_i32.iter().any(|o| !o.outcome.is_proved()) {
         let first = overflow_i32.iter().find(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.clone()).unwrap_or_default();
@@ -592,7 +610,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
         ir.index_ty = Dtype::I64;
         let mut g = Gen { exec: crate::timings::time(&ir.name, "exec", || Exec::run(k, ir)), obs: Vec::new(), seen: HashSet::new() };
         g.overflow(Dtype::I64);
-        overflow_i32 = discharge_all(&ir.name, g.obs, cfg);
+        overflow_i32 = discharge_all(ir, g.obs, cfg, &progress);
     }
     let mut g = Gen { exec: crate::timings::time(&ir.name, "exec", || Exec::run(k, ir)), obs: Vec::new(), seen: HashSet::new() };
     g.requires_satisfiable();
@@ -605,11 +623,14 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.ensures();
     let barriers = g.barriers();
     let dtypes = g.dtypes();
-    let mut obligations = discharge_all(&ir.name, g.obs, cfg);
+    let mut obligations = discharge_all(ir, g.obs, cfg, &progress);
     obligations.extend(super::tolerance::tolerance_proofs(k, ir, cfg));
     obligations.extend(overflow_i32);
     obligations.extend(barriers);
     obligations.extend(dtypes);
+    let proved = obligations.iter().filter(|o| o.outcome.is_proved()).count();
+    let cached = obligations.iter().filter(|o| o.cached).count();
+    progress.finish(&format!("{} of {} obligations proved, {} from the cache", proved, obligations.len(), cached));
     KernelProofs { kernel: k.name.clone(), index_ty: ir.index_ty, index_note: note, obligations }
 }
 
@@ -637,12 +658,12 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     let all: Vec<&Obligation> = g.obs.iter().map(|(o, _)| o).collect();
     if let Some((i, outcome)) = tokitai_contracts::z3_backend::refute_any_quickly(&all, cfg) {
         let (obligation, span) = g.obs.swap_remove(i);
-        return Some(VerifiedObligation { obligation, outcome, span });
+        return Some(VerifiedObligation { obligation, outcome, span, cached: false });
     }
     for (obligation, span) in g.obs {
         let outcome = discharge(&obligation, cfg);
         if outcome.is_refuted() {
-            return Some(VerifiedObligation { obligation, outcome, span });
+            return Some(VerifiedObligation { obligation, outcome, span, cached: false });
         }
     }
     None

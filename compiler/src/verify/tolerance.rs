@@ -42,7 +42,7 @@ pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<Verified
             let obligation = Obligation { kind: ObligationKind::Tolerance, description: describe(o), origin: (o.span.lo, o.span.hi), hypotheses: vec![], goal: Formula::True, show: vec![] };
             if let Some((msg, span, region)) = &o.failure {
                 let reason = format!("no bound derived: {} (at {})", msg, region);
-                return VerifiedObligation { obligation, outcome: Outcome::Unknown { seconds: 0.0, reason }, span: *span };
+                return VerifiedObligation { obligation, outcome: Outcome::Unknown { seconds: 0.0, reason }, span: *span, cached: false };
             }
             // A region without error meets any tolerance (abs, rel >= 0),
             // whatever its range (a masked maximum may reach -inf).
@@ -55,7 +55,12 @@ pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<Verified
                     BoundRegion { abs, rel, lo: r.range.mig(), hi: r.range.mag() }
                 })
                 .collect();
-            let outcome = match crate::timings::time(&ir.name, "tolerance", || prove_bound_within(&regions, o.tolerance.0, o.tolerance.1, cfg)) {
+            // The query is the regions' bounds against the tolerance: the
+            // key is exactly that (f64 `Debug` prints every bit).
+            let key = || crate::cache::Key::builder("tolerance").part(format!("{:?}|{:?}|{:?}|{}", regions, o.tolerance.0, o.tolerance.1, cfg.timeout_ms)).finish();
+            let decided = |o: &Outcome| !matches!(o, Outcome::Unknown { .. });
+            let (outcome, cached) = crate::cache::cached(key, decided, || crate::timings::time(&ir.name, "tolerance", || prove_bound_within(&regions, o.tolerance.0, o.tolerance.1, cfg)));
+            let outcome = match outcome {
                 Outcome::Refuted { seconds, model } => {
                     // Name the worst region the analysis found (the solver's
                     // witness is one failing region; the worst is more useful).
@@ -80,7 +85,7 @@ pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<Verified
                 }
                 other => other,
             };
-            VerifiedObligation { obligation, outcome, span: o.span }
+            VerifiedObligation { obligation, outcome, span: o.span, cached }
         })
         .collect()
 }
