@@ -9,4 +9,8 @@ bash scripts/install-toolchains.sh
 NV="$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')/cu13"
 export TOKITAI_CUDA_INCLUDE="$NV/include"
 export LD_LIBRARY_PATH="$NV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# One proof cache for the whole run, inside the build tree: a clean clone
+# proves every kernel once (the runtime's build script, first), and the
+# tests that compile the same kernels again reuse those outcomes.
+export TOKITAI_CACHE_DIR="${TOKITAI_CACHE_DIR:-$PWD/target/tokitai-cache}"
 cargo test --workspace --release

@@ -51,13 +51,16 @@ fn every_kernel_compiles_with_hipcc_for_gfx90a_without_warnings() {
     let target = Target::default_hip();
     let files = write_kernels(&target, &dir);
     assert!(files.len() >= 20, "expected every example kernel, got {}", files.len());
-    for f in &files {
+    // One hipcc per kernel, as many at once as there are cores (each is a
+    // single-threaded clang; one after another took 100 s of CI).
+    use rayon::prelude::*;
+    files.par_iter().for_each(|f| {
         let out = Command::new("hipcc").arg("--genco").args(target.compile_flags()).arg(f).arg("-o").arg(f.with_extension("co")).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "hipcc failed on {}:\n{}", f.display(), stderr);
         assert!(stderr.trim().is_empty(), "hipcc warned on {}:\n{}", f.display(), stderr);
         assert!(std::fs::metadata(f.with_extension("co")).unwrap().len() > 0);
-    }
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }
 

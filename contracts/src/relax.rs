@@ -157,6 +157,15 @@ impl Relaxation {
         while a < self.atoms.len() {
             if self.defined.insert(a) {
                 let def = self.atoms.def(a).clone();
+                // A product inside an atom (`(a*a) / 4`, a branch of a
+                // conditional) is a fresh variable here as anywhere.
+                let nonlinear = match &def {
+                    AtomDef::Var(_) => false,
+                    AtomDef::Div(x, y) | AtomDef::Rem(x, y) | AtomDef::Min(x, y) | AtomDef::Ite(_, x, y) => x.degree() >= 2 || y.degree() >= 2,
+                };
+                if nonlinear {
+                    self.exact = false;
+                }
                 match def {
                     AtomDef::Var(_) => {}
                     AtomDef::Div(x, d) | AtomDef::Rem(x, d) => {
@@ -509,6 +518,15 @@ mod tests {
         assert!(!r.is_exact());
         let r = Relaxation::new(&[v("i").div(Term::c(16)).lt(v("N"))]).unwrap();
         assert!(r.is_exact(), "division by a positive constant is exact");
+        // Found by the brute-force property test: a product inside a
+        // conditional's branch or a division's dividend is not exact.
+        let ite = Term::Ite(Box::new(Term::var("c").lt(Term::var("a"))), Box::new(Term::var("c")), Box::new(Term::var("a").mul(Term::var("a"))));
+        let mut r = Relaxation::new(&[]).unwrap();
+        r.goal(&ite.lt(Term::var("a"))).unwrap();
+        assert!(!r.is_exact(), "a product in a conditional's branch");
+        let mut r = Relaxation::new(&[]).unwrap();
+        r.goal(&Term::var("a").mul(Term::var("b")).div(Term::c(4)).lt(Term::var("a"))).unwrap();
+        assert!(!r.is_exact(), "a product in a dividend");
         let r = Relaxation::new(&[v("i").div(v("D")).lt(v("N"))]).unwrap();
         assert!(!r.is_exact());
     }

@@ -177,7 +177,7 @@ impl<'a> Suspect<'a> {
         let (ob, whole, goal) = (self.ob, &self.whole, &self.goal);
         let found = match (try_, whole.is_exact()) {
             (QuickTry::Exact, true) => match check_linear(ob, whole, &[Lin::Not(Box::new(goal.clone()))], cfg, Arith::Int, true) {
-                (SatResult::Sat, model) => Some(model),
+                (SatResult::Sat, model) => refutes(ob, model),
                 (SatResult::Unsat, _) => {
                     memo_put(ob, &Outcome::Proved { seconds: start.elapsed().as_secs_f64() });
                     None
@@ -345,10 +345,12 @@ fn by_relaxation(ob: &Obligation, cfg: &Config, start: Instant) -> Option<Outcom
         if !r.is_exact() {
             return None;
         }
-        return match check_linear(ob, &r, &[], cfg, Arith::Int, false).0 {
-            SatResult::Sat => done(0, Outcome::Proved { seconds: secs() }),
-            SatResult::Unsat => done(0, Outcome::Refuted { seconds: secs(), model: BTreeMap::new() }),
-            SatResult::Unknown => None,
+        return match check_linear(ob, &r, &[], cfg, Arith::Int, true) {
+            // A model, checked by evaluating the requires themselves.
+            (SatResult::Sat, model) if satisfies(ob, &model) => done(0, Outcome::Proved { seconds: secs() }),
+            (SatResult::Sat, _) => None,
+            (SatResult::Unsat, _) => done(0, Outcome::Refuted { seconds: secs(), model: BTreeMap::new() }),
+            (SatResult::Unknown, _) => None,
         };
     }
     let sliced = slice(&ob.hypotheses, &ob.goal);
@@ -371,7 +373,9 @@ fn by_relaxation(ob: &Obligation, cfg: &Config, start: Instant) -> Option<Outcom
                     return None;
                 }
                 match check_linear(ob, &whole, &[Lin::Not(Box::new(goal))], cfg, Arith::Int, true) {
-                    (SatResult::Sat, model) => done(0, Outcome::Refuted { seconds: secs(), model }),
+                    // Checked by evaluation all the same: a relaxation
+                    // wrongly taken for exact must not produce a claim.
+                    (SatResult::Sat, model) => done(0, Outcome::Refuted { seconds: secs(), model: refutes(ob, model)? }),
                     (SatResult::Unsat, _) => done(0, Outcome::Proved { seconds: secs() }),
                     (SatResult::Unknown, _) => None,
                 }
@@ -479,6 +483,12 @@ fn fixed_counterexample(ob: &Obligation, whole: &Relaxation, cfg: &Config) -> Op
 
 /// `model` if it is a counterexample of `ob`: every hypothesis true and
 /// the goal false, evaluated exactly.
+/// Does `model` make every hypothesis and the goal of `ob` true?
+fn satisfies(ob: &Obligation, model: &BTreeMap<String, i64>) -> bool {
+    let env = |n: &str| model.get(n).map(|v| *v as i128);
+    ob.hypotheses.iter().all(|h| h.eval(&env) == Some(true)) && ob.goal.eval(&env) == Some(true)
+}
+
 fn refutes(ob: &Obligation, model: BTreeMap<String, i64>) -> Option<BTreeMap<String, i64>> {
     let env = |n: &str| model.get(n).map(|v| *v as i128);
     let holds = ob.hypotheses.iter().all(|h| h.eval(&env) == Some(true)) && ob.goal.eval(&env) == Some(false);
@@ -710,7 +720,12 @@ fn discharge_nonlinear(ob: &Obligation, cfg: &Config, start: Instant) -> Outcome
     match (result, want_sat) {
         (SatResult::Unsat, false) => Outcome::Proved { seconds },
         (SatResult::Sat, true) => Outcome::Proved { seconds },
-        (SatResult::Sat, false) => Outcome::Refuted { seconds, model: model() },
+        // Z3's model is of the query's own encoding; it is still checked
+        // by evaluation, so that no counterexample is shown that is not one.
+        (SatResult::Sat, false) => match refutes(ob, model()) {
+            Some(model) => Outcome::Refuted { seconds, model },
+            None => Outcome::Unknown { seconds, reason: "the solver's model does not evaluate to a counterexample".into() },
+        },
         (SatResult::Unsat, true) => Outcome::Refuted { seconds, model: BTreeMap::new() },
         (SatResult::Unknown, _) => Outcome::Unknown { seconds, reason: solver.get_reason_unknown().unwrap_or_else(|| "unknown".into()) },
     }
