@@ -70,7 +70,7 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
 /// it is a function of the kernel, its schedule, the source (the bound's
 /// notes cite its lines) and the number of samples.
 fn cached_observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, Vec<String>) {
-    let key = || crate::cache::Key::builder("report-errors").part(format!("{:?}", k)).part(format!("{:?}", ir)).part(source).part(report_samples().to_string()).finish();
+    let key = || crate::cache::Key::builder("report-errors").part(crate::cache::fingerprint(k)).part(crate::cache::fingerprint(ir)).part(source).part(report_samples().to_string()).finish();
     crate::cache::cached(key, |_| true, || observed_errors(k, ir, source)).0
 }
 

@@ -132,16 +132,10 @@ impl Relaxation {
 
     /// Top-level facts of a relaxed formula.
     fn add_facts(&mut self, f: &Lin) {
-        match f {
-            Lin::Ge0(p) => self.push_fact(p.clone()),
-            Lin::Eq0(p) => {
-                self.push_fact(p.clone());
-                if let Some(n) = p.scale(-1) {
-                    self.push_fact(n);
-                }
-            }
-            Lin::And(v) => v.iter().for_each(|x| self.add_facts(x)),
-            _ => {}
+        let mut found = Vec::new();
+        collect_facts(f, &mut found);
+        for p in found {
+            self.push_fact(p);
         }
     }
 

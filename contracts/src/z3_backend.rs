@@ -87,10 +87,12 @@ impl Enc {
 /// reproducing a slow or surprising proof with the `z3` command line.
 fn dump_query(ob: &Obligation, solver: &Solver) {
     use sha2::{Digest, Sha256};
-    let Some(dir) = std::env::var_os("TOKITAI_SMT_DUMP") else { return };
+    // Read once: this runs before every solver call.
+    static DIR: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    let Some(dir) = DIR.get_or_init(|| std::env::var_os("TOKITAI_SMT_DUMP")) else { return };
     let text = format!("; {}: {}\n{}(check-sat)\n", ob.kind.name(), ob.description, solver);
     let name = format!("{:x}", Sha256::digest(text.as_bytes()));
-    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::create_dir_all(dir);
     let _ = std::fs::write(std::path::Path::new(&dir).join(format!("{}.smt2", &name[..16])), text);
 }
 
@@ -131,7 +133,7 @@ fn memo_put(ob: &Obligation, outcome: &Outcome) {
     }
 }
 
-/// The budget of [`refute_quickly`] per solver call, in the units of
+/// The budget of [`refute_any_quickly`] per solver call, in the units of
 /// [`Config::timeout_ms`]: a counterexample is found in milliseconds or
 /// not cheaply at all; a query that takes longer most likely holds.
 const QUICK_MS: u32 = 50;
@@ -495,18 +497,26 @@ fn fixed_counterexample(ob: &Obligation, whole: &Relaxation, cfg: &Config) -> Op
     None
 }
 
-/// `model` if it is a counterexample of `ob`: every hypothesis true and
-/// the goal false, evaluated exactly.
-/// Does `model` make every hypothesis and the goal of `ob` true?
-fn satisfies(ob: &Obligation, model: &BTreeMap<String, i64>) -> bool {
+/// The goal of `ob` evaluated exactly under `model`, if every hypothesis
+/// holds there (`None` otherwise, or where something is undefined).
+fn goal_under(ob: &Obligation, model: &BTreeMap<String, i64>) -> Option<bool> {
     let env = |n: &str| model.get(n).map(|v| *v as i128);
-    ob.hypotheses.iter().all(|h| h.eval(&env) == Some(true)) && ob.goal.eval(&env) == Some(true)
+    if ob.hypotheses.iter().all(|h| h.eval(&env) == Some(true)) {
+        ob.goal.eval(&env)
+    } else {
+        None
+    }
 }
 
+/// Does `model` make every hypothesis and the goal of `ob` true?
+fn satisfies(ob: &Obligation, model: &BTreeMap<String, i64>) -> bool {
+    goal_under(ob, model) == Some(true)
+}
+
+/// `model` if it is a counterexample of `ob`: every hypothesis true and
+/// the goal false, evaluated exactly.
 fn refutes(ob: &Obligation, model: BTreeMap<String, i64>) -> Option<BTreeMap<String, i64>> {
-    let env = |n: &str| model.get(n).map(|v| *v as i128);
-    let holds = ob.hypotheses.iter().all(|h| h.eval(&env) == Some(true)) && ob.goal.eval(&env) == Some(false);
-    holds.then_some(model)
+    (goal_under(ob, &model) == Some(false)).then_some(model)
 }
 
 /// The boxes [`bounded_counterexample`] searches, smallest first: a
@@ -559,9 +569,10 @@ fn in_box(ob: &Obligation, cfg: &Config, bits: u32) -> Option<BTreeMap<String, i
 /// answer and time, for finding what makes a proof slow.
 fn trace(ob: &Obligation, stage: &str, result: SatResult, constraints: usize, seconds: f64) {
     // `TOKITAI_SOLVER_TRACE=1` shows calls over 50 ms; a value below one
-    // is the threshold in seconds.
-    let threshold = || std::env::var("TOKITAI_SOLVER_TRACE").ok().map(|v| v.parse::<f64>().ok().filter(|t| *t < 1.0).unwrap_or(0.05));
-    if threshold().is_some_and(|t| seconds > t) {
+    // is the threshold in seconds. Read once: this runs after every call.
+    static THRESHOLD: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    let threshold = THRESHOLD.get_or_init(|| std::env::var("TOKITAI_SOLVER_TRACE").ok().map(|v| v.parse::<f64>().ok().filter(|t| *t < 1.0).unwrap_or(0.05)));
+    if threshold.is_some_and(|t| seconds > t) {
         eprintln!("solver: {} {:?} in {:.3}s ({} constraints): {}: {}", stage, result, seconds, constraints, ob.kind.name(), ob.description);
     }
 }
