@@ -29,7 +29,7 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
                 worst_ratio: 0.0,
                 elements: 0,
                 within: true,
-                bound: BoundRow { status: "none".into(), abs: None, rel: None, dominant: vec![], note: "no tolerance declared".into() },
+                bound: BoundRow { status: "none".into(), form: "none".into(), abs: None, rel: None, dominant: vec![], note: "no tolerance declared".into() },
                 sampled: SampledRow { elements: 0, violations: 0, proved_over_observed: None, max_error: 0.0 },
             }
         })
@@ -38,7 +38,7 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
     let observe_start = std::time::Instant::now();
     for scale in [7, 33, 65, 130] {
         let Some((dims, scalars)) = sample_launch(k, &mut rng, scale) else { continue };
-        let inputs = draw_inputs(k, &dims, &mut rng, |rng, ty, lo, hi, n| {
+        let inputs = draw_inputs(k, &dims, &mut rng, 1.0, |rng, ty, lo, hi, n| {
             let mut v: Vec<f64> = (0..n).map(|_| eval::to_storage(ty, lo + (hi - lo) * rng.unit())).collect();
             // The domain's edges too.
             if n >= 2 {
@@ -49,10 +49,13 @@ fn observed_errors(k: &Kernel, ir: &KernelIr, source: &str) -> (Vec<ErrorRow>, V
         });
         let (Ok(exact), Ok(mirror)) = (eval::run(k, ir, Mode::Exact, &dims, &scalars, &inputs), eval::run(k, ir, Mode::Mirror, &dims, &scalars, &inputs)) else { continue };
         shapes.push(k.dims.iter().zip(&dims).map(|(d, v)| format!("{}={}", d.name, v)).collect::<Vec<_>>().join(","));
-        for (row, (e, m)) in rows.iter_mut().zip(exact.iter().zip(&mirror)) {
+        // A tolerance in magnitudes is evaluated at this launch.
+        let at = crate::accuracy::magnitude::symbol_values(k, &dims, &scalars, &inputs);
+        for ((row, t), (e, m)) in rows.iter_mut().zip(&outputs).zip(exact.iter().zip(&mirror)) {
+            let abs = k.tolerance_of(*t).map(|x| crate::accuracy::magnitude::tolerance_poly(k, x).eval(&at)).unwrap_or(row.tolerance_abs);
             for (x, y) in e.iter().zip(m) {
                 let err = (x - y).abs();
-                let allowed = row.tolerance_abs + row.tolerance_rel * x.abs();
+                let allowed = abs + row.tolerance_rel * x.abs();
                 let ratio = if err == 0.0 { 0.0 } else if allowed == 0.0 { f64::INFINITY } else { err / allowed };
                 row.max_abs_error = row.max_abs_error.max(err);
                 row.worst_ratio = row.worst_ratio.max(ratio);
@@ -84,24 +87,60 @@ fn report_samples() -> u64 {
 /// sampled inputs.
 fn bounds(k: &Kernel, ir: &KernelIr, source: &str, rows: &mut [ErrorRow]) {
     let line = |lo: usize| source.get(..lo).map(|t| t.matches('\n').count() + 1).unwrap_or(0);
-    let acc = crate::timings::time(&ir.name, "report-derive", || crate::accuracy::analyze(k, ir));
     let sampled = crate::timings::time(&ir.name, "report-sample", || crate::soundness::sample(k, ir, report_samples()));
+    if k.uses_magnitudes() {
+        magnitude_bounds(k, ir, rows);
+    } else {
+        domain_bounds(k, ir, rows, &line);
+    }
+    for row in rows.iter_mut() {
+        if let Some(sm) = sampled.iter().find(|s| s.output == row.output) {
+            row.sampled = SampledRow { elements: sm.elements, violations: sm.violations, proved_over_observed: (sm.worst_fraction > 0.0).then(|| sm.tightness()), max_error: sm.max_error };
+        }
+    }
+}
+
+/// Bounds in launch-time magnitudes: the derived formula (in the note, with
+/// the conditions it needs), its `rel` part; `abs` has no single value.
+fn magnitude_bounds(k: &Kernel, ir: &KernelIr, rows: &mut [ErrorRow]) {
+    use crate::accuracy::magnitude::{self, Verdict};
+    let acc = crate::timings::time(&ir.name, "report-derive", || magnitude::analyze(k, ir));
+    for row in rows.iter_mut() {
+        let Some(o) = acc.outputs.iter().find(|o| o.output == row.output) else { continue };
+        row.bound = match (&o.failure, &o.verdict) {
+            (Some((msg, _)), _) => BoundRow { status: "unknown".into(), form: "magnitude".into(), abs: None, rel: None, dominant: vec![], note: format!("no bound derived: {}", msg) },
+            (None, v) => {
+                let conditions: Vec<String> = o.conditions.iter().map(|c| format!("{} <= {:e} ({})", acc.show(&c.poly), c.limit, c.what)).collect();
+                BoundRow {
+                    status: if matches!(v, Some(Verdict::Within(_))) { "proved".into() } else { "exceeds".into() },
+                    form: "magnitude".into(),
+                    abs: None,
+                    rel: Some(o.rel),
+                    dominant: vec![],
+                    note: format!("abs {} at every launch{}", acc.show(&o.abs), if conditions.is_empty() { String::new() } else { format!(" while {}", conditions.join(", ")) }),
+                }
+            }
+        };
+    }
+}
+
+/// Bounds over the declared numeric `domain`.
+fn domain_bounds(k: &Kernel, ir: &KernelIr, rows: &mut [ErrorRow], line: &dyn Fn(usize) -> usize) {
+    let acc = crate::timings::time(&ir.name, "report-derive", || crate::accuracy::analyze(k, ir));
     for row in rows.iter_mut() {
         let Some(o) = acc.outputs.iter().find(|o| o.output == row.output) else { continue };
         row.bound = match (&o.failure, o.envelope(), o.worst()) {
-            (Some((msg, _, at)), _, _) => BoundRow { status: "unknown".into(), abs: None, rel: None, dominant: vec![], note: format!("no bound derived: {} (at {})", msg, at) },
+            (Some((msg, _, at)), _, _) => BoundRow { status: "unknown".into(), form: "domain".into(), abs: None, rel: None, dominant: vec![], note: format!("no bound derived: {} (at {})", msg, at) },
             (None, Some((a, r)), Some((i, ratio, x))) => BoundRow {
                 status: if o.within_tolerance() { "proved".into() } else { "exceeds".into() },
+                form: "domain".into(),
                 abs: Some(a),
                 rel: Some(r),
                 dominant: acc.shares(&o.regions[i], x).iter().filter(|s| s.fraction >= 0.005).take(3).map(|s| format!("{} at line {} ({:.0}%)", s.label, line(s.span.lo), s.fraction * 100.0)).collect(),
                 note: format!("closest to the tolerance at {} ({:.2} of it)", o.regions[i].describe(), ratio),
             },
-            _ => BoundRow { status: "unknown".into(), abs: None, rel: None, dominant: vec![], note: String::new() },
+            _ => BoundRow { status: "unknown".into(), form: "domain".into(), abs: None, rel: None, dominant: vec![], note: String::new() },
         };
-        if let Some(sm) = sampled.iter().find(|s| s.output == row.output) {
-            row.sampled = SampledRow { elements: sm.elements, violations: sm.violations, proved_over_observed: (sm.worst_fraction > 0.0).then(|| sm.tightness()), max_error: sm.max_error };
-        }
     }
 }
 

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use tokitai_contracts::fp::edges;
 
+use crate::accuracy::magnitude;
 use crate::accuracy;
 use crate::eval::{self, Mode};
 use crate::kir::KernelIr;
@@ -21,7 +22,7 @@ use crate::tir::{Contract, Dim, Kernel, Param, TensorId, TensorRole};
 use crate::types::Dtype;
 
 /// Each output's bound envelope `(abs, rel)` at one launch's dims.
-type OutputBounds = Vec<(TensorId, Option<(f64, f64)>)>;
+pub type OutputBounds = Vec<(TensorId, Option<(f64, f64)>)>;
 
 /// What sampling found for one output.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,7 +115,9 @@ impl edges::Draws for Rng {
 /// empty): index tensors uniform over their declared value range, other
 /// integer tensors 0 or 1, float tensors by `float(rng, dtype, lo, hi, n)`
 /// over their `domain` (`[-1, 1]` without one), `n` values each.
-pub fn draw_inputs(k: &Kernel, dims: &[i64], rng: &mut Rng, mut float: impl FnMut(&mut Rng, Dtype, f64, f64, usize) -> Vec<f64>) -> Vec<Vec<f64>> {
+///
+/// A domain in a magnitude (`[-X, X]`) is drawn at `X = magnitude`.
+pub fn draw_inputs(k: &Kernel, dims: &[i64], rng: &mut Rng, magnitude: f64, mut float: impl FnMut(&mut Rng, Dtype, f64, f64, usize) -> Vec<f64>) -> Vec<Vec<f64>> {
     let mut inputs = Vec::new();
     for p in &k.params {
         let Param::Tensor(t) = p else { continue };
@@ -135,7 +138,7 @@ pub fn draw_inputs(k: &Kernel, dims: &[i64], rng: &mut Rng, mut float: impl FnMu
             let hi = if r.hi_closed { hi } else { hi - 1 };
             (0..n).map(|_| rng.range(lo, hi) as f64).collect()
         } else if info.dtype.is_float() {
-            let (lo, hi) = k.domain.iter().find(|d| d.tensor == Some(*t)).map(|d| (d.lo, d.hi)).unwrap_or((-1.0, 1.0));
+            let (lo, hi) = k.domain.iter().find(|d| d.tensor == Some(*t)).map(|d| if d.magnitude.is_some() { (d.lo * magnitude, d.hi * magnitude) } else { (d.lo, d.hi) }).unwrap_or((-1.0, 1.0));
             float(rng, info.dtype, lo, hi, n as usize)
         } else {
             (0..n).map(|_| rng.range(0, 1) as f64).collect()
@@ -177,6 +180,7 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
     let mut round = 0usize;
     // The bound depends on the dims only: derive it once per shape.
     let mut bounds: HashMap<Vec<i64>, OutputBounds> = HashMap::new();
+    let magnitudes = k.uses_magnitudes().then(|| magnitude::analyze(k, ir));
     let mut drawn = 0u64;
     while (drawn < min_inputs || rows.iter().any(|r| r.elements < min_inputs / 100)) && round < 100_000 {
         let scale = scales[round % scales.len()];
@@ -184,8 +188,19 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
         // Every third launch draws each input tensor coherently at an edge.
         let coherent = round % 3 == 1;
         let Some((dims, scalars)) = sample_launch(k, &mut rng, scale) else { continue };
-        let acc = bounds.entry(dims.clone()).or_insert_with(|| accuracy::analyze_at(k, ir, &dims).outputs.iter().map(|o| (o.tensor, o.envelope())).collect()).clone();
-        let inputs = draw_inputs(k, &dims, &mut rng, |rng, ty, lo, hi, n| draw_tensor(rng, ty, lo, hi, n, coherent));
+        // A domain in magnitudes is drawn at several scales: the bound
+        // must hold at each, evaluated at the launch's own magnitudes.
+        let magnitude = [1.0, 2f64.powi(-10), 8.0, 2f64.powi(-20)][round % 4];
+        let inputs = draw_inputs(k, &dims, &mut rng, magnitude, |rng, ty, lo, hi, n| draw_tensor(rng, ty, lo, hi, n, coherent));
+        let acc = match &magnitudes {
+            Some(m) => match magnitude::bound_at(k, m, &dims, &scalars, &inputs) {
+                Some(b) => b,
+                // Outside the conditions the bound is valid under: the
+                // launch is not covered, so nothing is claimed for it.
+                None => continue,
+            },
+            None => bounds.entry(dims.clone()).or_insert_with(|| accuracy::analyze_at(k, ir, &dims).outputs.iter().map(|o| (o.tensor, o.envelope())).collect()).clone(),
+        };
         let (Ok(exact), Ok(mirror)) = (eval::run(k, ir, Mode::Exact, &dims, &scalars, &inputs), eval::run(k, ir, Mode::Mirror, &dims, &scalars, &inputs)) else { continue };
         let launch_inputs = inputs.iter().map(|v| v.len() as u64).sum::<u64>() + scalars.len() as u64;
         drawn += launch_inputs;

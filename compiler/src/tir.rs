@@ -232,22 +232,53 @@ impl Contract {
     }
 }
 
+/// `x in [lo, hi]`, or with a magnitude `x in [-X, X]` / `x in [0, X]`:
+/// then `lo` and `hi` are multiples of `X` (-1 or 0, and 1), and `X` is not
+/// a constant but the launch's largest `|x|`, which the runtime measures.
 #[derive(Clone, Debug)]
 pub struct DomainRange {
     pub tensor: Option<TensorId>,
     pub scalar: Option<ScalarId>,
     pub lo: f64,
     pub hi: f64,
+    /// The magnitude's name (`X`), when the range scales with one.
+    pub magnitude: Option<String>,
     pub text: String,
     pub span: Span,
+}
+
+/// A symbol of a tolerance formula: a dim, or the magnitude of the
+/// domain at this index of `Kernel::domain`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Sym {
+    Dim(DimId),
+    Magnitude(usize),
+}
+
+/// `coef * s1 * s2 * ...`, one term of a tolerance formula.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FormulaTerm {
+    pub coef: f64,
+    pub syms: Vec<Sym>,
 }
 
 #[derive(Clone, Debug)]
 pub struct Tolerance {
     pub tensor: TensorId,
+    /// The constant part of `abs`.
     pub abs: f64,
+    /// The terms of `abs` that scale with dims and magnitudes (empty for a
+    /// constant tolerance).
+    pub abs_terms: Vec<FormulaTerm>,
     pub rel: f64,
     pub span: Span,
+}
+
+impl Tolerance {
+    /// Does `abs` scale with dims or magnitudes?
+    pub fn is_formula(&self) -> bool {
+        !self.abs_terms.is_empty()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -296,6 +327,13 @@ impl Kernel {
     /// The statement that writes a tensor, if any.
     pub fn writer(&self, t: TensorId) -> Option<StmtId> {
         self.stmts.iter().position(|s| s.target == t)
+    }
+
+    /// Is any bound of this kernel stated in launch-time magnitudes (a
+    /// domain `[-X, X]` or a tolerance formula)? Such a kernel's bounds
+    /// are derived by `accuracy::magnitude`, as polynomials.
+    pub fn uses_magnitudes(&self) -> bool {
+        self.domain.iter().any(|d| d.magnitude.is_some()) || self.tolerance.iter().any(|t| t.is_formula())
     }
 
     pub fn tolerance_of(&self, t: TensorId) -> Option<&Tolerance> {

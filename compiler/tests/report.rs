@@ -1,5 +1,5 @@
 //! The verification report: its JSON follows the documented schema
-//! (contracts/schema/report-v3.schema.json); its Markdown and LaTeX are
+//! (contracts/schema/report-v4.schema.json); its Markdown and LaTeX are
 //! snapshot-tested with timings redacted.
 
 use serde_json::Value;
@@ -86,7 +86,7 @@ fn report() -> tokitai_contracts::report::Report {
 
 #[test]
 fn report_json_follows_the_documented_schema() {
-    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v3.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v4.schema.json")).unwrap();
     let r = report();
     let json: Value = serde_json::from_str(&r.to_json()).unwrap();
     check(&schema, &json, "report").unwrap();

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// Bumped on any change a reader of `report.json` would notice.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -69,6 +69,10 @@ pub struct BoundRow {
     /// "proved" (within the tolerance), "exceeds" (derived, but above the
     /// tolerance) or "unknown" (no bound derived).
     pub status: String,
+    /// "domain" (over the declared numeric domain; `abs` a number),
+    /// "magnitude" (`abs` a formula in dims and launch-time magnitudes,
+    /// given in `note`) or "none".
+    pub form: String,
     pub abs: Option<f64>,
     pub rel: Option<f64>,
     /// The largest contributions at the worst region: "f32 summation ... (97%)".
@@ -206,6 +210,7 @@ impl Report {
                     let b = &e.bound;
                     let bound = match (b.abs, b.rel) {
                         (Some(a), Some(r)) => format!("{} + {} \\|x\\|", sci(a), sci(r)),
+                        (None, Some(r)) if b.form == "magnitude" => format!("formula in magnitudes (note) + {} \\|x\\|", sci(r)),
                         _ => "none".into(),
                     };
                     let tight = e.sampled.proved_over_observed.map(|t| format!("{:.2}", t)).unwrap_or_else(|| "no error".into());

@@ -220,7 +220,18 @@ impl Outcome {
 /// Run `case` through `k` on `dev` and compare with the exact oracle,
 /// within the kernel's derived bound (its tolerance where none was derived).
 pub fn check(dev: &Device, k: &KernelDef, case: &Case) -> Result<Outcome> {
-    let bounds: Vec<(&str, f64, f64)> = k.info.bound.iter().chain(k.info.tolerance).copied().collect();
+    let bounds: Vec<(&str, f64, f64)> = if k.info.tolerance_formula.is_empty() {
+        k.info.bound.iter().chain(k.info.tolerance).copied().collect()
+    } else {
+        // A tolerance in magnitudes: the bound at this case's own dims and
+        // magnitudes, as the contract monitor evaluates it at a launch.
+        let ranges: Vec<Option<(f64, f64)>> = case.tensors.iter().map(|(_, b)| crate::monitor::range_of(b)).collect();
+        let verdict = crate::monitor::judge(k, &crate::Bound { dims: case.dims.clone(), scalars: case.scalars.clone() }, &ranges);
+        if let Some(why) = verdict.outside {
+            return Err(Error::Contract { kernel: k.info.name.into(), message: format!("the test case is outside the proved bound: {}", why) });
+        }
+        verdict.bounds
+    };
     check_within(dev, k, case, &bounds)
 }
 

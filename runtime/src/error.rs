@@ -13,6 +13,10 @@ pub enum Error {
     Shape { kernel: String, tensor: String, message: String },
     /// The kernel's `requires` does not hold for these dims and scalars.
     Requires { kernel: String, message: String },
+    /// Under `--contracts strict`: the launch is outside every proved
+    /// error bound of the kernel (an input outside its domain, or a bound's
+    /// condition broken).
+    Contract { kernel: String, message: String },
     /// A tensor lives on another device than the launch.
     WrongDevice { kernel: String, tensor: String, expected: String, got: String },
     /// No usable device of this kind (library missing, no GPU, driver error).
@@ -35,6 +39,7 @@ impl fmt::Display for Error {
             Error::Dtype { kernel, tensor, expected, got } => write!(f, "kernel `{}`: tensor `{}` must be {}, got {}", kernel, tensor, expected, got),
             Error::Shape { kernel, tensor, message } => write!(f, "kernel `{}`: tensor `{}`: {}", kernel, tensor, message),
             Error::Requires { kernel, message } => write!(f, "kernel `{}`: {}", kernel, message),
+            Error::Contract { kernel, message } => write!(f, "kernel `{}` would run outside its proved error bound (--contracts strict): {}", kernel, message),
             Error::WrongDevice { kernel, tensor, expected, got } => write!(f, "kernel `{}`: tensor `{}` is on {}, the launch is on {}", kernel, tensor, got, expected),
             Error::DeviceUnavailable { backend, reason } => write!(f, "no usable {} device: {}", backend, reason),
             Error::Device { backend, call, message } => write!(f, "{} call `{}` failed: {}", backend, call, message),

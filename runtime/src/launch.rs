@@ -152,6 +152,7 @@ pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
             return Err(Error::WrongDevice { kernel: k.info.name.into(), tensor: param.name.into(), expected: dev.location(), got: t.location() });
         }
     }
+    crate::monitor::before_launch(k, &bound, args)?;
     match dev {
         Device::Cpu => crate::backend::cpu::run(k, &bound, args),
         Device::Reference => crate::backend::reference::run(k, &bound, args),

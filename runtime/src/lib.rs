@@ -27,12 +27,13 @@ mod device;
 mod error;
 pub mod kernels;
 pub mod moe;
+pub mod monitor;
 mod launch;
 mod tensor;
 
 pub use device::{Device, StepGraph};
 pub use error::Error;
-pub use launch::{launch, Arg, Chosen, KernelDef};
+pub use launch::{launch, Arg, Bound, Chosen, KernelDef};
 pub use tensor::{DType, Tensor};
 
 pub type Result<T> = std::result::Result<T, Error>;

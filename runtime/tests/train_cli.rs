@@ -104,8 +104,13 @@ fn nano_on_the_cpu_lowers_the_loss_and_writes_every_output() {
     let dir = tmp("nano");
     let (code, out, err) = nano(&dir, &["--dataset", "synth:quality:512", "--steps", "30"]);
     assert_eq!(code, 0, "{}", err);
-    assert!(err.is_empty(), "no progress bar or warnings off a terminal: {}", err);
-    let summary = out.lines().last().unwrap();
+    // The contract monitor names each kernel launched outside its proved
+    // bounds (issue 18: adamw until its domain admits real states); any
+    // other output is noise.
+    let noise: Vec<&str> = err.lines().filter(|l| !(l.starts_with("warning: kernel `") && l.contains("outside its proved bound"))).collect();
+    assert!(noise.is_empty(), "no progress bar or warnings off a terminal: {}", err);
+    let summary = out.lines().find(|l| l.starts_with("SUMMARY:")).unwrap();
+    assert!(out.lines().any(|l| l.starts_with("CONTRACTS: mode=warn launches=")), "{}", out);
     assert!(summary.starts_with("SUMMARY: model_size=nano total_params=195540 ") && summary.contains("steps_run=30 "), "{}", summary);
     let rows = metrics(&dir);
     assert_eq!(rows.len(), 30);
@@ -210,7 +215,7 @@ fn device_auto_falls_back_to_the_cpu() {
 fn a_run_whose_loss_diverges_exits_non_zero() {
     let dir = tmp("diverge");
     let (code, out, err) = nano(&dir, &["--steps", "6", "--lr", "1e9", "--warmup-steps", "0", "--grad-clip", "1e9"]);
-    let summary = out.lines().last().unwrap_or("");
+    let summary = out.lines().find(|l| l.starts_with("SUMMARY:")).unwrap_or("");
     assert!(summary.starts_with("SUMMARY:"), "{}\n{}", out, err);
     assert_eq!(code, 1, "final loss not finite must fail the run: {}", summary);
 }

@@ -198,14 +198,30 @@ impl<'a> KernelChecker<'a> {
                     self.error(Diagnostic::error("E0304", "a bool has no domain", r.span).with_label("bool").with_help("remove it from the domain"));
                     return None;
                 }
-                let (Some(lo), Some(hi)) = (const_value(&r.lo), const_value(&r.hi)) else {
-                    self.error(
-                        Diagnostic::error("E0707", "domain bounds must be numbers", r.span)
-                            .with_label("not a constant")
-                            .with_help("write literal bounds, e.g. `x in [-8.0, 8.0]`"),
-                    );
-                    return None;
+                let (lo, hi, magnitude) = match (const_value(&r.lo), const_value(&r.hi)) {
+                    (Some(lo), Some(hi)) => (lo, hi, None),
+                    _ => match self.magnitude_range(r) {
+                        Some((lo, name)) => (lo, 1.0, Some(name)),
+                        None => {
+                            self.error(
+                                Diagnostic::error("E0707", "domain bounds must be numbers, or a magnitude: `[-X, X]` or `[0, X]`", r.span)
+                                    .with_label("not a constant or a magnitude")
+                                    .with_help("write literal bounds, e.g. `x in [-8.0, 8.0]`, or `x in [-X, X]` with a new name `X` for the launch's largest |x|"),
+                            );
+                            return None;
+                        }
+                    },
                 };
+                if let Some(name) = &magnitude {
+                    if out.iter().any(|d| d.magnitude.as_deref() == Some(name.as_str())) {
+                        self.error(
+                            Diagnostic::error("E0709", format!("magnitude `{}` bounds two inputs", name), r.span)
+                                .with_label("second use")
+                                .with_help("give each input its own magnitude: the runtime measures each input's largest |x| on its own"),
+                        );
+                        return None;
+                    }
+                }
                 if lo.is_nan() || hi.is_nan() || lo > hi {
                     self.error(
                         Diagnostic::error("E0707", format!("empty domain: {} is above {}", lo, hi), r.span)
@@ -222,13 +238,94 @@ impl<'a> KernelChecker<'a> {
                     );
                     return None;
                 }
-                out.push(DomainRange { tensor, scalar, lo, hi, text: self.src.snippet(r.span).to_string(), span: r.span });
+                out.push(DomainRange { tensor, scalar, lo, hi, magnitude, text: self.src.snippet(r.span).to_string(), span: r.span });
             }
         }
         Some(out)
     }
 
-    pub(super) fn check_tolerance(&mut self, k: &ast::Kernel) -> Option<Vec<Tolerance>> {
+    /// `[-X, X]` or `[0, X]` with `X` a name that is not a dim, tensor or
+    /// scalar of the kernel: the lower end as a multiple of `X`, and `X`.
+    fn magnitude_range(&self, r: &ast::RangePred) -> Option<(f64, String)> {
+        let ExprKind::Name(hi) = &r.hi.kind else { return None };
+        if self.names.contains_key(&hi.name) || !r.lo_closed || !r.hi_closed {
+            return None;
+        }
+        match &r.lo.kind {
+            ExprKind::Unary(UnOp::Neg, a) if matches!(&a.kind, ExprKind::Name(n) if n.name == hi.name) => Some((-1.0, hi.name.clone())),
+            _ if const_value(&r.lo) == Some(0.0) => Some((0.0, hi.name.clone())),
+            _ => None,
+        }
+    }
+
+    /// An `abs` tolerance: a constant, or a sum of terms `c * s1 * s2 ...`
+    /// over dims and the magnitudes named in `domain`, every coefficient
+    /// a non-negative constant. The constant part and the other terms.
+    fn tolerance_formula(&mut self, e: &ast::Expr, domain: &[DomainRange]) -> Option<(f64, Vec<FormulaTerm>)> {
+        let mut constant = 0.0;
+        let mut terms = Vec::new();
+        let mut stack = vec![e];
+        while let Some(x) = stack.pop() {
+            if let ExprKind::Binary(BinOp::Add, a, b) = &x.kind {
+                stack.push(a);
+                stack.push(b);
+                continue;
+            }
+            let mut coef = 1.0;
+            let mut syms = Vec::new();
+            let mut factors = vec![x];
+            while let Some(f) = factors.pop() {
+                if let Some(c) = const_value(f) {
+                    coef *= c;
+                    continue;
+                }
+                match &f.kind {
+                    ExprKind::Binary(BinOp::Mul, a, b) => {
+                        factors.push(a);
+                        factors.push(b);
+                    }
+                    ExprKind::Name(n) => match (self.names.get(&n.name).copied(), domain.iter().position(|d| d.magnitude.as_deref() == Some(n.name.as_str()))) {
+                        (Some(Entity::Dim(d)), _) => syms.push(Sym::Dim(d)),
+                        (_, Some(m)) => syms.push(Sym::Magnitude(m)),
+                        _ => {
+                            self.error(
+                                Diagnostic::error("E0708", format!("`{}` is neither a dim nor a magnitude of this kernel", n.name), f.span)
+                                    .with_label("unknown in a tolerance")
+                                    .with_help("a tolerance formula multiplies constants, dims and the magnitudes its `domain` names (`x in [-X, X]`)"),
+                            );
+                            return None;
+                        }
+                    },
+                    _ => {
+                        self.error(
+                            Diagnostic::error("E0708", "a tolerance formula is a sum of products of constants, dims and magnitudes", f.span)
+                                .with_label("not a constant, dim or magnitude")
+                                .with_help("write it as e.g. `abs 2e-7 * K * X * W + 1e-6`"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            if coef.is_nan() || coef < 0.0 || coef.is_infinite() {
+                self.error(
+                    Diagnostic::error("E0708", format!("tolerance coefficient {} is not a finite non-negative number", coef), x.span)
+                        .with_label("invalid bound")
+                        .with_help("tolerances are bounds on |kernel - exact|: use values >= 0"),
+                );
+                return None;
+            }
+            if syms.is_empty() {
+                constant += coef;
+            } else {
+                syms.sort();
+                terms.push(FormulaTerm { coef, syms });
+            }
+        }
+        terms.reverse();
+        Some((constant, terms))
+    }
+
+    pub(super) fn check_tolerance(&mut self, k: &ast::Kernel, domain: &[DomainRange]) -> Option<Vec<Tolerance>> {
         let mut out: Vec<Tolerance> = Vec::new();
         let mut seen: Vec<(TensorId, String)> = Vec::new();
         for clause in &k.clauses {
@@ -257,7 +354,7 @@ impl<'a> KernelChecker<'a> {
                     }
                     current = Some(t);
                     if !out.iter().any(|x| x.tensor == t) {
-                        out.push(Tolerance { tensor: t, abs: 0.0, rel: 0.0, span: e.span });
+                        out.push(Tolerance { tensor: t, abs: 0.0, abs_terms: Vec::new(), rel: 0.0, span: e.span });
                     }
                 }
                 let Some(t) = current else {
@@ -268,14 +365,6 @@ impl<'a> KernelChecker<'a> {
                     );
                     return None;
                 };
-                if e.value.is_nan() || e.value < 0.0 || e.value.is_infinite() {
-                    self.error(
-                        Diagnostic::error("E0708", format!("tolerance {} is not a finite non-negative number", e.value), e.span)
-                            .with_label("invalid bound")
-                            .with_help("tolerances are bounds on |kernel - exact|: use a value >= 0"),
-                    );
-                    return None;
-                }
                 let kind = e.kind.name.as_str();
                 if kind != "abs" && kind != "rel" {
                     self.error(
@@ -294,11 +383,35 @@ impl<'a> KernelChecker<'a> {
                     return None;
                 }
                 seen.push((t, kind.to_string()));
+                let (value, terms) = if kind == "abs" {
+                    self.tolerance_formula(&e.value, domain)?
+                } else {
+                    match const_value(&e.value) {
+                        Some(v) => (v, Vec::new()),
+                        None => {
+                            self.error(
+                                Diagnostic::error("E0708", "a `rel` tolerance is a number", e.value.span)
+                                    .with_label("not a constant")
+                                    .with_help("only `abs` may scale with dims and magnitudes: `rel` is already relative to |exact|"),
+                            );
+                            return None;
+                        }
+                    }
+                };
+                if value.is_nan() || value < 0.0 || value.is_infinite() {
+                    self.error(
+                        Diagnostic::error("E0708", format!("tolerance {} is not a finite non-negative number", value), e.span)
+                            .with_label("invalid bound")
+                            .with_help("tolerances are bounds on |kernel - exact|: use a value >= 0"),
+                    );
+                    return None;
+                }
                 let entry = out.iter_mut().find(|x| x.tensor == t)?;
                 if kind == "abs" {
-                    entry.abs = e.value;
+                    entry.abs = value;
+                    entry.abs_terms = terms;
                 } else {
-                    entry.rel = e.value;
+                    entry.rel = value;
                 }
             }
         }

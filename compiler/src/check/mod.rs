@@ -311,7 +311,7 @@ impl<'a> KernelChecker<'a> {
         let stmts = self.check_body(k);
         let ensures = self.check_ensures(k);
         let domain = self.check_domain(k);
-        let tolerance = self.check_tolerance(k);
+        let tolerance = self.check_tolerance(k, domain.as_deref().unwrap_or_default());
         let stmts = stmts?;
         if self.has_errors() {
             return None;

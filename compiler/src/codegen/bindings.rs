@@ -38,6 +38,17 @@ pub mod tk_info {
         /// `tolerance` when the kernel was verified. Outputs the analysis
         /// could not bound are absent. Tests compare against this.
         pub bound: &'static [(&'static str, f64, f64)],
+        /// Inputs whose domain scales with a magnitude (`x in [-X, X]`):
+        /// (input, symbol). Symbols number the dims (each by its class,
+        /// in `dims` order), then the domain entries in order.
+        pub magnitudes: &'static [(&'static str, usize)],
+        /// (output, abs as a polynomial over the symbols: (coefficient,
+        /// symbols of the monomial)): the proved tolerance of a kernel
+        /// whose bounds are in magnitudes, evaluated at each launch.
+        pub tolerance_formula: &'static [(&'static str, &'static [(f64, &'static [u16])])],
+        /// (polynomial, limit, what): each must be at most its limit at a
+        /// launch for the bounds in magnitudes to hold (no overflow).
+        pub conditions: &'static [(&'static [(f64, &'static [u16])], f64, &'static str)],
         /// Integer tensors used as indices: (tensor, upper bound dim), values in [0, dim).
         pub index_ranges: &'static [(&'static str, &'static str)],
         pub requires: &'static [&'static str],
@@ -57,6 +68,27 @@ pub mod tk_info {
         pub index_bits: u32,
         /// Blocks per grid axis for these dims (a smaller tile needs more).
         pub grid: fn(&[i64], i64) -> [u32; 2],
+    }
+    /// A polynomial of `tolerance_formula` or `conditions` at symbol values
+    /// `at` (a symbol without a value counts as unbounded).
+    pub fn eval_poly(p: &[(f64, &[u16])], at: &[f64]) -> f64 {
+        p.iter().map(|(c, m)| m.iter().fold(*c, |acc, s| acc * at.get(*s as usize).copied().unwrap_or(f64::INFINITY))).sum()
+    }
+    impl KernelInfo {
+        /// Every symbol's value at a launch: the dims (each by its class),
+        /// then for each domain entry the largest |value| of its input,
+        /// given by `largest(name)` (infinite when unknown).
+        pub fn symbol_values(&self, dims: &[i64], largest: &dyn Fn(&str) -> Option<f64>) -> Vec<f64> {
+            let mut at: Vec<f64> = (0..self.dims.len()).map(|d| dims[self.dim_class[d]] as f64).collect();
+            at.extend(self.domain.iter().map(|d| largest(d.0).unwrap_or(f64::INFINITY)));
+            at
+        }
+        /// An output's tolerance `(abs, rel)` at symbol values `at`: the
+        /// formula where the bound is in magnitudes, else the constants.
+        pub fn tolerance_at(&self, output: &str, at: &[f64]) -> Option<(f64, f64)> {
+            let (_, abs, rel) = self.tolerance.iter().find(|t| t.0 == output)?;
+            Some((self.tolerance_formula.iter().find(|f| f.0 == output).map(|f| eval_poly(f.1, at)).unwrap_or(*abs), *rel))
+        }
     }
     /// A parameter of the source signature: a tensor or a scalar.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,8 +166,49 @@ fn dim_text(k: &Kernel, d: Dim) -> String {
 /// Each output's derived error bound: the largest `abs` and `rel` over the
 /// kernel and its variants (each variant sums in its own order).
 fn derived_bounds(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> Vec<(String, f64, f64)> {
+    // Bounds in magnitudes have no single number: see `tolerance_formula`.
+    if k.uses_magnitudes() {
+        return Vec::new();
+    }
     let all: Vec<crate::accuracy::KernelAccuracy> = std::iter::once(ir).chain(variants.iter().map(|v| &v.0)).map(|x| crate::timings::time(&x.name, "bindings-bound", || crate::accuracy::analyze(k, x))).collect();
     crate::accuracy::envelope_of(&all)
+}
+
+/// A polynomial as Rust: `&[(coefficient, &[symbols])]`.
+fn poly_literal(p: &tokitai_contracts::fp::MagPoly) -> String {
+    format!("&[{}]", p.terms().map(|(m, c)| format!("({:?}, &{:?})", c, m)).collect::<Vec<_>>().join(", "))
+}
+
+/// `magnitudes`, `tolerance_formula` and `conditions` of `KernelInfo`.
+fn magnitude_info(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> (Vec<String>, Vec<String>, Vec<String>) {
+    use crate::accuracy::magnitude;
+    if !k.uses_magnitudes() {
+        return (Vec::new(), Vec::new(), Vec::new());
+    }
+    let magnitudes = k
+        .domain
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.magnitude.is_some())
+        .map(|(i, d)| {
+            let name = d.tensor.map(|t| k.tensors[t].name.clone()).or_else(|| d.scalar.map(|s| k.scalars[s].name.clone())).unwrap_or_default();
+            format!("({:?}, {})", name, magnitude::symbol(k, crate::tir::Sym::Magnitude(i)))
+        })
+        .collect();
+    let formula = k.tolerance.iter().map(|t| format!("({:?}, {})", k.tensors[t.tensor].name, poly_literal(&magnitude::tolerance_poly(k, t)))).collect();
+    // Every schedule's conditions: a launch may run any of them.
+    let mut conditions: Vec<magnitude::Condition> = Vec::new();
+    for x in std::iter::once(ir).chain(variants.iter().map(|v| &v.0)) {
+        for o in crate::timings::time(&x.name, "bindings-bound", || magnitude::analyze(k, x)).outputs {
+            for c in o.conditions {
+                if !conditions.iter().any(|d| d.poly == c.poly && d.limit == c.limit) {
+                    conditions.push(c);
+                }
+            }
+        }
+    }
+    let conditions = conditions.iter().map(|c| format!("({}, {:?}, {:?})", poly_literal(&c.poly), c.limit, c.what)).collect();
+    (magnitudes, formula, conditions)
 }
 
 fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)], style: &BindingStyle) -> String {
@@ -194,10 +267,11 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
         .collect();
     let requires: Vec<String> = k.requires.iter().map(|c| format!("{:?}", c.text())).collect();
     let upper: Vec<String> = (0..k.dims.len()).map(|d| format!("{:?}", k.dim_upper_bound(Dim::Sym(d)))).collect();
+    let (magnitudes, formula, conditions) = magnitude_info(k, ir, variants);
     let _ = writeln!(s, "    /// Signature and contracts.");
     let _ = writeln!(
         s,
-        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
+        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], magnitudes: &[{}], tolerance_formula: &[{}], conditions: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
         k.name,
         k.dims.iter().map(|d| format!("{:?}", d.name)).collect::<Vec<_>>().join(", "),
         k.dim_class,
@@ -208,6 +282,9 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
         domain.join(", "),
         tolerance.join(", "),
         bound.join(", "),
+        magnitudes.join(", "),
+        formula.join(", "),
+        conditions.join(", "),
         index_ranges.join(", "),
         requires.join(", "),
         ir.schedule.name(),

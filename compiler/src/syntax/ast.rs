@@ -83,12 +83,13 @@ pub struct RangePred {
 }
 
 /// One `abs 4e-3` or `y: abs 4e-3` entry of a tolerance clause; entries
-/// without a target belong to the last named one.
+/// without a target belong to the last named one. An `abs` value may be a
+/// formula in dims and magnitudes (`abs 2e-7 * K * X * W + 1e-6`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TolEntry {
     pub target: Option<Ident>,
     pub kind: Ident,
-    pub value: f64,
+    pub value: Expr,
     pub span: Span,
 }
 

@@ -22,9 +22,12 @@ use tokitai_contracts::z3_backend::Config;
 /// obligation is kept in the persistent proof cache (`crate::cache`).
 pub fn verify_cached(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProofs {
     static CACHE: OnceLock<Mutex<HashMap<String, (KernelProofs, crate::types::Dtype)>>> = OnceLock::new();
-    let contracts: Vec<String> = k.requires.iter().chain(&k.ensures).map(|c| c.text()).collect();
+    // The whole kernel, not only `requires` and `ensures`: the tolerance
+    // proofs depend on `domain` and `tolerance` too (a kernel recompiled
+    // with a tighter tolerance and the same schedule was once answered
+    // from this memo).
     let key = crate::codegen::manifest::sha256_hex(
-        format!("{:?}\n{:?}\n{}\n{}\n{}", ir, contracts, crate::VERSION, tokitai_contracts::solver_version(), cfg.timeout_ms).as_bytes(),
+        format!("{:?}\n{}\n{}\n{}\n{}", ir, crate::cache::fingerprint(k), crate::VERSION, tokitai_contracts::solver_version(), cfg.timeout_ms).as_bytes(),
     );
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some((proofs, ty)) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {

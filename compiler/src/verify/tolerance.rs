@@ -10,6 +10,7 @@
 //! tolerance is tested, not proved).
 
 use super::VerifiedObligation;
+use crate::accuracy::magnitude::{self, Verdict};
 use crate::accuracy::{self, OutputAccuracy};
 use crate::diag::Diagnostic;
 use crate::kir::KernelIr;
@@ -35,6 +36,9 @@ fn describe(o: &OutputAccuracy) -> String {
 
 /// One obligation per output with a tolerance.
 pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<VerifiedObligation> {
+    if k.uses_magnitudes() {
+        return magnitude_proofs(k, ir);
+    }
     let acc = crate::timings::time(&ir.name, "tolerance-derive", || accuracy::analyze(k, ir));
     acc.outputs
         .iter()
@@ -86,6 +90,57 @@ pub fn tolerance_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Vec<Verified
                 other => other,
             };
             VerifiedObligation { obligation, outcome, span: o.span, cached }
+        })
+        .collect()
+}
+
+/// The obligations of a kernel whose bounds scale with dims and
+/// magnitudes: the derived polynomial is within the tolerance's at every
+/// launch (every dim that meets `requires`, every magnitude), as long as
+/// the launch-time conditions hold (which the runtime checks).
+fn magnitude_proofs(k: &Kernel, ir: &KernelIr) -> Vec<VerifiedObligation> {
+    let started = std::time::Instant::now();
+    let acc = crate::timings::time(&ir.name, "tolerance-derive", || magnitude::analyze(k, ir));
+    let seconds = started.elapsed().as_secs_f64();
+    acc.outputs
+        .iter()
+        .map(|o| {
+            let description = format!("tolerance of `{}`: |kernel - exact| <= {} + {:e} |exact| at every launch", o.output, acc.show(&o.tolerance.0), o.tolerance.1);
+            let obligation = Obligation { kind: ObligationKind::Tolerance, description, origin: (o.span.lo, o.span.hi), hypotheses: vec![], goal: Formula::True, show: vec![] };
+            let conditions = if o.conditions.is_empty() {
+                String::new()
+            } else {
+                format!("; valid while {}", o.conditions.iter().map(|c| format!("{} <= {:e} ({})", acc.show(&c.poly), c.limit, c.what)).collect::<Vec<_>>().join(", "))
+            };
+            let outcome = match (&o.failure, &o.verdict) {
+                (Some((msg, _)), _) => Outcome::Unknown { seconds, reason: format!("no bound derived: {}", msg) },
+                (None, Some(Verdict::Within(_))) => Outcome::Proved { seconds },
+                (None, Some(Verdict::Exceeds { at, bound, tolerance })) => {
+                    let point = if at.is_empty() {
+                        "its relative part".to_string()
+                    } else {
+                        acc.symbols.iter().zip(at).filter(|(_, v)| v.is_finite()).map(|(n, v)| format!("{} = {}", n, v)).collect::<Vec<_>>().join(", ")
+                    };
+                    Outcome::Unknown {
+                        seconds,
+                        reason: format!(
+                            "{}: the bound {} + {:e} |exact| is {:.4e} at {}, above the tolerance's {:.4e}{}; the tolerance that is proved: abs {}, rel {:.1e}",
+                            EXCEEDS,
+                            acc.show(&o.abs),
+                            o.rel,
+                            bound,
+                            point,
+                            tolerance,
+                            conditions,
+                            acc.show(&o.abs),
+                            round_up_2(o.rel)
+                        ),
+                    }
+                }
+                (None, Some(Verdict::Undecided(why))) => Outcome::Unknown { seconds, reason: format!("{}: {}: bound {} against {}", EXCEEDS, why, acc.show(&o.abs), acc.show(&o.tolerance.0)) },
+                (None, None) => Outcome::Unknown { seconds, reason: "no verdict".into() },
+            };
+            VerifiedObligation { obligation, outcome, span: o.span, cached: false }
         })
         .collect()
 }

@@ -24,11 +24,13 @@ pub mod edges;
 pub mod format;
 pub mod interval;
 pub mod library;
+pub mod magpoly;
 
 pub use bound::{AVal, Contribution, ErrBound, FpError, SourceId};
 pub use format::Format;
 pub use interval::Interval;
 pub use library::{Function, LibraryTable};
+pub use magpoly::{MagPoly, SymRange};
 
 /// `x` rounded up: the next f64 above the round-to-nearest result of an
 /// operation, hence at least the exact result. Non-negative inputs only

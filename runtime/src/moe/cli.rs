@@ -20,6 +20,23 @@ pub enum RouterKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ContractsMode {
+    Off,
+    Warn,
+    Strict,
+}
+
+impl ContractsMode {
+    pub fn monitor(self) -> crate::monitor::Mode {
+        match self {
+            ContractsMode::Off => crate::monitor::Mode::Off,
+            ContractsMode::Warn => crate::monitor::Mode::Warn,
+            ContractsMode::Strict => crate::monitor::Mode::Strict,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ModelKind {
     Moe,
     Dense,
@@ -115,6 +132,12 @@ pub struct Args {
     pub router: RouterKind,
     #[arg(long, value_enum, default_value = "moe")]
     pub model: ModelKind,
+    /// Check every launch against the domains its error bounds were proved
+    /// for: off, warn (count, name the first launch outside per kernel) or
+    /// strict (stop before a launch outside them). Default: warn, or
+    /// $TOKITAI_CONTRACTS.
+    #[arg(long, value_enum)]
+    pub contracts: Option<ContractsMode>,
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     pub resume: bool,

@@ -70,7 +70,12 @@ pub struct Report {
 impl Report {
     pub fn summary(&self) -> String {
         let last = self.rows.last();
-        summary_line(&self.arch, last.map_or(f64::NAN, |m| m.loss), self.rows.len(), self.seconds, last.map_or(f64::NAN, |m| m.router_entropy_mean), &self.paths.checkpoint, &self.paths.arch)
+        let line = summary_line(&self.arch, last.map_or(f64::NAN, |m| m.loss), self.rows.len(), self.seconds, last.map_or(f64::NAN, |m| m.router_entropy_mean), &self.paths.checkpoint, &self.paths.arch);
+        if self.rows.iter().any(|r| r.dry_run) {
+            return line;
+        }
+        // SUMMARY stays the last line (moe.md: scripts read it there).
+        format!("{}\n{}", contracts_line(), line)
     }
     /// moe.md's rules: non-zero when the final loss is not finite, fewer
     /// steps ran than asked, or no metrics were written.
@@ -174,8 +179,28 @@ fn metrics_row(stats: &StepStats, elapsed_ms: f64, size: &str) -> StepMetrics {
         sheaf_energy: stats.sheaf_energy,
         loss_scale: Some(stats.loss_scale as f64),
         skipped: stats.skipped,
+        launches: None,
+        launches_covered: None,
         dry_run: false,
     }
+}
+
+/// The contract monitor's line for the end of a run: launches covered by a
+/// proved bound, and each kernel with launches outside, with the first.
+pub fn contracts_line() -> String {
+    use crate::monitor;
+    if monitor::mode() == monitor::Mode::Off {
+        return "CONTRACTS: mode=off (launches not checked)".into();
+    }
+    let cov = monitor::coverage();
+    let (launches, covered) = monitor::totals();
+    let share = if launches > 0 { 100.0 * covered as f64 / launches as f64 } else { 100.0 };
+    let mut s = format!("CONTRACTS: mode={} launches={} covered={} ({:.2}%)", monitor::mode().name(), launches, covered, share);
+    for (name, c) in cov.iter().filter(|(_, c)| c.covered < c.launches) {
+        let why = c.first_outside.clone().unwrap_or_else(|| format!("{} launches on a device the monitor does not measure yet", c.unmeasured));
+        s.push_str(&format!("\n  {}: {} of {} launches outside; first: {}", name, c.launches - c.covered, c.launches, why));
+    }
+    s
 }
 
 /// The metrics rows already written (a partial last line from a crash is
@@ -225,6 +250,10 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         super::model::check_dense(a.size).map_err(|e| usage(format!("--model dense: {}", e)))?;
     }
     let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
+    if let Some(m) = a.contracts {
+        crate::monitor::set_mode(m.monitor());
+    }
+    crate::monitor::reset();
     let dev = device(c)?;
     let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c, &dev), &dev).map_err(|e| failed(format!("model: {}", e)))?;
     let mut arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
@@ -254,8 +283,14 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
     let start = Instant::now();
     let elapsed = |start: &Instant| elapsed_before + start.elapsed().as_secs_f64() * 1e3;
     while trainer.step < target {
+        let before = crate::monitor::totals();
         let stats = trainer.step(&data).map_err(|e| failed(format!("step {}: {}", trainer.step + 1, e)))?;
-        let row = metrics_row(&stats, elapsed(&start), a.size.name());
+        let mut row = metrics_row(&stats, elapsed(&start), a.size.name());
+        if crate::monitor::mode() != crate::monitor::Mode::Off {
+            let after = crate::monitor::totals();
+            row.launches = Some(after.0 - before.0);
+            row.launches_covered = Some(after.1 - before.1);
+        }
         writeln!(metrics, "{}", serde_json::to_string(&row).unwrap_or_default()).and_then(|_| metrics.flush()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
         pb.inc(1);
         pb.set_message(format!("loss {:.5}", row.loss));
@@ -294,6 +329,8 @@ pub fn dry_run(c: &Checked) -> Result<Report, Failure> {
             sheaf_energy: None,
             loss_scale: None,
             skipped: false,
+            launches: None,
+            launches_covered: None,
             dry_run: true,
         })
         .collect();

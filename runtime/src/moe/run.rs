@@ -78,6 +78,12 @@ pub struct StepMetrics {
     /// The step overflowed in f16: no update, the loss scale halved.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// Kernel launches of this step, and how many were inside the domains
+    /// of proved error bounds (`--contracts warn|strict`; absent when off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches_covered: Option<u64>,
     /// Synthetic numbers of a `--dry-run`, not of training.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,

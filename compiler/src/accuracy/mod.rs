@@ -32,6 +32,8 @@
 //! fusion that `KernelIr` records); what it does not model is listed among
 //! the report's non-claims.
 
+pub mod magnitude;
+
 use crate::kir::{KernelIr, ReductionOrder};
 use crate::span::Span;
 use crate::syntax::ast::{BinOp, RedOp, UnOp};
@@ -186,7 +188,7 @@ enum V {
     Bool { exact: bool },
 }
 
-fn format_of(ty: Dtype) -> Option<Format> {
+pub(crate) fn format_of(ty: Dtype) -> Option<Format> {
     Some(match ty {
         Dtype::F16 => Format::F16,
         Dtype::Bf16 => Format::Bf16,
@@ -891,7 +893,7 @@ impl<'a> Walk<'a> {
 
 /// The height of a summation tree of `n` terms in `order` (the most
 /// rounded additions any term passes through), and the order in words.
-fn summation_height(order: ReductionOrder, n: i64) -> (f64, String) {
+pub(crate) fn summation_height(order: ReductionOrder, n: i64) -> (f64, String) {
     match order {
         ReductionOrder::Sequential => (n as f64, format!("{} terms in sequence", n)),
         ReductionOrder::Block { threads, warp } => {
@@ -911,7 +913,7 @@ fn reach(a: &AVal) -> Interval {
 /// A domain `[lo, hi]` widened by one rounding into the storage dtype (a
 /// value drawn inside the domain and stored may land half an ulp outside
 /// it); rounding never changes a sign, so neither does the widening.
-fn stored_domain(lo: f64, hi: f64, ty: Dtype) -> Interval {
+pub(crate) fn stored_domain(lo: f64, hi: f64, ty: Dtype) -> Interval {
     use tokitai_contracts::fp::{down, up};
     let fmt = format_of(ty).unwrap_or(Format::F64);
     let w = |x: f64| x.abs() * fmt.unit_roundoff() + fmt.subnormal_abs();
@@ -921,7 +923,7 @@ fn stored_domain(lo: f64, hi: f64, ty: Dtype) -> Interval {
 }
 
 /// Structural equality, ignoring spans.
-fn same_expr(a: &TExpr, b: &TExpr) -> bool {
+pub(crate) fn same_expr(a: &TExpr, b: &TExpr) -> bool {
     if a.ty != b.ty {
         return false;
     }
@@ -946,7 +948,7 @@ fn same_expr(a: &TExpr, b: &TExpr) -> bool {
 
 /// A dim's bounds from `requires` (`D >= a`, `D <= b`, `D == c`), as
 /// literal constants; a dim is at least 0 in any case.
-fn dim_bounds(k: &Kernel, d: usize) -> (i64, Option<i64>) {
+pub(crate) fn dim_bounds(k: &Kernel, d: usize) -> (i64, Option<i64>) {
     let upper = k.dim_upper_bound(Dim::Sym(d));
     let mut lower = 0i64;
     if let Some(v) = k.dim_value[d] {

@@ -1,0 +1,564 @@
+//! Error bounds in launch-time magnitudes (issue 18).
+//!
+//! A kernel may state a domain that scales (`x in [-X, X]`: `X` is the
+//! launch's largest `|x|`, measured by the runtime) and a tolerance that is
+//! a formula (`abs 2e-7 * K * X * W + 1e-6`). This analysis derives, for
+//! every launch that meets `requires` and every value of the magnitudes,
+//! a bound `|kernel - exact| <= A + R |exact|` whose `A` is a polynomial in
+//! the dims and magnitudes ([`MagPoly`]) and `R` a number, and shows it is
+//! within the tolerance by [`MagPoly::dominated_by`].
+//!
+//! The rules are those of [`super`]'s interval analysis, restated for
+//! ranges of the form `|exact| <= P`: the standard model of a rounding
+//! (`|fl(z) - z| <= u |z| + eta`, eta the format's subnormal error), a
+//! product's second-order term kept, and a sum of `n` terms in an order of
+//! height `h` (from `KernelIr`) costing `gamma_h * sum |terms|` with
+//! `gamma_h = h u / (1 - h u) <= h u / (1 - h_max u)`, `h_max` from the
+//! dims' upper bounds in `requires`. Terms of a sum whose signs are all
+//! non-negative keep their error relative (a sum of squares); otherwise
+//! nothing assumes away cancellation.
+//!
+//! What scales must stay polynomial: `+ - *`, sums, `max`/`min`, `abs`,
+//! casts. Anything else (`exp`, a division, `sqrt`) is reported as not
+//! covered by this analysis: give its inputs numeric domains instead.
+//!
+//! A rounding into a format is only a rounding while the value stays below
+//! the format's overflow threshold. With magnitudes that is a property of
+//! the launch, not of the kernel: each such requirement is returned as a
+//! [`Condition`] (`P <= limit`) that the runtime checks at the launch
+//! before it calls the launch covered by the proved bound.
+
+use super::{dim_bounds, format_of, same_expr, summation_height};
+use crate::kir::{KernelIr, ReductionOrder};
+use crate::span::Span;
+use crate::syntax::ast::{BinOp, RedOp, UnOp};
+use crate::tir::{self, Builtin, Const, Dim, Kernel, Sym, TExpr, TExprKind, TensorId, TensorRole};
+use crate::types::Dtype;
+use std::collections::HashMap;
+use tokitai_contracts::fp::magpoly::Domination;
+use tokitai_contracts::fp::{add_up, mul_up, Format, MagPoly, SymRange};
+
+/// A launch-time requirement of a bound: `poly <= limit` at the launch's
+/// dims and magnitudes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    pub poly: MagPoly,
+    pub limit: f64,
+    /// What stays finite: "the f16 store of `y`".
+    pub what: String,
+    pub span: Span,
+}
+
+/// Whether the derived bound is within the tolerance.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every term of the bound is paid for by a term of the tolerance.
+    Within(Domination),
+    /// At this point (one value per symbol) the bound exceeds the tolerance.
+    Exceeds { at: Vec<f64>, bound: f64, tolerance: f64 },
+    /// Neither shown (the bound has a term no tolerance term can pay for
+    /// and no point found where it exceeds it).
+    Undecided(String),
+}
+
+/// What was derived for one output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputBound {
+    pub tensor: TensorId,
+    pub output: String,
+    pub span: Span,
+    /// The derived bound: `abs + rel |exact|`.
+    pub abs: MagPoly,
+    pub rel: f64,
+    /// The declared tolerance, as the same kind of polynomial.
+    pub tolerance: (MagPoly, f64),
+    pub conditions: Vec<Condition>,
+    /// Why no bound was derived, and where.
+    pub failure: Option<(String, Span)>,
+    pub verdict: Option<Verdict>,
+}
+
+/// Everything derived for one kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MagnitudeAnalysis {
+    pub kernel: String,
+    /// Symbol names: the dims (in kernel order), then the magnitudes (in
+    /// `domain` order, one per domain entry; unused entries are named but
+    /// never appear).
+    pub symbols: Vec<String>,
+    pub ranges: Vec<SymRange>,
+    pub outputs: Vec<OutputBound>,
+}
+
+impl MagnitudeAnalysis {
+    pub fn show(&self, p: &MagPoly) -> String {
+        p.display(&self.symbols).to_string()
+    }
+}
+
+/// The symbol of a dim (its class representative) or of a domain's magnitude.
+pub fn symbol(k: &Kernel, s: Sym) -> u16 {
+    match s {
+        Sym::Dim(d) => k.dim_class[d] as u16,
+        Sym::Magnitude(i) => (k.dims.len() + i) as u16,
+    }
+}
+
+/// A tolerance's `abs` as a polynomial over [`symbol`]s.
+pub fn tolerance_poly(k: &Kernel, t: &tir::Tolerance) -> MagPoly {
+    t.abs_terms.iter().fold(MagPoly::constant(t.abs), |acc, term| {
+        let mut c = term.coef;
+        let mut m = Vec::new();
+        for s in &term.syms {
+            match s {
+                // A dim that `requires` fixes is a number.
+                Sym::Dim(d) if k.dim_value[k.dim_class[*d]].is_some() => c *= k.dim_value[k.dim_class[*d]].unwrap_or(1) as f64,
+                _ => m.push(symbol(k, *s)),
+            }
+        }
+        acc.add(&MagPoly::term(m, c))
+    })
+}
+
+/// Names and ranges of every symbol.
+fn symbols(k: &Kernel) -> (Vec<String>, Vec<SymRange>) {
+    let mut names: Vec<String> = k.dims.iter().map(|d| d.name.clone()).collect();
+    let mut ranges: Vec<SymRange> = (0..k.dims.len())
+        .map(|d| {
+            let (lo, hi) = dim_bounds(k, k.dim_class[d]);
+            SymRange { lo: lo.max(0) as f64, hi: hi.map(|h| h as f64).unwrap_or(f64::INFINITY) }
+        })
+        .collect();
+    for d in &k.domain {
+        names.push(d.magnitude.clone().unwrap_or_else(|| format!("|{}|", d.text)));
+        ranges.push(SymRange { lo: 0.0, hi: f64::INFINITY });
+    }
+    (names, ranges)
+}
+
+/// A value in the analysis: `|exact| <= mag`, `exact >= 0` when `nonneg`,
+/// `|computed - exact| <= err + rel |exact|`.
+#[derive(Clone, Debug)]
+struct PVal {
+    mag: MagPoly,
+    nonneg: bool,
+    err: MagPoly,
+    rel: f64,
+}
+
+impl PVal {
+    fn exact(mag: MagPoly, nonneg: bool) -> PVal {
+        PVal { mag, nonneg, err: MagPoly::zero(), rel: 0.0 }
+    }
+
+    /// The error as one polynomial (its relative part taken at `mag`).
+    fn abs_err(&self) -> MagPoly {
+        self.err.add(&self.mag.scale(self.rel))
+    }
+
+    /// Every value the computed result can take, in magnitude.
+    fn reach(&self) -> MagPoly {
+        self.mag.add(&self.abs_err())
+    }
+}
+
+type Fail = (String, Span);
+
+fn fail<T>(msg: impl Into<String>, span: Span) -> Result<T, Fail> {
+    Err((msg.into(), span))
+}
+
+struct Walk<'a> {
+    k: &'a Kernel,
+    ir: &'a KernelIr,
+    ranges: &'a [SymRange],
+    locals: Vec<Option<PVal>>,
+    memo: HashMap<TensorId, PVal>,
+    active: Vec<TensorId>,
+    conditions: Vec<Condition>,
+}
+
+impl Walk<'_> {
+    fn dim_poly(&self, d: Dim) -> MagPoly {
+        match d {
+            Dim::Lit(v) => MagPoly::constant(v.max(0) as f64),
+            Dim::Sym(id) => match self.k.dim_value[self.k.dim_class[id]] {
+                Some(v) => MagPoly::constant(v.max(0) as f64),
+                None => MagPoly::symbol(self.k.dim_class[id] as u16),
+            },
+        }
+    }
+
+    /// Round `v` into `fmt`: `(1 + u) err + eta`, `(1 + u) rel + u`, valid
+    /// while the computed value stays below the overflow threshold.
+    fn round(&mut self, v: PVal, fmt: Format, what: &str, span: Span) -> Result<PVal, Fail> {
+        self.round_eta(v, fmt, what, span, true)
+    }
+
+    /// [`Self::round`]; without the subnormal term for a sum or difference
+    /// of two values of `fmt` (exact when the result is subnormal).
+    fn round_eta(&mut self, v: PVal, fmt: Format, what: &str, span: Span, eta: bool) -> Result<PVal, Fail> {
+        let reach = v.reach();
+        let limit = fmt.max_finite();
+        let what = format!("{} in {}", what, fmt);
+        match reach.as_constant() {
+            Some(c) if c > limit => return fail(format!("{} overflows: |value| reaches {:e}", what, c), span),
+            Some(_) => {}
+            None => {
+                if reach.max_over(self.ranges) > limit && !self.conditions.iter().any(|c| c.poly == reach && c.limit == limit) {
+                    self.conditions.push(Condition { poly: reach, limit, what: what.clone(), span });
+                }
+            }
+        }
+        let u = fmt.unit_roundoff();
+        let onep = add_up(1.0, u);
+        let eta = if eta { fmt.subnormal_abs() } else { 0.0 };
+        Ok(PVal { mag: v.mag, nonneg: v.nonneg, err: v.err.scale(onep).add(&MagPoly::constant(eta)), rel: add_up(mul_up(v.rel, onep), u) })
+    }
+
+    /// An operation's result of type `ty`: rounded to f32 (f64 for f64),
+    /// then to a half format when `ty` is one, as the printer computes.
+    fn round_op(&mut self, v: PVal, ty: Dtype, what: &str, span: Span, additive: bool) -> Result<PVal, Fail> {
+        let Some(fmt) = format_of(ty) else { return Ok(v) };
+        let compute = if fmt == Format::F64 { Format::F64 } else { Format::F32 };
+        let mut out = self.round_eta(v, compute, what, span, !additive)?;
+        if fmt != compute {
+            out = self.round(out, fmt, what, span)?;
+        }
+        Ok(out)
+    }
+
+    fn input(&self, tensor: Option<TensorId>, scalar: Option<usize>, ty: Dtype, name: &str, span: Span) -> Result<PVal, Fail> {
+        let Some((i, d)) = self.k.domain.iter().enumerate().find(|(_, d)| (tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar)) else {
+            return fail(format!("`{}` has no `domain`: a tolerance needs the range of every float input it depends on", name), span);
+        };
+        let nonneg = d.lo >= 0.0;
+        Ok(match &d.magnitude {
+            // The magnitude is measured on the stored values: no widening.
+            Some(_) => PVal::exact(MagPoly::symbol((self.k.dims.len() + i) as u16), nonneg),
+            None => {
+                let r = super::stored_domain(d.lo, d.hi, ty);
+                PVal::exact(MagPoly::constant(r.mag()), nonneg)
+            }
+        })
+    }
+
+    fn stmt_value(&mut self, t: TensorId, span: Span) -> Result<PVal, Fail> {
+        if let Some(v) = self.memo.get(&t) {
+            return Ok(v.clone());
+        }
+        if self.active.contains(&t) {
+            return fail("a statement that reads itself", span);
+        }
+        let Some(si) = self.k.writer(t) else { return fail(format!("`{}` is read but never defined", self.k.tensors[t].name), span) };
+        self.active.push(t);
+        let stmt = &self.k.stmts[si];
+        let out = self.float(&stmt.value).and_then(|v| {
+            let dt = self.k.tensors[t].dtype;
+            match (format_of(dt), format_of(stmt.value.ty)) {
+                (Some(to), Some(from)) if !from.fits_in(to) => self.round(v, to, &format!("the store of `{}`", self.k.tensors[t].name), stmt.span),
+                _ => Ok(v),
+            }
+        });
+        self.active.pop();
+        let v = out?;
+        self.memo.insert(t, v.clone());
+        Ok(v)
+    }
+
+    fn float(&mut self, e: &TExpr) -> Result<PVal, Fail> {
+        let ty = e.ty;
+        match &e.kind {
+            TExprKind::Const(Const::Float(c)) => {
+                if !c.is_finite() {
+                    return fail("a constant that is not finite, in a value with a tolerance", e.span);
+                }
+                let fmt = format_of(ty).unwrap_or(Format::F64);
+                let stored = match fmt {
+                    Format::F16 => half::f16::from_f64(*c).to_f64(),
+                    Format::Bf16 => half::bf16::from_f64(*c).to_f64(),
+                    Format::F32 => *c as f32 as f64,
+                    Format::F64 => *c,
+                };
+                Ok(PVal { mag: MagPoly::constant(c.abs()), nonneg: *c >= 0.0, err: MagPoly::constant((stored - c).abs()), rel: 0.0 })
+            }
+            TExprKind::Const(Const::Int(v)) => Ok(PVal::exact(MagPoly::constant((*v as f64).abs()), *v >= 0)),
+            TExprKind::Scalar(s) if ty.is_float() => {
+                let name = self.k.scalars[*s].name.clone();
+                self.input(None, Some(*s), ty, &name, e.span)
+            }
+            TExprKind::Dim(d) => Ok(PVal::exact(self.dim_poly(Dim::Sym(*d)), true)),
+            // An index variable used as a value: below its extent.
+            TExprKind::Var(v) => Ok(PVal::exact(self.dim_poly(self.k.vars[*v].extent), true)),
+            TExprKind::Local(l) => match &self.locals[*l] {
+                Some(v) => Ok(v.clone()),
+                None => fail("a local read before it is bound", e.span),
+            },
+            TExprKind::Load { tensor, .. } => {
+                let info = &self.k.tensors[*tensor];
+                match info.role {
+                    TensorRole::Intermediate | TensorRole::Output => self.stmt_value(*tensor, e.span),
+                    TensorRole::Input | TensorRole::Inout if ty.is_float() => {
+                        let name = info.name.clone();
+                        self.input(Some(*tensor), None, ty, &name, e.span)
+                    }
+                    _ => fail(format!("`{}` is read as a value but is not a float: a magnitude bound follows float values only", info.name), e.span),
+                }
+            }
+            TExprKind::Unary(UnOp::Neg, a) => {
+                let v = self.float(a)?;
+                Ok(PVal { nonneg: v.mag.is_zero(), ..v })
+            }
+            TExprKind::Binary(op, a, b) => self.binary(*op, a, b, e),
+            TExprKind::Call(f, args) => self.call(*f, args, e),
+            TExprKind::Cast(a) => self.cast(a, e),
+            TExprKind::Let { local, value, body } => {
+                let v = self.float(value)?;
+                self.locals[*local] = Some(v);
+                self.float(body)
+            }
+            TExprKind::Reduce { op, var, body } => self.reduce(*op, *var, body, e),
+            _ => fail("a value a magnitude bound cannot follow (a comparison or an integer computation)", e.span),
+        }
+    }
+
+    /// `a * b` without rounding: `|a'b' - ab| <= |b| Ea + |a| Eb + Ea Eb`
+    /// with `Ea = Aa + ra |a|`: relative part `ra + rb + ra rb`, absolute
+    /// part `Aa mag_b (1 + rb) + Ab mag_a (1 + ra) + Aa Ab`.
+    fn product(x: &PVal, y: &PVal, square: bool) -> PVal {
+        let rel = add_up(add_up(x.rel, y.rel), mul_up(x.rel, y.rel));
+        let err = x.err.mul(&y.mag).scale(add_up(1.0, y.rel)).add(&y.err.mul(&x.mag).scale(add_up(1.0, x.rel))).add(&x.err.mul(&y.err));
+        PVal { mag: x.mag.mul(&y.mag), nonneg: square || (x.nonneg && y.nonneg), err, rel }
+    }
+
+    fn binary(&mut self, op: BinOp, a: &TExpr, b: &TExpr, e: &TExpr) -> Result<PVal, Fail> {
+        if !e.ty.is_float() {
+            return fail(format!("`{}` on integers, used as a value", op.symbol()), e.span);
+        }
+        let (x, y) = (self.float(a)?, self.float(b)?);
+        let exact = match op {
+            BinOp::Add | BinOp::Sub => {
+                let mag = x.mag.add(&y.mag);
+                // Two non-negative addends: each error is relative to its
+                // addend, so to their sum. Otherwise no cancellation is
+                // assumed away: the errors add in absolute terms.
+                if op == BinOp::Add && x.nonneg && y.nonneg {
+                    PVal { mag, nonneg: true, err: x.err.add(&y.err), rel: x.rel.max(y.rel) }
+                } else {
+                    PVal { mag, nonneg: false, err: x.abs_err().add(&y.abs_err()), rel: 0.0 }
+                }
+            }
+            BinOp::Mul => Self::product(&x, &y, same_expr(a, b)),
+            _ => {
+                return fail(
+                    format!("`{}` is not polynomial: a bound in magnitudes follows + - * and sums; give this value's inputs numeric domains", op.symbol()),
+                    e.span,
+                )
+            }
+        };
+        self.round_op(exact, e.ty, &format!("`{}`", op.symbol()), e.span, op != BinOp::Mul)
+    }
+
+    fn call(&mut self, f: Builtin, args: &[TExpr], e: &TExpr) -> Result<PVal, Fail> {
+        match f {
+            Builtin::Abs => {
+                let v = self.float(&args[0])?;
+                Ok(PVal { nonneg: true, ..v })
+            }
+            Builtin::Min | Builtin::Max if e.ty.is_float() => {
+                let (x, y) = (self.float(&args[0])?, self.float(&args[1])?);
+                // `|max(a', b') - max(a, b)| <= max(|ea|, |eb|)`.
+                let nonneg = if f == Builtin::Max { x.nonneg || y.nonneg } else { x.nonneg && y.nonneg };
+                Ok(PVal { mag: x.mag.add(&y.mag), nonneg, err: x.abs_err().add(&y.abs_err()), rel: 0.0 })
+            }
+            _ => fail(format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums, abs, min and max; give its inputs numeric domains", f.name()), e.span),
+        }
+    }
+
+    fn cast(&mut self, a: &TExpr, e: &TExpr) -> Result<PVal, Fail> {
+        let (from, to) = (a.ty, e.ty);
+        let Some(tf) = format_of(to) else { return fail(format!("a conversion to {} in a value with a tolerance", to), e.span) };
+        let v = self.float(a)?;
+        if !from.is_float() {
+            // An integer (dim, index, literal) made a float: exact while the
+            // format holds every integer up to it.
+            let top = v.mag.max_over(self.ranges);
+            return if tf.holds_integers_up_to(top) { Ok(v) } else { self.round_op(v, to, &format!("the conversion to {}", to), e.span, false) };
+        }
+        let ff = format_of(from).unwrap_or(Format::F64);
+        if ff.fits_in(tf) {
+            return Ok(v);
+        }
+        // Halves convert from f64 through f32, as the printer does.
+        let mut out = v;
+        if ff == Format::F64 && tf != Format::F32 {
+            out = self.round(out, Format::F32, "the conversion", e.span)?;
+        }
+        self.round(out, tf, "the conversion", e.span)
+    }
+
+    fn reduce(&mut self, op: RedOp, var: tir::VarId, body: &TExpr, e: &TExpr) -> Result<PVal, Fail> {
+        let extent = self.k.vars[var].extent;
+        let name = self.k.vars[var].name.clone();
+        let n = self.dim_poly(extent);
+        let n_hi = n.max_over(self.ranges);
+        match op {
+            RedOp::Max | RedOp::Min => {
+                let t = self.float(body)?;
+                Ok(PVal { mag: t.mag.clone(), nonneg: t.nonneg, err: t.abs_err(), rel: 0.0 })
+            }
+            RedOp::Sum => {
+                let fmt = format_of(body.ty).unwrap_or(Format::F32);
+                if fmt != Format::F32 && fmt != Format::F64 {
+                    return fail(format!("a sum accumulated in {}: accumulate in f32 (cast the terms) to get a useful bound", fmt), e.span);
+                }
+                if !n_hi.is_finite() {
+                    return fail(format!("the error bound grows with the length of `sum({})`, which `requires` does not bound: add an upper bound on it", name), e.span);
+                }
+                // A fused multiply-add's product is exact: its one rounding
+                // is the addition's.
+                let term = match tir::fma_operands(body) {
+                    Some((a, b)) => {
+                        let (x, y) = (self.float(a)?, self.float(b)?);
+                        Self::product(&x, &y, same_expr(a, b))
+                    }
+                    None => self.float(body)?,
+                };
+                let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
+                // Height of the summation tree, as a polynomial in `n`.
+                let height = match order {
+                    ReductionOrder::Sequential => n.clone(),
+                    ReductionOrder::Block { threads, warp } => {
+                        let levels = 2.0 * (warp as f64).log2().ceil();
+                        n.scale(tokitai_contracts::fp::div_up(1.0, threads as f64)).add(&MagPoly::constant(1.0 + levels))
+                    }
+                };
+                let (h_max, _) = summation_height(order, n_hi as i64);
+                let u = fmt.unit_roundoff();
+                let hu = mul_up(h_max, u);
+                if hu >= 0.5 {
+                    return fail(format!("{} chained roundings of unit roundoff {:e} admit no useful bound", h_max, u), e.span);
+                }
+                // gamma_h <= h u / (1 - h_max u).
+                let gamma = height.scale(tokitai_contracts::fp::div_up(u, tokitai_contracts::fp::down(1.0 - hu)));
+                // Additions are exact when their result is subnormal; a
+                // fused multiply-add is not (its product is not a float).
+                let fused = tir::fma_operands(body).is_some();
+                let eta = if fused { n.scale(fmt.subnormal_abs()) } else { MagPoly::zero() };
+                let onep_gamma = gamma.add(&MagPoly::constant(1.0));
+                let exact_mag = n.mul(&term.mag);
+                // Sum of the terms' errors: n At + rt sum|t|; the rounding:
+                // gamma sum|t'| <= gamma ((1 + rt) sum|t| + n At).
+                let n_at = n.mul(&term.err).mul(&onep_gamma);
+                let out = if term.nonneg {
+                    // sum|t| = |sum t|: the error stays relative, with
+                    // gamma at its largest (a number, from `requires`).
+                    let g = gamma.max_over(self.ranges);
+                    PVal { mag: exact_mag, nonneg: true, err: n_at.add(&eta), rel: add_up(term.rel, mul_up(g, add_up(1.0, term.rel))) }
+                } else {
+                    let sum_abs = exact_mag.clone();
+                    let err = n_at.add(&eta).add(&sum_abs.scale(term.rel)).add(&gamma.mul(&sum_abs).scale(add_up(1.0, term.rel)));
+                    PVal { mag: exact_mag, nonneg: false, err, rel: 0.0 }
+                };
+                // The accumulator must not overflow.
+                let reach = out.reach();
+                if reach.as_constant().is_none_or(|c| c > fmt.max_finite()) && reach.max_over(self.ranges) > fmt.max_finite() {
+                    self.conditions.push(Condition { poly: reach, limit: fmt.max_finite(), what: format!("the {} sum `sum({})`", fmt, name), span: e.span });
+                }
+                Ok(out)
+            }
+            RedOp::Argmax => fail("an argmax used as a value", e.span),
+        }
+    }
+}
+
+/// Is `d <= t` over `ranges`? A proof by [`MagPoly::dominated_by`], else a
+/// point where it fails among the corners of the box (magnitudes tried at
+/// several scales, where an unbounded one is the usual culprit).
+fn compare(d: &MagPoly, t: &MagPoly, ranges: &[SymRange]) -> Verdict {
+    if let Some(dom) = d.dominated_by(t, ranges) {
+        return Verdict::Within(dom);
+    }
+    let pick = |r: &SymRange, i: usize| -> f64 {
+        let top = if r.hi.is_finite() { r.hi } else { [1.0, 1e6, 1e-6][i % 3] };
+        if (i / 3).is_multiple_of(2) {
+            top
+        } else {
+            r.lo.max(if r.hi.is_finite() { r.lo } else { [1.0, 1e6, 1e-6][i % 3] })
+        }
+    };
+    for i in 0..6 {
+        let at: Vec<f64> = ranges.iter().map(|r| pick(r, i)).collect();
+        let (b, tol) = (d.eval(&at), t.eval(&at));
+        // `eval` rounds up; the tolerance at the point is at most `tol`,
+        // so a margin of one part in 1e12 keeps the claim rigorous.
+        if b > tol * (1.0 + 1e-12) {
+            return Verdict::Exceeds { at, bound: b, tolerance: tol };
+        }
+    }
+    Verdict::Undecided("the bound has a term that no term of the tolerance pays for, and no corner of the launch space exceeds it".into())
+}
+
+/// Derive the bound of every output with a tolerance, in dims and magnitudes.
+pub fn analyze(k: &Kernel, ir: &KernelIr) -> MagnitudeAnalysis {
+    let (symbols, ranges) = symbols(k);
+    let mut outputs = Vec::new();
+    for t in &k.tolerance {
+        let tolerance = (tolerance_poly(k, t), t.rel);
+        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], memo: HashMap::new(), active: Vec::new(), conditions: Vec::new() };
+        let name = k.tensors[t.tensor].name.clone();
+        let mut out = OutputBound { tensor: t.tensor, output: name, span: t.span, abs: MagPoly::zero(), rel: 0.0, tolerance, conditions: Vec::new(), failure: None, verdict: None };
+        match w.stmt_value(t.tensor, t.span) {
+            Err(f) => out.failure = Some(f),
+            Ok(v) => {
+                out.abs = v.err;
+                out.rel = v.rel;
+                out.conditions = w.conditions;
+                out.verdict = Some(if out.rel > out.tolerance.1 {
+                    Verdict::Exceeds { at: Vec::new(), bound: out.rel, tolerance: out.tolerance.1 }
+                } else {
+                    compare(&out.abs, &out.tolerance.0, &ranges)
+                });
+            }
+        }
+        outputs.push(out);
+    }
+    MagnitudeAnalysis { kernel: ir.name.clone(), symbols, ranges, outputs }
+}
+
+/// Every symbol's value at one launch: its dims, and each magnitude as
+/// the largest `|value|` of its input (`tensors` in the order of the
+/// kernel's tensor parameters, `scalars` in signature order).
+pub fn symbol_values(k: &Kernel, dims: &[i64], scalars: &[f64], tensors: &[Vec<f64>]) -> Vec<f64> {
+    let mut at: Vec<f64> = (0..k.dims.len()).map(|d| dims[k.dim_class[d]].max(0) as f64).collect();
+    let tensor_params: Vec<TensorId> = k.params.iter().filter_map(|p| if let tir::Param::Tensor(t) = p { Some(*t) } else { None }).collect();
+    let scalar_params: Vec<usize> = k.params.iter().filter_map(|p| if let tir::Param::Scalar(s) = p { Some(*s) } else { None }).collect();
+    for d in &k.domain {
+        let largest = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let value = match (d.tensor, d.scalar) {
+            (Some(t), _) => tensor_params.iter().position(|p| *p == t).and_then(|i| tensors.get(i)).map(|v| largest(v)),
+            (_, Some(s)) => scalar_params.iter().position(|p| *p == s).and_then(|i| scalars.get(i)).map(|v| v.abs()),
+            _ => None,
+        };
+        at.push(value.unwrap_or(f64::INFINITY));
+    }
+    at
+}
+
+/// The derived bound of each output `(abs, rel)` at one launch, or `None`
+/// when the launch breaks a condition the bounds need (or an input is not
+/// finite): then no bound is claimed for it.
+pub fn bound_at(k: &Kernel, a: &MagnitudeAnalysis, dims: &[i64], scalars: &[f64], tensors: &[Vec<f64>]) -> Option<crate::soundness::OutputBounds> {
+    let at = symbol_values(k, dims, scalars, tensors);
+    if at.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for o in &a.outputs {
+        if o.conditions.iter().any(|c| c.poly.eval(&at) > c.limit) {
+            return None;
+        }
+        out.push((o.tensor, (o.failure.is_none()).then(|| (o.abs.eval(&at), o.rel))));
+    }
+    Some(out)
+}

@@ -1,0 +1,99 @@
+//! Bounds in launch-time magnitudes (issue 18): a domain `x in [-X, X]`
+//! and a tolerance formula in dims and magnitudes are proved for every
+//! launch; a formula missing a magnitude, or with a coefficient too small,
+//! is refuted with a point where the derived bound exceeds it; bad
+//! formulas are clear errors; and sampled launches at very different
+//! scales stay within the bound evaluated at each.
+
+use tokitai_compiler::accuracy::magnitude;
+use tokitai_compiler::build::{compile_source, BuildError};
+use tokitai_compiler::span::SourceFile;
+use tokitai_compiler::target::Target;
+use tokitai_contracts::ObligationKind;
+
+fn dot(tolerance: &str) -> String {
+    format!(
+        "kernel dot(x: f16[R, K], w: f16[K]) -> (y: f16[R])\n    requires R >= 1, K >= 1, K <= 1024, R * K <= 1000000\n    domain   x in [-X, X], w in [-W, W]\n    tolerance y: {}\n{{\n    y[r] = f16(sum(k) f32(x[r, k]) * f32(w[k]));\n}}\n",
+        tolerance
+    )
+}
+
+fn compile(text: &str) -> Result<tokitai_compiler::build::Artifacts, String> {
+    match compile_source(SourceFile::new("mag.tk", text), &Target::default_cuda()) {
+        Ok(a) => Ok(a),
+        Err(BuildError::Source { rendered, .. }) => Err(rendered),
+        Err(e) => Err(format!("{:?}", e)),
+    }
+}
+
+#[test]
+fn a_magnitude_tolerance_is_proved_for_every_launch() {
+    let arts = compile(&dot("abs 1.3e-6 * K * X * W + 3e-8, rel 1e-3")).unwrap_or_else(|e| panic!("{}", e));
+    let tol: Vec<_> = arts.proofs[0].obligations.iter().filter(|o| o.obligation.kind == ObligationKind::Tolerance).collect();
+    assert_eq!(tol.len(), 1);
+    assert!(tol[0].outcome.is_proved(), "{:?}", tol[0].outcome);
+    assert!(tol[0].obligation.description.contains("K*X*W"), "{}", tol[0].obligation.description);
+    // The derived bound is Higham's gamma_h sum |x||w| with the height h =
+    // K/256 + 11 of the block reduction the schedule chose, so about
+    // u (K/256 + 11) K X W, and the f16 store's subnormal error as its
+    // constant; it holds while the f16 result is finite.
+    let k = &arts.program.kernels[0];
+    let a = magnitude::analyze(k, &arts.kernels[0]);
+    let o = &a.outputs[0];
+    let shown = a.show(&o.abs);
+    assert!(shown.starts_with("2.32") && shown.contains("*K*K*X*W") && shown.contains("6.56"), "{}", shown);
+    assert!(o.conditions.iter().any(|c| c.limit == 65504.0), "{:?}", o.conditions);
+}
+
+/// Mutants of the bound's form: a term without `W`, a coefficient ten times
+/// too small, no constant for the subnormal error, a `rel` below the f16
+/// rounding. Each is refuted with a point of the launch space. (The same
+/// kernel proved with the right tolerance earlier in this process must not
+/// answer for them: the in-process memo keys on the whole kernel.)
+#[test]
+fn a_wrong_magnitude_term_is_refuted() {
+    compile(&dot("abs 1.3e-6 * K * X * W + 3e-8, rel 1e-3")).unwrap_or_else(|e| panic!("{}", e));
+    for wrong in ["abs 1.3e-6 * K * X + 3e-8, rel 1e-3", "abs 1.3e-7 * K * X * W + 3e-8, rel 1e-3", "abs 1.3e-6 * K * X * W, rel 1e-3", "abs 1.3e-6 * K * X * W + 3e-8, rel 1e-4"] {
+        let rendered = compile(&dot(wrong)).err().unwrap_or_else(|| panic!("`{}` was proved", wrong));
+        assert!(rendered.contains("E0913") && rendered.contains("exceeds the tolerance"), "{}:\n{}", wrong, rendered);
+        assert!(rendered.contains("the bound that is proved is abs ") && rendered.contains("*K*K*X*W"), "{}:\n{}", wrong, rendered);
+    }
+}
+
+#[test]
+fn bad_formulas_are_clear_errors() {
+    for (tol, says) in [
+        ("abs 1e-7 * K * Z, rel 1e-3", "`Z` is neither a dim nor a magnitude"),
+        ("abs 1e-7 * K * X, rel 1e-3 * K", "a `rel` tolerance is a number"),
+        ("abs -1e-7 * K * X, rel 1e-3", "is not a finite non-negative number"),
+        ("abs 1e-7 * exp(X), rel 1e-3", "a tolerance formula is a sum of products"),
+    ] {
+        let rendered = compile(&dot(tol)).err().unwrap_or_else(|| panic!("`{}` compiled", tol));
+        assert!(rendered.contains(says), "{}:\n{}", tol, rendered);
+    }
+    let twice = "kernel f(x: f32[N], y: f32[N]) -> (z: f32[N])\n    requires N >= 1\n    domain x in [-X, X], y in [-X, X]\n    tolerance z: abs 1e-7 * X, rel 1e-6\n{\n    z[i] = x[i] + y[i];\n}\n";
+    assert!(compile(twice).err().unwrap_or_default().contains("magnitude `X` bounds two inputs"));
+}
+
+/// What the analysis cannot follow in magnitudes is named, not guessed.
+#[test]
+fn a_non_polynomial_use_of_a_magnitude_is_not_proved() {
+    let text = "kernel f(x: f32[N]) -> (y: f32[N])\n    requires N >= 1\n    domain x in [-X, X]\n    tolerance y: abs 1e-6 * X, rel 1e-5\n{\n    y[i] = exp(x[i]);\n}\n";
+    let arts = compile(text);
+    let found = match arts {
+        Ok(a) => a.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>().join("\n"),
+        Err(e) => e,
+    };
+    assert!(found.contains("`exp` is not polynomial"), "{}", found);
+}
+
+/// The soundness sampler draws magnitude domains at scales 1, 2^-10, 8 and
+/// 2^-20, and checks every element against the bound at its launch.
+#[test]
+fn sampled_launches_at_every_scale_stay_within_their_bound() {
+    let arts = compile(&dot("abs 1.3e-6 * K * X * W + 3e-8, rel 1e-3")).unwrap_or_else(|e| panic!("{}", e));
+    let rows = tokitai_compiler::soundness::sample(&arts.program.kernels[0], &arts.kernels[0], 20_000);
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].elements >= 200, "{:?}", rows[0]);
+    assert_eq!(rows[0].violations, 0, "{}", rows[0].worst);
+}

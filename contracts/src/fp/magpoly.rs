@@ -1,0 +1,285 @@
+//! Polynomials with non-negative coefficients over non-negative symbols:
+//! the algebra of error bounds that scale with a launch's sizes and
+//! magnitudes (issue 18).
+//!
+//! A bound such as `1.2e-7 K X W + 3e-8 B + 6e-8` (`K` a dim, `X`, `W`, `B`
+//! the largest magnitudes of three inputs) is a [`MagPoly`]. Every symbol
+//! stands for a quantity that is at least 0 at every launch, and every
+//! coefficient is at least 0, so a polynomial is non-decreasing in each
+//! symbol: this is what lets [`MagPoly::dominated_by`] compare two of them
+//! term by term, and lets the runtime evaluate one at a launch's measured
+//! magnitudes to get that launch's proved bound.
+//!
+//! Coefficients are rounded up by every operation ([`super::up`]), so the
+//! f64 arithmetic of the analysis never makes a bound smaller than the
+//! real one.
+
+use super::{add_up, mul_up};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A monomial: its symbols (indices into the caller's symbol table) with
+/// repetition, sorted. The empty monomial is the constant 1.
+pub type Monomial = Vec<u16>;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MagPoly {
+    terms: BTreeMap<Monomial, f64>,
+}
+
+/// What one symbol may be at a launch: `lo <= s <= hi` (`hi` infinite when
+/// nothing bounds it, as for a magnitude).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SymRange {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl MagPoly {
+    pub fn zero() -> MagPoly {
+        MagPoly::default()
+    }
+
+    pub fn constant(c: f64) -> MagPoly {
+        MagPoly::zero().plus_term(Vec::new(), c)
+    }
+
+    pub fn symbol(s: u16) -> MagPoly {
+        MagPoly::zero().plus_term(vec![s], 1.0)
+    }
+
+    /// `c` times the monomial `m` (symbols in any order).
+    pub fn term(mut m: Monomial, c: f64) -> MagPoly {
+        m.sort_unstable();
+        MagPoly::zero().plus_term(m, c)
+    }
+
+    fn plus_term(mut self, m: Monomial, c: f64) -> MagPoly {
+        assert!(c >= 0.0 && !c.is_nan(), "a magnitude polynomial's coefficient must be >= 0, got {}", c);
+        if c == 0.0 {
+            return self;
+        }
+        match self.terms.get_mut(&m) {
+            Some(e) => *e = add_up(*e, c),
+            None => {
+                self.terms.insert(m, c);
+            }
+        }
+        self
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// The constant, when the polynomial has no symbol.
+    pub fn as_constant(&self) -> Option<f64> {
+        match self.terms.len() {
+            0 => Some(0.0),
+            1 => self.terms.get(&Vec::new()).copied(),
+            _ => None,
+        }
+    }
+
+    pub fn terms(&self) -> impl Iterator<Item = (&Monomial, f64)> {
+        self.terms.iter().map(|(m, c)| (m, *c))
+    }
+
+    pub fn add(&self, o: &MagPoly) -> MagPoly {
+        o.terms.iter().fold(self.clone(), |acc, (m, c)| acc.plus_term(m.clone(), *c))
+    }
+
+    pub fn mul(&self, o: &MagPoly) -> MagPoly {
+        let mut out = MagPoly::zero();
+        for (a, x) in &self.terms {
+            for (b, y) in &o.terms {
+                let mut m: Monomial = a.iter().chain(b).copied().collect();
+                m.sort_unstable();
+                out = out.plus_term(m, mul_up(*x, *y));
+            }
+        }
+        out
+    }
+
+    /// Every coefficient times `c >= 0`.
+    pub fn scale(&self, c: f64) -> MagPoly {
+        self.terms.iter().fold(MagPoly::zero(), |acc, (m, x)| acc.plus_term(m.clone(), mul_up(*x, c)))
+    }
+
+    /// The value at `at` (one value per symbol, each `>= 0`), rounded up.
+    /// Panics if a symbol has no value: the caller sizes `at` from the
+    /// same table that numbered the symbols.
+    pub fn eval(&self, at: &[f64]) -> f64 {
+        self.terms.iter().fold(0.0, |acc, (m, c)| add_up(acc, m.iter().fold(*c, |p, s| mul_up(p, at[*s as usize]))))
+    }
+
+    /// The largest value over `ranges` (at every symbol's upper end, the
+    /// polynomial being non-decreasing in each): infinite when a symbol
+    /// it mentions is unbounded.
+    pub fn max_over(&self, ranges: &[SymRange]) -> f64 {
+        self.eval(&ranges.iter().map(|r| r.hi).collect::<Vec<_>>())
+    }
+
+    /// A proof that `self <= other` at every point of `ranges`, or `None`
+    /// when this method cannot show it (which does not mean it is false).
+    ///
+    /// Each term `c m` of `self` is charged to one term `d t` of `other`
+    /// whose monomial divides `m` (`m = t q`): at every point `c m <= (c
+    /// max q) t`, `max q` taken at the upper ends of `q`'s symbols. A term
+    /// of `other` that has symbols `m` lacks can also pay, when those
+    /// symbols have positive lower bounds: `c m <= (c / min r) t` with
+    /// `t = m r`. The claim holds when every term of `other` pays at most
+    /// its coefficient. Each term goes to the payer that charges it least.
+    pub fn dominated_by(&self, other: &MagPoly, ranges: &[SymRange]) -> Option<Domination> {
+        let mut charged: BTreeMap<&Monomial, f64> = BTreeMap::new();
+        let mut uses = Vec::new();
+        for (m, c) in &self.terms {
+            let mut best: Option<(&Monomial, f64)> = None;
+            for t in other.terms.keys() {
+                let Some(factor) = cover_factor(m, t, ranges) else { continue };
+                // A factor of 1 is exact: no rounding up.
+                let cost = if factor == 1.0 { *c } else { mul_up(*c, factor) };
+                if best.is_none_or(|(_, b)| cost < b) {
+                    best = Some((t, cost));
+                }
+            }
+            let (t, cost) = best?;
+            match charged.get_mut(t) {
+                Some(e) => *e = add_up(*e, cost),
+                None => {
+                    charged.insert(t, cost);
+                }
+            }
+            uses.push((m.clone(), t.clone(), cost));
+        }
+        for (t, used) in &charged {
+            if *used > other.terms[*t] {
+                return None;
+            }
+        }
+        let slack = charged.iter().map(|(t, used)| used / other.terms[*t]).fold(0.0f64, f64::max);
+        Some(Domination { uses, worst_share: slack })
+    }
+
+    /// Text with the symbols' names: `1.2e-7*K*X*W + 6e-8`.
+    pub fn display<'a>(&'a self, names: &'a [String]) -> impl fmt::Display + 'a {
+        Shown { p: self, names }
+    }
+}
+
+/// How `m` can be charged to `t`: the factor `c m <= c factor t`.
+fn cover_factor(m: &Monomial, t: &Monomial, ranges: &[SymRange]) -> Option<f64> {
+    // Multiset difference both ways: q = m \ t (must be bounded above),
+    // r = t \ m (must be bounded below by a positive number).
+    let (mut i, mut j) = (0, 0);
+    let mut factor = 1.0f64;
+    while i < m.len() || j < t.len() {
+        match (m.get(i), t.get(j)) {
+            (Some(a), Some(b)) if a == b => {
+                i += 1;
+                j += 1;
+            }
+            (Some(a), b) if b.is_none_or(|b| a < b) => {
+                let hi = ranges.get(*a as usize)?.hi;
+                if !hi.is_finite() {
+                    return None;
+                }
+                factor = mul_up(factor, hi);
+                i += 1;
+            }
+            (_, Some(b)) => {
+                let lo = ranges.get(*b as usize)?.lo;
+                if lo <= 0.0 {
+                    return None;
+                }
+                // A symbol at least 1 only makes `t` larger: no factor.
+                if lo < 1.0 {
+                    factor = mul_up(factor, super::div_up(1.0, lo));
+                }
+                j += 1;
+            }
+            _ => unreachable!("one of the two monomials has symbols left"),
+        }
+    }
+    Some(factor)
+}
+
+/// The charges of a successful [`MagPoly::dominated_by`]: each term of the
+/// smaller polynomial, the term of the larger one that pays for it, and
+/// what it costs; and the largest share of any payer's coefficient used.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Domination {
+    pub uses: Vec<(Monomial, Monomial, f64)>,
+    pub worst_share: f64,
+}
+
+struct Shown<'a> {
+    p: &'a MagPoly,
+    names: &'a [String],
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.p.terms.is_empty() {
+            return f.write_str("0");
+        }
+        // Highest degree first: the term that grows fastest leads.
+        let mut terms: Vec<(&Monomial, &f64)> = self.p.terms.iter().collect();
+        terms.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
+        for (i, (m, c)) in terms.into_iter().enumerate() {
+            if i > 0 {
+                f.write_str(" + ")?;
+            }
+            write!(f, "{:.3e}", c)?;
+            for s in m.iter() {
+                let name = self.names.get(*s as usize).map(String::as_str).unwrap_or("?");
+                write!(f, "*{}", name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(lo: f64, hi: f64) -> SymRange {
+        SymRange { lo, hi }
+    }
+
+    #[test]
+    fn arithmetic_rounds_up_and_collects_like_terms() {
+        let x = MagPoly::symbol(0);
+        let y = MagPoly::symbol(1);
+        let p = x.add(&y).mul(&x.add(&y));
+        let q = MagPoly::term(vec![0, 0], 1.0).add(&MagPoly::term(vec![0, 1], 2.0)).add(&MagPoly::term(vec![1, 1], 1.0));
+        // Equal up to the upward rounding of each coefficient.
+        let close = |a: &MagPoly, b: &MagPoly| a.terms().zip(b.terms()).all(|((m, x), (n, y))| m == n && (x - y).abs() <= 1e-14 * y);
+        assert!(close(&p, &q) && p.terms().count() == 3);
+        assert!(p.eval(&[3.0, 4.0]) >= 49.0);
+        assert_eq!(MagPoly::constant(2.0).as_constant(), Some(2.0));
+        assert_eq!(x.as_constant(), None);
+    }
+
+    #[test]
+    fn domination_charges_bounded_quotients_and_refuses_unbounded_ones() {
+        // K in [1, 4096], X unbounded.
+        let ranges = [r(1.0, 4096.0), r(0.0, f64::INFINITY)];
+        let derived = MagPoly::term(vec![0, 1], 1e-7).add(&MagPoly::term(vec![0, 0, 1], 1e-12));
+        // K^2 X 1e-12 <= 4096e-12 K X: fits in 2e-7 K X.
+        assert!(derived.dominated_by(&MagPoly::term(vec![0, 1], 2e-7), &ranges).is_some());
+        assert!(derived.dominated_by(&MagPoly::term(vec![0, 1], 1e-7), &ranges).is_none());
+        // X is unbounded: no constant pays for a term in X.
+        assert!(MagPoly::symbol(1).dominated_by(&MagPoly::constant(1e9), &ranges).is_none());
+        // A constant is paid by K (K >= 1).
+        assert!(MagPoly::constant(1e-9).dominated_by(&MagPoly::term(vec![0], 1e-9), &ranges).is_some());
+        assert!(MagPoly::constant(1e-9).dominated_by(&MagPoly::term(vec![1], 1.0), &ranges).is_none());
+    }
+
+    #[test]
+    fn display_names_symbols() {
+        let p = MagPoly::term(vec![1, 0], 2.0).add(&MagPoly::constant(0.5));
+        assert_eq!(p.display(&["K".into(), "X".into()]).to_string(), "2.000e0*K*X + 5.000e-1");
+    }
+}

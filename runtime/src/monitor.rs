@@ -1,0 +1,277 @@
+//! The contract monitor (issue 18): is each launch covered by a proved
+//! error bound?
+//!
+//! A kernel's tolerance is proved over its `domain`. A numeric domain
+//! (`x in [-1.0, 1.0]`) covers a launch whose inputs lie in it; a domain in
+//! a magnitude (`x in [-X, X]`) covers every launch, with the bound a
+//! formula evaluated at the launch's magnitudes, as long as the launch
+//! meets the conditions the bound needs (nothing overflows). Before each
+//! launch the monitor measures the inputs' ranges, decides coverage and
+//! evaluates the launch's bound; it counts covered launches per kernel.
+//!
+//! Modes: `off` (nothing measured), `warn` (the default: count, and name
+//! the first uncovered launch of each kernel on stderr), `strict` (refuse
+//! an uncovered launch with [`Error::Contract`] naming the kernel, the
+//! input, the domain and the observed range). Set by [`set_mode`] or the
+//! environment variable `TOKITAI_CONTRACTS`.
+//!
+//! Inputs are measured where they live: host tensors directly. Tensors on
+//! a GPU are not measured yet (it needs a reduction kernel of our own on
+//! the device); their launches count as unmeasured, never as covered.
+
+use crate::abi::tk_rt::Buf;
+use crate::launch::{Arg, Bound};
+use crate::{Error, KernelDef, Result};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    Warn,
+    Strict,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "off" => Some(Mode::Off),
+            "warn" => Some(Mode::Warn),
+            "strict" => Some(Mode::Strict),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Warn => "warn",
+            Mode::Strict => "strict",
+        }
+    }
+}
+
+/// 0: not yet read from the environment; else `Mode as u8 + 1`.
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+/// The monitor's mode: set by [`set_mode`], else `TOKITAI_CONTRACTS`, else
+/// `warn`. An unknown value in the environment is reported once and read
+/// as `warn`.
+pub fn mode() -> Mode {
+    match MODE.load(Ordering::Relaxed) {
+        1 => Mode::Off,
+        2 => Mode::Warn,
+        3 => Mode::Strict,
+        _ => {
+            let m = match std::env::var("TOKITAI_CONTRACTS") {
+                Ok(v) => Mode::parse(&v).unwrap_or_else(|| {
+                    eprintln!("warning: TOKITAI_CONTRACTS={:?} is not off, warn or strict; using warn", v);
+                    Mode::Warn
+                }),
+                Err(_) => Mode::Warn,
+            };
+            set_mode(m);
+            m
+        }
+    }
+}
+
+pub fn set_mode(m: Mode) {
+    MODE.store(m as u8 + 1, Ordering::Relaxed);
+}
+
+/// Counts of one kernel's launches.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelCoverage {
+    pub launches: u64,
+    /// Launches inside the domains of every bound, with the conditions met.
+    pub covered: u64,
+    /// Launches whose inputs could not be measured (on a GPU).
+    pub unmeasured: u64,
+    /// The first uncovered launch, in words.
+    pub first_outside: Option<String>,
+    /// The largest bound evaluated for a covered launch, per output:
+    /// (abs at the launch, rel).
+    pub largest_bound: BTreeMap<String, (f64, f64)>,
+}
+
+static COVERAGE: Mutex<BTreeMap<&'static str, KernelCoverage>> = Mutex::new(BTreeMap::new());
+
+/// Every kernel's counts since the start (or the last [`reset`]).
+pub fn coverage() -> BTreeMap<&'static str, KernelCoverage> {
+    COVERAGE.lock().map(|c| c.clone()).unwrap_or_default()
+}
+
+pub fn reset() {
+    if let Ok(mut c) = COVERAGE.lock() {
+        c.clear();
+    }
+}
+
+/// Launches in all, and covered, over every kernel.
+pub fn totals() -> (u64, u64) {
+    coverage().values().fold((0, 0), |(l, c), k| (l + k.launches, c + k.covered))
+}
+
+/// `(min, max)` of a float buffer; `None` for integer data (no domains) and
+/// for a NaN (never inside a domain: reported as `[NaN, NaN]`).
+pub fn range_of(b: &Buf) -> Option<(f64, f64)> {
+    fn fold<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> (f64, f64) {
+        v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            let x = f(*x);
+            if x.is_nan() {
+                (f64::NAN, f64::NAN)
+            } else {
+                (lo.min(x), hi.max(x))
+            }
+        })
+    }
+    Some(match b {
+        Buf::F16(v) => fold(v, |x| x.to_f64()),
+        Buf::Bf16(v) => fold(v, |x| x.to_f64()),
+        Buf::F32(v) => fold(v, |x| x as f64),
+        Buf::F64(v) => fold(v, |x| x),
+        _ => return None,
+    })
+}
+
+/// `[lo, hi]` widened by one rounding into `dtype`, as the proofs take a
+/// numeric domain: a value chosen inside it and stored (a literal `1e-5`
+/// as an f32) may land half an ulp outside, and is still covered.
+fn stored_domain(lo: f64, hi: f64, dtype: &str) -> (f64, f64) {
+    let (u, eta) = match dtype {
+        "f16" => (2f64.powi(-11), 2f64.powi(-25)),
+        "bf16" => (2f64.powi(-8), 2f64.powi(-134)),
+        "f32" => (2f64.powi(-24), 2f64.powi(-150)),
+        _ => (0.0, 0.0),
+    };
+    let w = |x: f64| x.abs() * u + eta;
+    let lo2 = if lo > 0.0 { (lo - w(lo)).max(0.0) } else { lo - w(lo) };
+    let hi2 = if hi < 0.0 { (hi + w(hi)).min(0.0) } else { hi + w(hi) };
+    (if lo == 0.0 { 0.0 } else { lo2 }, if hi == 0.0 { 0.0 } else { hi2 })
+}
+
+pub use crate::abi::tk_info::eval_poly;
+
+/// What the monitor found for one launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// `None`: covered; else why not, in words.
+    pub outside: Option<String>,
+    /// Each output's bound at this launch `(output, abs, rel)` when covered.
+    pub bounds: Vec<(&'static str, f64, f64)>,
+}
+
+/// Judge one launch from its inputs' ranges: `ranges[i]` is `(min, max)`
+/// of the i-th tensor parameter (`None` for outputs and integer tensors).
+pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>]) -> Verdict {
+    let info = k.info;
+    let n_dims = info.dims.len();
+    let mut at: Vec<f64> = (0..n_dims).map(|d| bound.dims[info.dim_class[d]] as f64).collect();
+    let scalar_value = |name: &str| info.scalars.iter().position(|s| s.0 == name).and_then(|i| bound.scalars.get(i)).copied();
+    let mut outside = None;
+    for (name, lo, hi) in info.domain {
+        let (observed, dtype) = match info.tensors.iter().position(|t| t.name == *name) {
+            Some(i) => (ranges.get(i).copied().flatten(), info.tensors[i].dtype),
+            None => (scalar_value(name).map(|v| (v, v)), info.scalars.iter().find(|s| s.0 == *name).map_or("f64", |s| s.1)),
+        };
+        let Some((min, max)) = observed else {
+            at.push(f64::INFINITY);
+            continue;
+        };
+        let magnitude = info.magnitudes.iter().any(|m| m.0 == *name);
+        if magnitude {
+            at.push(min.abs().max(max.abs()));
+        } else {
+            at.push(f64::INFINITY);
+        }
+        let inside = if magnitude {
+            min.is_finite() && max.is_finite() && (*lo < 0.0 || min >= 0.0)
+        } else {
+            let (lo, hi) = stored_domain(*lo, *hi, dtype);
+            lo <= min && max <= hi
+        };
+        if !inside && outside.is_none() {
+            let domain = if magnitude { format!("[{}, X] (finite)", if *lo >= 0.0 { "0" } else { "-X" }) } else { format!("[{}, {}]", lo, hi) };
+            outside = Some(format!("input `{}` has values in [{}, {}], outside its domain {}", name, min, max, domain));
+        }
+    }
+    if outside.is_none() {
+        for (poly, limit, what) in info.conditions {
+            let v = eval_poly(poly, &at);
+            // NaN (an input not measured) is not below the limit either.
+            if v.is_nan() || v > *limit {
+                outside = Some(format!("the bound needs {} to stay finite: its reach {:e} is above {:e}", what, v, limit));
+                break;
+            }
+        }
+    }
+    let mut bounds = Vec::new();
+    if outside.is_none() {
+        for (out, _, _) in info.tolerance {
+            if let Some((abs, rel)) = info.tolerance_at(out, &at) {
+                bounds.push((*out, abs, rel));
+            }
+        }
+    }
+    Verdict { outside, bounds }
+}
+
+/// The monitor's step before a launch: measure, judge, count; in strict
+/// mode an uncovered launch is an error.
+pub fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
+    let m = mode();
+    if m == Mode::Off {
+        return Ok(());
+    }
+    let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
+    let mut measured = true;
+    let mut ranges = Vec::with_capacity(tensors.len());
+    for (t, p) in tensors.iter().zip(k.info.tensors) {
+        let needed = p.role != "output" && k.info.domain.iter().any(|d| d.0 == p.name);
+        ranges.push(if needed {
+            match &t.storage {
+                crate::tensor::Storage::Host(b) => range_of(b),
+                #[allow(unreachable_patterns)]
+                _ => {
+                    measured = false;
+                    None
+                }
+            }
+        } else {
+            None
+        });
+    }
+    let verdict = if measured { Some(judge(k, bound, &ranges)) } else { None };
+    let name = k.info.name;
+    let mut first = None;
+    if let Ok(mut cov) = COVERAGE.lock() {
+        let c = cov.entry(name).or_default();
+        c.launches += 1;
+        match &verdict {
+            None => c.unmeasured += 1,
+            Some(Verdict { outside: None, bounds }) => {
+                c.covered += 1;
+                for (out, abs, rel) in bounds {
+                    let e = c.largest_bound.entry(out.to_string()).or_insert((0.0, *rel));
+                    e.0 = e.0.max(*abs);
+                }
+            }
+            Some(Verdict { outside: Some(why), .. }) => {
+                if c.first_outside.is_none() {
+                    c.first_outside = Some(why.clone());
+                    first = Some(why.clone());
+                }
+            }
+        }
+    }
+    match (&verdict, m) {
+        (Some(Verdict { outside: Some(why), .. }), Mode::Strict) => Err(Error::Contract { kernel: name.into(), message: why.clone() }),
+        _ => {
+            if let (Some(why), Mode::Warn) = (first, m) {
+                eprintln!("warning: kernel `{}` launched outside its proved bound ({}); later launches are counted, not named", name, why);
+            }
+            Ok(())
+        }
+    }
+}
