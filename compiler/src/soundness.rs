@@ -190,8 +190,8 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
         let Some((dims, scalars)) = sample_launch(k, &mut rng, scale) else { continue };
         // A domain in magnitudes is drawn at several scales: the bound
         // must hold at each, evaluated at the launch's own magnitudes.
-        let magnitude = [1.0, 2f64.powi(-10), 8.0, 2f64.powi(-20)][round % 4];
-        let inputs = draw_inputs(k, &dims, &mut rng, magnitude, |rng, ty, lo, hi, n| draw_tensor(rng, ty, lo, hi, n, coherent));
+        let x_scale = [1.0, 2f64.powi(-10), 8.0, 2f64.powi(-20)][round % 4];
+        let inputs = draw_inputs(k, &dims, &mut rng, x_scale, |rng, ty, lo, hi, n| draw_tensor(rng, ty, lo, hi, n, coherent));
         let acc = match &magnitudes {
             Some(m) => match magnitude::bound_at(k, m, &dims, &scalars, &inputs) {
                 Some(b) => b,

@@ -23,6 +23,7 @@ use crate::abi::tk_rt::Buf;
 use crate::launch::{Arg, Bound};
 use crate::{Error, KernelDef, Result};
 use std::collections::BTreeMap;
+use tokitai_contracts::fp::Format;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -90,9 +91,6 @@ pub struct KernelCoverage {
     pub unmeasured: u64,
     /// The first uncovered launch, in words.
     pub first_outside: Option<String>,
-    /// The largest bound evaluated for a covered launch, per output:
-    /// (abs at the launch, rel).
-    pub largest_bound: BTreeMap<String, (f64, f64)>,
 }
 
 static COVERAGE: Mutex<BTreeMap<&'static str, KernelCoverage>> = Mutex::new(BTreeMap::new());
@@ -135,22 +133,6 @@ pub fn range_of(b: &Buf) -> Option<(f64, f64)> {
     })
 }
 
-/// `[lo, hi]` widened by one rounding into `dtype`, as the proofs take a
-/// numeric domain: a value chosen inside it and stored (a literal `1e-5`
-/// as an f32) may land half an ulp outside, and is still covered.
-fn stored_domain(lo: f64, hi: f64, dtype: &str) -> (f64, f64) {
-    let (u, eta) = match dtype {
-        "f16" => (2f64.powi(-11), 2f64.powi(-25)),
-        "bf16" => (2f64.powi(-8), 2f64.powi(-134)),
-        "f32" => (2f64.powi(-24), 2f64.powi(-150)),
-        _ => (0.0, 0.0),
-    };
-    let w = |x: f64| x.abs() * u + eta;
-    let lo2 = if lo > 0.0 { (lo - w(lo)).max(0.0) } else { lo - w(lo) };
-    let hi2 = if hi < 0.0 { (hi + w(hi)).min(0.0) } else { hi + w(hi) };
-    (if lo == 0.0 { 0.0 } else { lo2 }, if hi == 0.0 { 0.0 } else { hi2 })
-}
-
 pub use crate::abi::tk_info::eval_poly;
 
 /// What the monitor found for one launch.
@@ -166,34 +148,34 @@ pub struct Verdict {
 /// of the i-th tensor parameter (`None` for outputs and integer tensors).
 pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>]) -> Verdict {
     let info = k.info;
-    let n_dims = info.dims.len();
-    let mut at: Vec<f64> = (0..n_dims).map(|d| bound.dims[info.dim_class[d]] as f64).collect();
-    let scalar_value = |name: &str| info.scalars.iter().position(|s| s.0 == name).and_then(|i| bound.scalars.get(i)).copied();
+    // Each domain input's observed `(min, max)` and dtype.
+    let observed = |name: &str| -> (Option<(f64, f64)>, &'static str) {
+        match info.tensors.iter().position(|t| t.name == name) {
+            Some(i) => (ranges.get(i).copied().flatten(), info.tensors[i].dtype),
+            None => match info.scalars.iter().position(|s| s.0 == name) {
+                Some(i) => (bound.scalars.get(i).map(|v| (*v, *v)), info.scalars[i].1),
+                None => (None, "f64"),
+            },
+        }
+    };
+    let at = info.symbol_values(&bound.dims, &|name| observed(name).0.map(|(min, max)| min.abs().max(max.abs())));
     let mut outside = None;
     for (name, lo, hi) in info.domain {
-        let (observed, dtype) = match info.tensors.iter().position(|t| t.name == *name) {
-            Some(i) => (ranges.get(i).copied().flatten(), info.tensors[i].dtype),
-            None => (scalar_value(name).map(|v| (v, v)), info.scalars.iter().find(|s| s.0 == *name).map_or("f64", |s| s.1)),
-        };
-        let Some((min, max)) = observed else {
-            at.push(f64::INFINITY);
-            continue;
-        };
+        let (Some((min, max)), dtype) = observed(name) else { continue };
         let magnitude = info.magnitudes.iter().any(|m| m.0 == *name);
-        if magnitude {
-            at.push(min.abs().max(max.abs()));
-        } else {
-            at.push(f64::INFINITY);
-        }
         let inside = if magnitude {
             min.is_finite() && max.is_finite() && (*lo < 0.0 || min >= 0.0)
         } else {
-            let (lo, hi) = stored_domain(*lo, *hi, dtype);
-            lo <= min && max <= hi
+            // As the proofs take a numeric domain: widened by one rounding
+            // into the input's dtype (a literal `1e-5` stored as an f32 is
+            // still inside `[1e-5, 1e-5]`).
+            let r = Format::from_name(dtype).unwrap_or(Format::F64).stored_range(*lo, *hi);
+            r.lo <= min && max <= r.hi
         };
-        if !inside && outside.is_none() {
+        if !inside {
             let domain = if magnitude { format!("[{}, X] (finite)", if *lo >= 0.0 { "0" } else { "-X" }) } else { format!("[{}, {}]", lo, hi) };
             outside = Some(format!("input `{}` has values in [{}, {}], outside its domain {}", name, min, max, domain));
+            break;
         }
     }
     if outside.is_none() {
@@ -250,13 +232,7 @@ pub fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
         c.launches += 1;
         match &verdict {
             None => c.unmeasured += 1,
-            Some(Verdict { outside: None, bounds }) => {
-                c.covered += 1;
-                for (out, abs, rel) in bounds {
-                    let e = c.largest_bound.entry(out.to_string()).or_insert((0.0, *rel));
-                    e.0 = e.0.max(*abs);
-                }
-            }
+            Some(Verdict { outside: None, .. }) => c.covered += 1,
             Some(Verdict { outside: Some(why), .. }) => {
                 if c.first_outside.is_none() {
                     c.first_outside = Some(why.clone());

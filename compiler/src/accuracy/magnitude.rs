@@ -28,13 +28,12 @@
 //! [`Condition`] (`P <= limit`) that the runtime checks at the launch
 //! before it calls the launch covered by the proved bound.
 
-use super::{dim_bounds, format_of, same_expr, summation_height};
+use super::{dim_bounds, fail, format_of, same_expr, summation_height, Fail, Lookup, StatementMemo};
 use crate::kir::{KernelIr, ReductionOrder};
 use crate::span::Span;
 use crate::syntax::ast::{BinOp, RedOp, UnOp};
 use crate::tir::{self, Builtin, Const, Dim, Kernel, Sym, TExpr, TExprKind, TensorId, TensorRole};
 use crate::types::Dtype;
-use std::collections::HashMap;
 use tokitai_contracts::fp::magpoly::Domination;
 use tokitai_contracts::fp::{add_up, mul_up, Format, MagPoly, SymRange};
 
@@ -162,19 +161,13 @@ impl PVal {
     }
 }
 
-type Fail = (String, Span);
-
-fn fail<T>(msg: impl Into<String>, span: Span) -> Result<T, Fail> {
-    Err((msg.into(), span))
-}
 
 struct Walk<'a> {
     k: &'a Kernel,
     ir: &'a KernelIr,
     ranges: &'a [SymRange],
     locals: Vec<Option<PVal>>,
-    memo: HashMap<TensorId, PVal>,
-    active: Vec<TensorId>,
+    memo: StatementMemo<PVal>,
     conditions: Vec<Condition>,
 }
 
@@ -244,14 +237,10 @@ impl Walk<'_> {
     }
 
     fn stmt_value(&mut self, t: TensorId, span: Span) -> Result<PVal, Fail> {
-        if let Some(v) = self.memo.get(&t) {
-            return Ok(v.clone());
-        }
-        if self.active.contains(&t) {
-            return fail("a statement that reads itself", span);
-        }
-        let Some(si) = self.k.writer(t) else { return fail(format!("`{}` is read but never defined", self.k.tensors[t].name), span) };
-        self.active.push(t);
+        let si = match self.memo.lookup(self.k, t, span)? {
+            Lookup::Known(v) => return Ok(v),
+            Lookup::Evaluate(si) => si,
+        };
         let stmt = &self.k.stmts[si];
         let out = self.float(&stmt.value).and_then(|v| {
             let dt = self.k.tensors[t].dtype;
@@ -260,10 +249,7 @@ impl Walk<'_> {
                 _ => Ok(v),
             }
         });
-        self.active.pop();
-        let v = out?;
-        self.memo.insert(t, v.clone());
-        Ok(v)
+        self.memo.finish(t, out)
     }
 
     fn float(&mut self, e: &TExpr) -> Result<PVal, Fail> {
@@ -273,13 +259,7 @@ impl Walk<'_> {
                 if !c.is_finite() {
                     return fail("a constant that is not finite, in a value with a tolerance", e.span);
                 }
-                let fmt = format_of(ty).unwrap_or(Format::F64);
-                let stored = match fmt {
-                    Format::F16 => half::f16::from_f64(*c).to_f64(),
-                    Format::Bf16 => half::bf16::from_f64(*c).to_f64(),
-                    Format::F32 => *c as f32 as f64,
-                    Format::F64 => *c,
-                };
+                let stored = super::stored_literal(*c, format_of(ty).unwrap_or(Format::F64));
                 Ok(PVal { mag: MagPoly::constant(c.abs()), nonneg: *c >= 0.0, err: MagPoly::constant((stored - c).abs()), rel: 0.0 })
             }
             TExprKind::Const(Const::Int(v)) => Ok(PVal::exact(MagPoly::constant((*v as f64).abs()), *v >= 0)),
@@ -479,21 +459,17 @@ fn compare(d: &MagPoly, t: &MagPoly, ranges: &[SymRange]) -> Verdict {
     if let Some(dom) = d.dominated_by(t, ranges) {
         return Verdict::Within(dom);
     }
-    let pick = |r: &SymRange, i: usize| -> f64 {
-        let top = if r.hi.is_finite() { r.hi } else { [1.0, 1e6, 1e-6][i % 3] };
-        if (i / 3).is_multiple_of(2) {
-            top
-        } else {
-            r.lo.max(if r.hi.is_finite() { r.lo } else { [1.0, 1e6, 1e-6][i % 3] })
-        }
-    };
-    for i in 0..6 {
-        let at: Vec<f64> = ranges.iter().map(|r| pick(r, i)).collect();
-        let (b, tol) = (d.eval(&at), t.eval(&at));
-        // `eval` rounds up; the tolerance at the point is at most `tol`,
-        // so a margin of one part in 1e12 keeps the claim rigorous.
-        if b > tol * (1.0 + 1e-12) {
-            return Verdict::Exceeds { at, bound: b, tolerance: tol };
+    // Corners: every bounded symbol at its upper end, then at its lower
+    // end; an unbounded one (a magnitude) at 1, 1e6 and 1e-6 in turn.
+    for upper in [true, false] {
+        for scale in [1.0, 1e6, 1e-6] {
+            let at: Vec<f64> = ranges.iter().map(|r| if !r.hi.is_finite() { r.lo.max(scale) } else if upper { r.hi } else { r.lo }).collect();
+            let (b, tol) = (d.eval(&at), t.eval(&at));
+            // `eval` rounds up; the tolerance at the point is at most `tol`,
+            // so a margin of one part in 1e12 keeps the claim rigorous.
+            if b > tol * (1.0 + 1e-12) {
+                return Verdict::Exceeds { at, bound: b, tolerance: tol };
+            }
         }
     }
     Verdict::Undecided("the bound has a term that no term of the tolerance pays for, and no corner of the launch space exceeds it".into())
@@ -505,7 +481,7 @@ pub fn analyze(k: &Kernel, ir: &KernelIr) -> MagnitudeAnalysis {
     let mut outputs = Vec::new();
     for t in &k.tolerance {
         let tolerance = (tolerance_poly(k, t), t.rel);
-        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], memo: HashMap::new(), active: Vec::new(), conditions: Vec::new() };
+        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], memo: StatementMemo::new(), conditions: Vec::new() };
         let name = k.tensors[t.tensor].name.clone();
         let mut out = OutputBound { tensor: t.tensor, output: name, span: t.span, abs: MagPoly::zero(), rel: 0.0, tolerance, conditions: Vec::new(), failure: None, verdict: None };
         match w.stmt_value(t.tensor, t.span) {

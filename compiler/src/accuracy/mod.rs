@@ -199,15 +199,55 @@ pub(crate) fn format_of(ty: Dtype) -> Option<Format> {
 }
 
 /// A failure with the span of the expression it is about.
-type Fail = (String, Span);
+pub(crate) type Fail = (String, Span);
 
 /// A read of a mean (see `Walk::mean_of`): the mean's tensor, the summed
 /// term, the summed variable, and the mean statement's free variables
 /// mapped to the read's indices.
 type MeanRead<'a, 'e> = (TensorId, &'a TExpr, VarId, Vec<(VarId, &'e TExpr)>);
 
-fn fail<T>(msg: impl Into<String>, span: Span) -> Result<T, Fail> {
+pub(crate) fn fail<T>(msg: impl Into<String>, span: Span) -> Result<T, Fail> {
     Err((msg.into(), span))
+}
+
+/// Each statement's value, computed once per walk, and the statements being
+/// computed (reading one of those again is a cycle: a checker bug). Shared
+/// by this module's walk and [`magnitude`]'s.
+pub(crate) struct StatementMemo<T> {
+    pub(crate) done: HashMap<TensorId, T>,
+    active: Vec<TensorId>,
+}
+
+/// What [`StatementMemo::lookup`] found.
+pub(crate) enum Lookup<T> {
+    Known(T),
+    /// Evaluate this statement, then hand the result to `finish`.
+    Evaluate(tir::StmtId),
+}
+
+impl<T: Clone> StatementMemo<T> {
+    pub(crate) fn new() -> Self {
+        StatementMemo { done: HashMap::new(), active: Vec::new() }
+    }
+
+    pub(crate) fn lookup(&mut self, k: &Kernel, t: TensorId, span: Span) -> Result<Lookup<T>, Fail> {
+        if let Some(v) = self.done.get(&t) {
+            return Ok(Lookup::Known(v.clone()));
+        }
+        if self.active.contains(&t) {
+            return fail("a statement that reads itself", span);
+        }
+        let Some(si) = k.writer(t) else { return fail(format!("`{}` is read but never defined", k.tensors[t].name), span) };
+        self.active.push(t);
+        Ok(Lookup::Evaluate(si))
+    }
+
+    pub(crate) fn finish(&mut self, t: TensorId, out: Result<T, Fail>) -> Result<T, Fail> {
+        self.active.pop();
+        let v = out?;
+        self.done.insert(t, v.clone());
+        Ok(v)
+    }
 }
 
 /// Error sources interned by (label, span), shared by every region.
@@ -238,9 +278,7 @@ struct Walk<'a> {
     sources: &'a mut Sources,
     vars: Vec<Option<Interval>>,
     locals: Vec<Option<V>>,
-    memo: HashMap<TensorId, V>,
-    /// Statements being evaluated (a cycle would be a checker bug).
-    active: Vec<TensorId>,
+    memo: StatementMemo<V>,
     /// Sub-ranges of split input values (tensor or scalar) in this piece.
     pieces: Vec<(ValueVar, Interval)>,
 }
@@ -328,19 +366,12 @@ impl<'a> Walk<'a> {
     }
 
     fn stmt_value(&mut self, t: TensorId, span: Span) -> Result<V, Fail> {
-        if let Some(v) = self.memo.get(&t) {
-            return Ok(v.clone());
-        }
-        if self.active.contains(&t) {
-            return fail("a statement that reads itself", span);
-        }
-        let Some(si) = self.k.writer(t) else { return fail(format!("`{}` is read but never defined", self.k.tensors[t].name), span) };
-        self.active.push(t);
+        let si = match self.memo.lookup(self.k, t, span)? {
+            Lookup::Known(v) => return Ok(v),
+            Lookup::Evaluate(si) => si,
+        };
         let out = self.stmt_value_in(t, si);
-        self.active.pop();
-        let v = out?;
-        self.memo.insert(t, v.clone());
-        Ok(v)
+        self.memo.finish(t, out)
     }
 
     fn stmt_value_in(&mut self, t: TensorId, si: usize) -> Result<V, Fail> {
@@ -367,12 +398,7 @@ impl<'a> Walk<'a> {
         Ok(match &e.kind {
             TExprKind::Const(Const::Float(c)) => {
                 let fmt = format_of(ty).unwrap_or(Format::F64);
-                let stored = match fmt {
-                    Format::F16 => half::f16::from_f64(*c).to_f64(),
-                    Format::Bf16 => half::bf16::from_f64(*c).to_f64(),
-                    Format::F32 => *c as f32 as f64,
-                    Format::F64 => *c,
-                };
+                let stored = stored_literal(*c, fmt);
                 if c.is_nan() {
                     return fail("a NaN constant in a value with a tolerance", e.span);
                 }
@@ -596,9 +622,9 @@ impl<'a> Walk<'a> {
             _ => return fail("a mean that is not a float", e.span),
         };
         let em = m.err.at(m.range.mag());
-        self.memo.insert(mean, V::Float(AVal::exact(reach(&m))));
+        self.memo.done.insert(mean, V::Float(AVal::exact(reach(&m))));
         let term = self.float(body);
-        self.memo.insert(mean, V::Float(m));
+        self.memo.done.insert(mean, V::Float(m));
         let term = term?;
         let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
         let (height, how) = summation_height(order, n_hi);
@@ -910,16 +936,20 @@ fn reach(a: &AVal) -> Interval {
     Interval::new(tokitai_contracts::fp::down(a.range.lo - e), tokitai_contracts::fp::up(a.range.hi + e))
 }
 
-/// A domain `[lo, hi]` widened by one rounding into the storage dtype (a
-/// value drawn inside the domain and stored may land half an ulp outside
-/// it); rounding never changes a sign, so neither does the widening.
+/// A domain `[lo, hi]` widened by one rounding into the storage dtype
+/// ([`Format::stored_range`]).
 pub(crate) fn stored_domain(lo: f64, hi: f64, ty: Dtype) -> Interval {
-    use tokitai_contracts::fp::{down, up};
-    let fmt = format_of(ty).unwrap_or(Format::F64);
-    let w = |x: f64| x.abs() * fmt.unit_roundoff() + fmt.subnormal_abs();
-    let lo2 = if lo == 0.0 { 0.0 } else if lo > 0.0 { down(lo - w(lo)).max(0.0) } else { down(lo - w(lo)) };
-    let hi2 = if hi == 0.0 { 0.0 } else if hi < 0.0 { up(hi + w(hi)).min(0.0) } else { up(hi + w(hi)) };
-    Interval::new(lo2, hi2)
+    format_of(ty).unwrap_or(Format::F64).stored_range(lo, hi)
+}
+
+/// A float literal as the kernel stores it in `fmt`.
+pub(crate) fn stored_literal(c: f64, fmt: Format) -> f64 {
+    match fmt {
+        Format::F16 => half::f16::from_f64(c).to_f64(),
+        Format::Bf16 => half::bf16::from_f64(c).to_f64(),
+        Format::F32 => c as f32 as f64,
+        Format::F64 => c,
+    }
 }
 
 /// Structural equality, ignoring spans.
@@ -1050,7 +1080,7 @@ impl Ctx<'_, '_> {
             .map(|((t, s), r)| (t.map(|t| self.k.tensors[t].name.clone()).or_else(|| s.map(|s| self.k.scalars[s].name.clone())).unwrap_or_default(), r.lo, r.hi))
             .collect();
         let k = self.k;
-        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: HashMap::new(), active: Vec::new(), pieces };
+        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces };
         Ok(match w.stmt_value(t, span)? {
             V::Float(a) => RegionBound { dims: dims.to_vec(), values: names, range: a.range, err: a.err },
             _ => RegionBound { dims: dims.to_vec(), values: names, range: Interval::point(0.0), err: ErrBound::zero() },

@@ -306,14 +306,7 @@ impl<'a> KernelChecker<'a> {
                     }
                 }
             }
-            if coef.is_nan() || coef < 0.0 || coef.is_infinite() {
-                self.error(
-                    Diagnostic::error("E0708", format!("tolerance coefficient {} is not a finite non-negative number", coef), x.span)
-                        .with_label("invalid bound")
-                        .with_help("tolerances are bounds on |kernel - exact|: use values >= 0"),
-                );
-                return None;
-            }
+            self.tolerance_value(coef, "tolerance coefficient", x.span)?;
             if syms.is_empty() {
                 constant += coef;
             } else {
@@ -323,6 +316,20 @@ impl<'a> KernelChecker<'a> {
         }
         terms.reverse();
         Some((constant, terms))
+    }
+
+    /// A tolerance (or one coefficient of its formula) must be a finite
+    /// number >= 0: it bounds |kernel - exact|.
+    fn tolerance_value(&mut self, v: f64, what: &str, span: crate::span::Span) -> Option<f64> {
+        if v.is_nan() || v < 0.0 || v.is_infinite() {
+            self.error(
+                Diagnostic::error("E0708", format!("{} {} is not a finite non-negative number", what, v), span)
+                    .with_label("invalid bound")
+                    .with_help("tolerances are bounds on |kernel - exact|: use a value >= 0"),
+            );
+            return None;
+        }
+        Some(v)
     }
 
     pub(super) fn check_tolerance(&mut self, k: &ast::Kernel, domain: &[DomainRange]) -> Option<Vec<Tolerance>> {
@@ -398,14 +405,7 @@ impl<'a> KernelChecker<'a> {
                         }
                     }
                 };
-                if value.is_nan() || value < 0.0 || value.is_infinite() {
-                    self.error(
-                        Diagnostic::error("E0708", format!("tolerance {} is not a finite non-negative number", value), e.span)
-                            .with_label("invalid bound")
-                            .with_help("tolerances are bounds on |kernel - exact|: use a value >= 0"),
-                    );
-                    return None;
-                }
+                self.tolerance_value(value, "tolerance", e.span)?;
                 let entry = out.iter_mut().find(|x| x.tensor == t)?;
                 if kind == "abs" {
                     entry.abs = value;

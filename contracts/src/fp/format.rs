@@ -7,6 +7,8 @@
 //! `v` lies below the smallest normal). Either term alone suffices in its
 //! range; their sum is a bound everywhere.
 
+use super::interval::Interval;
+use super::{down, up};
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +83,23 @@ impl Format {
     /// Can every integer of magnitude at most `n` be represented exactly?
     pub fn holds_integers_up_to(self, n: f64) -> bool {
         n <= 2f64.powi(self.precision())
+    }
+
+    /// The format of a dtype name (`f16`, `bf16`, `f32`, `f64`).
+    pub fn from_name(name: &str) -> Option<Format> {
+        [Format::F16, Format::Bf16, Format::F32, Format::F64].into_iter().find(|f| f.name() == name)
+    }
+
+    /// A domain `[lo, hi]` widened by one rounding into this format: a
+    /// value chosen inside the domain and stored may land half an ulp
+    /// outside it. Rounding never changes a sign, so neither does the
+    /// widening. The bounds that proofs assume, and the ranges the runtime
+    /// accepts as inside a domain, are both this one.
+    pub fn stored_range(self, lo: f64, hi: f64) -> Interval {
+        let w = |x: f64| x.abs() * self.unit_roundoff() + self.subnormal_abs();
+        let lo2 = if lo == 0.0 { 0.0 } else if lo > 0.0 { down(lo - w(lo)).max(0.0) } else { down(lo - w(lo)) };
+        let hi2 = if hi == 0.0 { 0.0 } else if hi < 0.0 { up(hi + w(hi)).min(0.0) } else { up(hi + w(hi)) };
+        Interval::new(lo2, hi2)
     }
 
     pub fn name(self) -> &'static str {
