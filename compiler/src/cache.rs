@@ -299,7 +299,23 @@ impl Cache {
     }
 }
 
+/// Open (creating) the database. Switching a new file to WAL takes a lock
+/// that SQLite does not wait for: several processes opening the same new
+/// cache at once see "database is locked", so that is retried for a while.
 fn open_db(path: &Path) -> rusqlite::Result<Connection> {
+    let mut tries = 0;
+    loop {
+        match open_db_once(path) {
+            Err(e) if tries < 50 && matches!(e.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20 * tries));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_db_once(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     // Other processes may hold the write lock for a moment.
     conn.busy_timeout(std::time::Duration::from_secs(10))?;

@@ -160,7 +160,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
                 index_type: ir.index_ty.to_string(),
                 requires: k.requires.iter().map(|c| c.text()).collect(),
                 ensures: k.ensures.iter().map(|c| c.text()).collect(),
-                domain: k.domain.iter().map(|d| d.text.clone()).collect(),
+                domain: k.domain.iter().map(|d| d.text.clone()).chain(k.relations.iter().map(|r| r.text.clone())).collect(),
                 fingerprints: Fingerprints {
                     source_sha256: source_sha.clone(),
                     compiler_version: crate::VERSION.to_string(),
@@ -195,7 +195,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
         ],
         non_claims: vec![
             "The error analysis reads each value's expression from the typed IR and its summation order and fusion from KernelIr; that the printed loops follow that order is checked by the reduction-complete obligation and by bit-exact mirror tests, not proved. The library accuracy figures (CUDA's, ROCm's plus the host library's) are vendor documentation from extensive but not exhaustive testing, taken as assumptions.".into(),
-            "Inputs outside the declared `domain` are not covered; the `domain` of adamw's `v` starts at 1e-4 because the update m/(sqrt(v)+eps) is unbounded over independent ranges of m and v.".into(),
+            "Inputs outside the declared `domain` (its ranges and its relations, such as adamw's `m * m <= 64.0 * v`) are not covered; the runtime's contract monitor counts the launches that leave it.".into(),
             "Errors in this report are sampled on the CPU mirror; the GPU's own errors are sampled through the device tool (bench/RESULTS.md).".into(),
             "Functional correctness beyond the listed obligations (that the kernel computes its statement) is tested against the oracles, not proved.".into(),
             "The HIP and CUDA compilers themselves are trusted, as are the launcher's checks of `requires`, tensor lengths and 16-byte alignment of vector paths.".into(),

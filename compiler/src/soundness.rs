@@ -145,6 +145,14 @@ pub fn draw_inputs(k: &Kernel, dims: &[i64], rng: &mut Rng, magnitude: f64, mut 
         };
         inputs.push(vals);
     }
+    // Drawn independently, then pulled inside the domain's relations.
+    let position = |t: TensorId| k.params.iter().filter(|p| matches!(p, Param::Tensor(_))).position(|p| *p == Param::Tensor(t));
+    for rel in &k.relations {
+        let (Some(ti), Some(si)) = (position(rel.square), position(rel.bound)) else { continue };
+        let bound = inputs[si].clone();
+        let ty = k.tensors[rel.square].dtype;
+        tokitai_contracts::relation::enforce(&mut inputs[ti], &bound, rel.factor, |x| eval::to_storage(ty, x));
+    }
     inputs
 }
 

@@ -247,6 +247,21 @@ pub struct DomainRange {
     pub span: Span,
 }
 
+/// `square * square <= factor * bound` in a `domain`: for every element,
+/// the square of `square`'s value is at most `factor` times `bound`'s value
+/// at the same element (`bound` may be rank 0: one value for all). Adam's
+/// `m * m <= 64.0 * v` and a clipped gradient's `g * g <= nsq` are facts
+/// that no box of ranges can state; the error analysis uses them
+/// (accuracy/ratio.rs) and the runtime checks them at every launch.
+#[derive(Clone, Debug)]
+pub struct Relation {
+    pub square: TensorId,
+    pub bound: TensorId,
+    pub factor: f64,
+    pub text: String,
+    pub span: Span,
+}
+
 /// A symbol of a tolerance formula: a dim, or the magnitude of the
 /// domain at this index of `Kernel::domain`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -297,6 +312,7 @@ pub struct Kernel {
     pub requires: Vec<Contract>,
     pub ensures: Vec<Contract>,
     pub domain: Vec<DomainRange>,
+    pub relations: Vec<Relation>,
     pub tolerance: Vec<Tolerance>,
     /// Equivalence class of each dim under `requires A == B` (and `A == 4`).
     pub dim_class: Vec<usize>,

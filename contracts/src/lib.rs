@@ -9,6 +9,7 @@
 pub mod fp;
 pub mod obligation;
 pub mod poly;
+pub mod relation;
 pub mod relax;
 pub mod report;
 pub mod term;

@@ -68,6 +68,15 @@ macro_rules! oracle_agreement {
                         };
                         args.push(buf);
                     }
+                    // Inputs the domain's relations admit (`m * m <= 64.0 * v`).
+                    for (t, s, factor, _) in info.relations {
+                        let pos = |n: &str| info.tensors.iter().position(|p| p.name == n).expect("a relation names tensors");
+                        let bound = args[pos(s)].to_f64();
+                        let buf: &mut Buf = &mut args[pos(t)];
+                        let mut vals = buf.to_f64();
+                        tokitai_contracts::relation::enforce(&mut vals, &bound, *factor, |x| buf.store_f64(x));
+                        buf.set_from_f64(&vals);
+                    }
                     let want = exact(&dims, &scalars, &args).map_err(|e| TestCaseError::fail(format!("{}: exact: {}", info.name, e)))?;
                     let mut got = args.clone();
                     mirror(&dims, &scalars, &mut got).map_err(|e| TestCaseError::fail(format!("{}: mirror: {}", info.name, e)))?;

@@ -134,7 +134,23 @@ pub fn case_with(k: &KernelDef, rng: &mut Rng, dims: Vec<i64>, scalars: Vec<f64>
         };
         tensors.push((shape, buf));
     }
-    Ok(Case { dims, scalars, tensors })
+    let mut case = Case { dims, scalars, tensors };
+    enforce_relations(k, &mut case);
+    Ok(case)
+}
+
+/// Pull the drawn inputs inside the domain's relations (`m * m <= 64.0 *
+/// v`): the inputs of a case are ones the contract admits.
+fn enforce_relations(k: &KernelDef, case: &mut Case) {
+    let info = k.info;
+    for (t, s, factor, _) in info.relations {
+        let (Some(ti), Some(si)) = (info.tensors.iter().position(|p| p.name == *t), info.tensors.iter().position(|p| p.name == *s)) else { continue };
+        let bound = case.tensors[si].1.to_f64();
+        let buf = &mut case.tensors[ti].1;
+        let mut vals = buf.to_f64();
+        tokitai_contracts::relation::enforce(&mut vals, &bound, *factor, |x| buf.store_f64(x));
+        buf.set_from_f64(&vals);
+    }
 }
 
 /// Redraw every float input of `case` coherently at one edge of its
@@ -159,6 +175,7 @@ pub fn make_coherent(k: &KernelDef, rng: &mut Rng, case: &mut Case) {
             _ => {}
         }
     }
+    enforce_relations(k, case);
 }
 
 /// Dims by name (every dim of the kernel), scalars at the middle of their
@@ -220,13 +237,17 @@ impl Outcome {
 /// Run `case` through `k` on `dev` and compare with the exact oracle,
 /// within the kernel's derived bound (its tolerance where none was derived).
 pub fn check(dev: &Device, k: &KernelDef, case: &Case) -> Result<Outcome> {
+    let broken = crate::monitor::relation_violation(k.info, &|i| case.tensors.get(i).map(|t| &t.1));
+    if let Some(why) = &broken {
+        return Err(Error::Contract { kernel: k.info.name.into(), message: format!("the test case is outside the proved bound: {}", why) });
+    }
     let bounds: Vec<(&str, f64, f64)> = if k.info.tolerance_formula.is_empty() {
         k.info.bound.iter().chain(k.info.tolerance).copied().collect()
     } else {
         // A tolerance in magnitudes: the bound at this case's own dims and
         // magnitudes, as the contract monitor evaluates it at a launch.
         let ranges: Vec<Option<(f64, f64)>> = case.tensors.iter().map(|(_, b)| crate::monitor::range_of(b)).collect();
-        let verdict = crate::monitor::judge(k, &crate::Bound { dims: case.dims.clone(), scalars: case.scalars.clone() }, &ranges);
+        let verdict = crate::monitor::judge(k, &crate::Bound { dims: case.dims.clone(), scalars: case.scalars.clone() }, &ranges, None);
         if let Some(why) = verdict.outside {
             return Err(Error::Contract { kernel: k.info.name.into(), message: format!("the test case is outside the proved bound: {}", why) });
         }

@@ -21,6 +21,7 @@
 
 use crate::abi::tk_rt::Buf;
 use crate::launch::{Arg, Bound};
+use crate::abi::tk_info::KernelInfo;
 use crate::{Error, KernelDef, Result};
 use std::collections::BTreeMap;
 use tokitai_contracts::fp::Format;
@@ -135,6 +136,21 @@ pub fn range_of(b: &Buf) -> Option<(f64, f64)> {
 
 pub use crate::abi::tk_info::eval_poly;
 
+/// The first domain relation (`m * m <= 64.0 * v`) the launch's inputs
+/// break, in words naming the element; `None` when all hold. `host(i)` is
+/// the i-th tensor parameter's host buffer (`None` where it is not on the
+/// host, which the caller counts as unmeasured).
+pub fn relation_violation<'b>(info: &KernelInfo, host: &dyn Fn(usize) -> Option<&'b Buf>) -> Option<String> {
+    for (t, s, factor, text) in info.relations {
+        let buf = |name: &str| info.tensors.iter().position(|p| p.name == name).and_then(host);
+        let (Some(tb), Some(sb)) = (buf(t), buf(s)) else { continue };
+        if let Some((i, tv, sv)) = tokitai_contracts::relation::first_violation(tb.len(), sb.len(), *factor, |i| tb.get_f64(i), |i| sb.get_f64(i)) {
+            return Some(format!("the domain relation `{}` fails at element {}: {} = {}, {} = {}", text, i, t, tv, s, sv));
+        }
+    }
+    None
+}
+
 /// What the monitor found for one launch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
@@ -145,8 +161,10 @@ pub struct Verdict {
 }
 
 /// Judge one launch from its inputs' ranges: `ranges[i]` is `(min, max)`
-/// of the i-th tensor parameter (`None` for outputs and integer tensors).
-pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>]) -> Verdict {
+/// of the i-th tensor parameter (`None` for outputs and integer tensors);
+/// `relations_outside` says which domain relation the inputs break, if
+/// one does ([`relation_violation`]).
+pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>], relations_outside: Option<&str>) -> Verdict {
     let info = k.info;
     // Each domain input's observed `(min, max)` and dtype.
     let observed = |name: &str| -> (Option<(f64, f64)>, &'static str) {
@@ -177,6 +195,9 @@ pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>]) -> Ver
             outside = Some(format!("input `{}` has values in [{}, {}], outside its domain {}", name, min, max, domain));
             break;
         }
+    }
+    if outside.is_none() {
+        outside = relations_outside.map(str::to_string);
     }
     if outside.is_none() {
         for (poly, limit, what) in info.conditions {
@@ -224,7 +245,13 @@ pub fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
             None
         });
     }
-    let verdict = if measured { Some(judge(k, bound, &ranges)) } else { None };
+    let host = |i: usize| match &tensors.get(i)?.storage {
+        crate::tensor::Storage::Host(b) => Some(b),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    };
+    let broken = if measured { relation_violation(k.info, &host) } else { None };
+    let verdict = if measured { Some(judge(k, bound, &ranges, broken.as_deref())) } else { None };
     let name = k.info.name;
     let mut first = None;
     if let Ok(mut cov) = COVERAGE.lock() {

@@ -292,6 +292,12 @@ impl Walk<'_> {
             TExprKind::Binary(op, a, b) => self.binary(*op, a, b, e),
             TExprKind::Call(f, args) => self.call(*f, args, e),
             TExprKind::Cast(a) => self.cast(a, e),
+            // An integer bound by `let` (an inlined function's index
+            // argument) only decides conditions, which are not followed.
+            TExprKind::Let { local, value, body } if !value.ty.is_float() => {
+                self.locals[*local] = None;
+                self.float(body)
+            }
             TExprKind::Let { local, value, body } => {
                 let v = self.float(value)?;
                 self.locals[*local] = Some(v);
@@ -351,7 +357,14 @@ impl Walk<'_> {
                 let nonneg = if f == Builtin::Max { x.nonneg || y.nonneg } else { x.nonneg && y.nonneg };
                 Ok(PVal { mag: x.mag.add(&y.mag), nonneg, err: x.abs_err().add(&y.abs_err()), rel: 0.0 })
             }
-            _ => fail(format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums, abs, min and max; give its inputs numeric domains", f.name()), e.span),
+            // A condition on integers only (`e == i0[r]`) is decided alike
+            // in the kernel and exactly: the result is one operand, with
+            // its error; the sum of both bounds either.
+            Builtin::Select if e.ty.is_float() && !mentions_float(&args[0]) => {
+                let (x, y) = (self.float(&args[1])?, self.float(&args[2])?);
+                Ok(PVal { mag: x.mag.add(&y.mag), nonneg: x.nonneg && y.nonneg, err: x.abs_err().add(&y.abs_err()), rel: 0.0 })
+            }
+            _ => fail(format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums, abs, min, max and selects on integer conditions; give its inputs numeric domains", f.name()), e.span),
         }
     }
 
@@ -473,6 +486,13 @@ fn compare(d: &MagPoly, t: &MagPoly, ranges: &[SymRange]) -> Verdict {
         }
     }
     Verdict::Undecided("the bound has a term that no term of the tolerance pays for, and no corner of the launch space exceeds it".into())
+}
+
+/// Does `e` compute with a float anywhere (so a rounded value might decide it)?
+fn mentions_float(e: &TExpr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= x.ty.is_float());
+    found
 }
 
 /// Derive the bound of every output with a tolerance, in dims and magnitudes.

@@ -33,6 +33,7 @@
 //! the report's non-claims.
 
 pub mod magnitude;
+mod ratio;
 
 use crate::kir::{KernelIr, ReductionOrder};
 use crate::span::Span;
@@ -40,7 +41,7 @@ use crate::syntax::ast::{BinOp, RedOp, UnOp};
 use crate::tir::{self, Builtin, Const, Dim, Kernel, TExpr, TExprKind, TensorId, TensorRole, VarId};
 use crate::types::Dtype;
 use std::collections::HashMap;
-use tokitai_contracts::fp::{AVal, ErrBound, Format, FpError, Function, Interval, LibraryTable, SourceId};
+use tokitai_contracts::fp::{mul_up, up, AVal, ErrBound, Format, FpError, Function, Interval, LibraryTable, SourceId};
 
 /// One source of error, for reports: "rounding of `*` to f32".
 #[derive(Clone, Debug, PartialEq)]
@@ -281,6 +282,10 @@ struct Walk<'a> {
     memo: StatementMemo<V>,
     /// Sub-ranges of split input values (tensor or scalar) in this piece.
     pieces: Vec<(ValueVar, Interval)>,
+    /// The free variables of the statement being evaluated (its element),
+    /// and those of the statements that read it.
+    frees: Vec<VarId>,
+    outer_frees: Vec<Vec<VarId>>,
 }
 
 /// An input value the analysis may split: a float tensor read at one
@@ -327,15 +332,36 @@ impl<'a> Walk<'a> {
     /// f32 and the half types (which then round again to their format),
     /// in f64 for f64.
     fn round_op(&mut self, v: AVal, ty: Dtype, what: &str, span: Span) -> Result<AVal, Fail> {
+        self.round_scaled(v, ty, what, span, 1.0)
+    }
+
+    /// [`Self::round_op`] with each rounding's absolute (subnormal) error
+    /// times `floor` (the ratio lemma measures values in units of a divisor
+    /// of at least `1 / floor`).
+    fn round_scaled(&mut self, v: AVal, ty: Dtype, what: &str, span: Span, floor: f64) -> Result<AVal, Fail> {
         let Some(fmt) = format_of(ty) else { return Ok(v) };
         let compute = if fmt == Format::F64 { Format::F64 } else { Format::F32 };
         let s = self.src(format!("rounding of {} to {}", what, compute), span);
-        let mut out = v.round_to(compute, s).map_err(|e| (e.0, span))?;
+        let mut out = v.rounded(compute, compute.unit_roundoff(), mul_up(compute.subnormal_abs(), floor), s).map_err(|e| (e.0, span))?;
         if fmt != compute {
             let s = self.src(format!("rounding of {} to {}", what, fmt), span);
-            out = out.round_to(fmt, s).map_err(|e| (e.0, span))?;
+            out = out.rounded(fmt, fmt.unit_roundoff(), mul_up(fmt.subnormal_abs(), floor), s).map_err(|e| (e.0, span))?;
         }
         Ok(out)
+    }
+
+    /// Evaluate inside the statement whose element is `vars` (each bound
+    /// to its extent); [`Self::leave`] returns to the reader.
+    fn enter(&mut self, vars: Vec<VarId>) {
+        for v in &vars {
+            let (_, hi) = self.dim(self.k.vars[*v].extent);
+            self.vars[*v] = Some(Interval::new(0.0, (hi - 1).max(0) as f64));
+        }
+        self.outer_frees.push(std::mem::replace(&mut self.frees, vars));
+    }
+
+    fn leave(&mut self) {
+        self.frees = self.outer_frees.pop().unwrap_or_default();
     }
 
     /// A library call's own error on its computed result.
@@ -355,14 +381,25 @@ impl<'a> Walk<'a> {
     /// by one rounding into its storage dtype (a value drawn inside the
     /// domain and stored may land half an ulp outside it).
     fn domain(&self, tensor: Option<TensorId>, scalar: Option<usize>, ty: Dtype, name: &str, span: Span) -> Result<Interval, Fail> {
-        if let Some((_, r)) = self.pieces.iter().find(|(v, _)| *v == (tensor, scalar)) {
-            return Ok(*r);
-        }
-        let d = self.k.domain.iter().find(|d| (tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar));
-        let Some(d) = d else {
-            return fail(format!("`{}` has no `domain`: a tolerance needs the range of every float input it depends on", name), span);
+        let mut range = match self.pieces.iter().find(|(v, _)| *v == (tensor, scalar)) {
+            Some((_, r)) => *r,
+            None => {
+                let d = self.k.domain.iter().find(|d| (tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar));
+                let Some(d) = d else {
+                    return fail(format!("`{}` has no `domain`: a tolerance needs the range of every float input it depends on", name), span);
+                };
+                stored_domain(d.lo, d.hi, ty)
+            }
         };
-        Ok(stored_domain(d.lo, d.hi, ty))
+        // `t * t <= c * s`: |t| <= sqrt(c * s) for the largest `s` of this
+        // piece (or of its domain).
+        for rel in self.k.relations.iter().filter(|r| tensor == Some(r.square)) {
+            let b = &self.k.tensors[rel.bound];
+            let s = self.domain(Some(rel.bound), None, b.dtype, &b.name, span)?;
+            let r = up(mul_up(rel.factor, s.hi.max(0.0)).sqrt());
+            range = range.meet(&Interval::new(-r, r));
+        }
+        Ok(range)
     }
 
     fn stmt_value(&mut self, t: TensorId, span: Span) -> Result<V, Fail> {
@@ -376,11 +413,10 @@ impl<'a> Walk<'a> {
 
     fn stmt_value_in(&mut self, t: TensorId, si: usize) -> Result<V, Fail> {
         let stmt = &self.k.stmts[si];
-        for v in &stmt.vars {
-            let (_, hi) = self.dim(self.k.vars[*v].extent);
-            self.vars[*v] = Some(Interval::new(0.0, (hi - 1).max(0) as f64));
-        }
-        let mut v = self.eval(&stmt.value)?;
+        self.enter(stmt.vars.clone());
+        let v = self.eval(&stmt.value);
+        self.leave();
+        let mut v = v?;
         // The store rounds to the tensor's dtype (a no-op when the value
         // already has it).
         let dt = self.k.tensors[t].dtype;
@@ -404,8 +440,10 @@ impl<'a> Walk<'a> {
                 }
                 let mut a = AVal::exact(Interval::point(*c));
                 if stored != *c {
+                    // Relative to the literal, so that it scales with what
+                    // the literal multiplies or divides.
                     let s = self.src(format!("the literal {} rounded to {}", c, fmt), e.span);
-                    a.err = ErrBound::single(s, (stored - c).abs(), 0.0);
+                    a.err = ErrBound::single(s, 0.0, tokitai_contracts::fp::div_up((stored - c).abs(), c.abs()));
                 }
                 V::Float(a)
             }
@@ -515,6 +553,25 @@ impl<'a> Walk<'a> {
             };
             return Ok(V::Int { range, exact: ex && ey });
         }
+        if op == BinOp::Div {
+            // Where the ratio lemma applies, the tighter of its bound and
+            // the ordinary one (which fails where the divisor's root
+            // reaches zero).
+            if let Some(q) = self.ratio(a, b, e) {
+                return Ok(V::Float(match self.arith(op, a, b, e) {
+                    Ok(o) if o.err.at(o.range.mag()) < q.err.at(q.range.mag()) => AVal { range: o.range.meet(&q.range), err: o.err },
+                    Ok(o) => AVal { range: o.range.meet(&q.range), err: q.err },
+                    Err(_) => q,
+                }));
+            }
+        }
+        self.arith(op, a, b, e).map(V::Float)
+    }
+
+    /// `a op b` on floats, op one of `+ - * /`, by the rules of
+    /// [`AVal`] and the lemmas about reductions.
+    fn arith(&mut self, op: BinOp, a: &TExpr, b: &TExpr, e: &TExpr) -> Result<AVal, Fail> {
+        let ty = e.ty;
         let (x, y) = (self.float(a)?, self.float(b)?);
         let second = self.src(format!("second-order terms of `{}`", op.symbol()), e.span);
         let exact = match op {
@@ -544,7 +601,7 @@ impl<'a> Walk<'a> {
                 v.range = v.range.meet(&Interval::new(-r, r));
             }
         }
-        Ok(V::Float(v))
+        Ok(v)
     }
 
     /// `m[idx]` where `m`'s statement is a mean, `(sum(v) t(v)) / f32(n)`
@@ -1080,7 +1137,7 @@ impl Ctx<'_, '_> {
             .map(|((t, s), r)| (t.map(|t| self.k.tensors[t].name.clone()).or_else(|| s.map(|s| self.k.scalars[s].name.clone())).unwrap_or_default(), r.lo, r.hi))
             .collect();
         let k = self.k;
-        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces };
+        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces, frees: Vec::new(), outer_frees: Vec::new() };
         Ok(match w.stmt_value(t, span)? {
             V::Float(a) => RegionBound { dims: dims.to_vec(), values: names, range: a.range, err: a.err },
             _ => RegionBound { dims: dims.to_vec(), values: names, range: Interval::point(0.0), err: ErrBound::zero() },
@@ -1090,7 +1147,7 @@ impl Ctx<'_, '_> {
 
 /// The input values of output `t` that may be split (see [`ValueVar`]),
 /// at most two, widest domain first, with their stored domains and names.
-fn splittable(k: &Kernel, t: TensorId) -> Vec<(ValueVar, Interval, String)> {
+fn splittable(k: &Kernel, t: TensorId) -> Vec<SplitVar> {
     /// An index in a form comparable across statements: a statement's
     /// free variable by its position.
     fn canon(e: &TExpr, frees: &[VarId]) -> String {
@@ -1158,7 +1215,9 @@ fn splittable(k: &Kernel, t: TensorId) -> Vec<(ValueVar, Interval, String)> {
         let info = &k.tensors[tid];
         let mine: Vec<&Option<Vec<String>>> = r.loads.iter().filter(|l| l.0 == tid).map(|l| &l.1).collect();
         let one_element = mine.iter().all(|m| m.is_some() && *m == mine[0]);
-        if !info.dtype.is_float() || !one_element {
+        // The square side of a relation is narrowed by its bound's pieces,
+        // not split itself.
+        if !info.dtype.is_float() || !one_element || k.relations.iter().any(|r| r.square == tid) {
             continue;
         }
         if let Some(d) = k.domain.iter().find(|d| d.tensor == Some(tid)).filter(|d| d.hi > d.lo) {
@@ -1172,36 +1231,55 @@ fn splittable(k: &Kernel, t: TensorId) -> Vec<(ValueVar, Interval, String)> {
             out.push(((None, Some(s)), stored_domain(d.lo, d.hi, k.scalars[s].dtype), k.scalars[s].name.clone()));
         }
     }
-    out.sort_by(|a, b| b.1.width().total_cmp(&a.1.width()));
+    // The bound side of a relation first: its pieces narrow the related
+    // input too (see `Walk::domain`), which a box cannot.
+    let is_bound = |v: &ValueVar| v.0.is_some_and(|t| k.relations.iter().any(|r| r.bound == t));
+    out.sort_by(|a, b| is_bound(&b.0).cmp(&is_bound(&a.0)).then(b.1.width().total_cmp(&a.1.width())));
     out.truncate(2);
-    out
+    out.into_iter().map(|(var, range, name)| SplitVar { from_zero: is_bound(&var) && range.lo >= 0.0, var, range, name }).collect()
+}
+
+/// An input value split into pieces, with its stored domain and name.
+/// `from_zero`: cut geometrically down to tiny values, the first piece
+/// ending far below the rest (the bound of a relation, whose small values
+/// make the related input small).
+struct SplitVar {
+    var: ValueVar,
+    range: Interval,
+    name: String,
+    from_zero: bool,
 }
 
 /// The pieces of a split: 48 parts of the first value, 12 of the second
 /// (their union is each value's whole domain). A positive domain spanning
 /// more than a factor of 4 is cut geometrically, so that every piece's ends
 /// are within a constant factor (magnitudes stay correlated).
-fn pieces(vars: &[(ValueVar, Interval, String)]) -> Vec<Vec<(ValueVar, Interval)>> {
-    let cuts = |r: Interval, n: usize| -> Vec<Interval> {
-        let geometric = r.lo > 0.0 && r.hi / r.lo > 4.0;
+fn pieces(vars: &[SplitVar]) -> Vec<Vec<(ValueVar, Interval)>> {
+    let cuts = |v: &SplitVar, n: usize| -> Vec<Interval> {
+        let r = v.range;
+        // From zero: a factor of 10 per piece, the first piece [0, hi / 10^(n-1)].
+        let bottom = if v.from_zero && r.hi > 0.0 { r.lo.max(r.hi * 10f64.powi(1 - n as i32)) } else { r.lo };
+        let geometric = bottom > 0.0 && r.hi / bottom > 4.0;
         let at = |i: usize| -> f64 {
-            let f = i as f64 / n as f64;
+            let f = (i as f64 - 1.0) / (n as f64 - 1.0);
             if i == 0 {
                 r.lo
             } else if i == n {
                 r.hi
+            } else if geometric && v.from_zero && r.lo < bottom {
+                bottom * (r.hi / bottom).powf(f)
             } else if geometric {
-                r.lo * (r.hi / r.lo).powf(f)
+                r.lo * (r.hi / r.lo).powf(i as f64 / n as f64)
             } else {
-                r.lo + (r.hi - r.lo) * f
+                r.lo + (r.hi - r.lo) * (i as f64 / n as f64)
             }
         };
         (0..n).map(|i| Interval::new(tokitai_contracts::fp::down(at(i)), tokitai_contracts::fp::up(at(i + 1)))).collect()
     };
     let mut out: Vec<Vec<(ValueVar, Interval)>> = vec![Vec::new()];
-    for (i, (v, r, _)) in vars.iter().enumerate() {
-        let parts = cuts(*r, if i == 0 { 48 } else { 12 });
-        out = out.into_iter().flat_map(|p| parts.iter().map(move |c| p.iter().copied().chain([(*v, *c)]).collect::<Vec<_>>())).collect();
+    for (i, v) in vars.iter().enumerate() {
+        let parts = cuts(v, if i == 0 { 48 } else { 12 });
+        out = out.into_iter().flat_map(|p| parts.iter().map(move |c| p.iter().copied().chain([(v.var, *c)]).collect::<Vec<_>>())).collect();
     }
     out
 }
@@ -1279,7 +1357,7 @@ fn analyze_regions(k: &Kernel, ir: &KernelIr, at: Option<&[i64]>) -> KernelAccur
             }
         }
     }
-    let split_vars: Vec<Vec<(ValueVar, Interval, String)>> = outputs.iter().map(|o| splittable(k, o.tensor)).collect();
+    let split_vars: Vec<Vec<SplitVar>> = outputs.iter().map(|o| splittable(k, o.tensor)).collect();
     for region in &regions {
         let mut dims = base.clone();
         for (d, a, b) in region {
@@ -1310,7 +1388,7 @@ fn analyze_regions(k: &Kernel, ir: &KernelIr, at: Option<&[i64]>) -> KernelAccur
                         match ctx.output(o.tensor, o.span, piece.clone(), &described) {
                             Ok(r) => o.regions.push(r),
                             Err((msg, span)) => {
-                                let values: Vec<(String, f64, f64)> = piece.iter().zip(vars).map(|((_, r), (_, _, n))| (n.clone(), r.lo, r.hi)).collect();
+                                let values: Vec<(String, f64, f64)> = piece.iter().zip(vars).map(|((_, r), v)| (v.name.clone(), r.lo, r.hi)).collect();
                                 o.failure = Some((msg, span, RegionBound::described(&described, &values)));
                                 o.regions.clear();
                                 break;

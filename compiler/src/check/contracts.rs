@@ -172,8 +172,11 @@ impl<'a> KernelChecker<'a> {
     pub(super) fn check_domain(&mut self, k: &ast::Kernel) -> Option<Vec<DomainRange>> {
         let mut out: Vec<DomainRange> = Vec::new();
         for clause in &k.clauses {
-            let ast::Clause::Domain(ranges, _) = clause else { continue };
-            for r in ranges {
+            let ast::Clause::Domain(entries, _) = clause else { continue };
+            for r in entries.iter().filter_map(|e| match e {
+                ast::Pred::Range(r) => Some(r),
+                ast::Pred::Expr(_) => None,
+            }) {
                 let (tensor, scalar, ty) = match self.names.get(&r.name.name).copied() {
                     Some(Entity::Tensor(t)) if matches!(self.tensors[t].role, TensorRole::Input | TensorRole::Inout) => (Some(t), None, self.tensors[t].dtype),
                     Some(Entity::Scalar(s)) => (None, Some(s), self.scalars[s].dtype),
@@ -242,6 +245,78 @@ impl<'a> KernelChecker<'a> {
             }
         }
         Some(out)
+    }
+
+    /// The relations of the `domain` clauses, `t * t <= c * s` (or
+    /// `t * t <= s`): for every element, `t` squared is at most `c` times
+    /// `s` at the same element (`s` may be rank 0, one value for all).
+    /// Both are float inputs with constant ranges in `domain`.
+    pub(super) fn check_relations(&mut self, k: &ast::Kernel, domain: &[DomainRange]) -> Option<Vec<Relation>> {
+        let mut out = Vec::new();
+        for clause in &k.clauses {
+            let ast::Clause::Domain(entries, _) = clause else { continue };
+            for e in entries {
+                let ast::Pred::Expr(e) = e else { continue };
+                out.push(self.check_relation(e, domain)?);
+            }
+        }
+        Some(out)
+    }
+
+    fn check_relation(&mut self, e: &ast::Expr, domain: &[DomainRange]) -> Option<Relation> {
+        let shape_error = |this: &mut Self| {
+            this.error(
+                Diagnostic::error("E0710", "a domain relation must read `t * t <= c * s` or `t * t <= s`", e.span)
+                    .with_label("not a relation between two inputs")
+                    .with_help("bound an input's square by another input at the same element, e.g. `m * m <= 64.0 * v`; write ranges as `x in [lo, hi]`"),
+            );
+            None
+        };
+        let ExprKind::Binary(BinOp::Le, lhs, rhs) = &e.kind else { return shape_error(self) };
+        let ExprKind::Binary(BinOp::Mul, a, b) = &lhs.kind else { return shape_error(self) };
+        let (ExprKind::Name(a), ExprKind::Name(b)) = (&a.kind, &b.kind) else { return shape_error(self) };
+        if a.name != b.name {
+            return shape_error(self);
+        }
+        let (factor, bound) = match &rhs.kind {
+            ExprKind::Name(s) => (1.0, s),
+            ExprKind::Binary(BinOp::Mul, c, s) => match (const_value(c), &s.kind) {
+                (Some(c), ExprKind::Name(s)) => (c, s),
+                _ => return shape_error(self),
+            },
+            _ => return shape_error(self),
+        };
+        if !(factor.is_finite() && factor > 0.0) {
+            self.error(Diagnostic::error("E0710", format!("the factor of a domain relation must be positive and finite, not {}", factor), rhs.span).with_label("this factor"));
+            return None;
+        }
+        let tensor = |this: &mut Self, n: &ast::Ident| -> Option<TensorId> {
+            let found = match this.names.get(&n.name).copied() {
+                Some(Entity::Tensor(t)) if matches!(this.tensors[t].role, TensorRole::Input | TensorRole::Inout) && this.tensors[t].dtype.is_float() => Some(t),
+                _ => None,
+            };
+            let ranged = found.filter(|t| domain.iter().any(|d| d.tensor == Some(*t) && d.magnitude.is_none()));
+            if ranged.is_none() {
+                this.error(
+                    Diagnostic::error("E0710", format!("`{}` is not a float input tensor with a constant domain range", n.name), n.span)
+                        .with_label("a relation relates two float input tensors")
+                        .with_help(format!("declare `{} in [lo, hi]` in the same domain", n.name)),
+                );
+            }
+            ranged
+        };
+        let square = tensor(self, a)?;
+        let bound_t = tensor(self, bound)?;
+        let (ss, bs) = (&self.tensors[square].shape, &self.tensors[bound_t].shape);
+        if !(bs.is_empty() || ss == bs) {
+            self.error(
+                Diagnostic::error("E0710", format!("`{}` and `{}` have different shapes", a.name, bound.name), e.span)
+                    .with_label("related element by element")
+                    .with_help("relate tensors of one shape, or bound by a rank-0 tensor"),
+            );
+            return None;
+        }
+        Some(Relation { square, bound: bound_t, factor, text: self.src.snippet(e.span).to_string(), span: e.span })
     }
 
     /// `[-X, X]` or `[0, X]` with `X` a name that is not a dim, tensor or

@@ -311,6 +311,7 @@ impl<'a> KernelChecker<'a> {
         let stmts = self.check_body(k);
         let ensures = self.check_ensures(k);
         let domain = self.check_domain(k);
+        let relations = self.check_relations(k, domain.as_deref().unwrap_or_default());
         let tolerance = self.check_tolerance(k, domain.as_deref().unwrap_or_default());
         let stmts = stmts?;
         if self.has_errors() {
@@ -334,6 +335,7 @@ impl<'a> KernelChecker<'a> {
             requires,
             ensures: ensures.unwrap_or_default(),
             domain: domain.unwrap_or_default(),
+            relations: relations.unwrap_or_default(),
             tolerance: tolerance.unwrap_or_default(),
             dim_class,
             dim_value,

@@ -49,6 +49,9 @@ pub mod tk_info {
         /// (polynomial, limit, what): each must be at most its limit at a
         /// launch for the bounds in magnitudes to hold (no overflow).
         pub conditions: &'static [(&'static [(f64, &'static [u16])], f64, &'static str)],
+        /// Domain relations `t * t <= factor * s`, element by element
+        /// (`s` rank 0 or shaped like `t`): (t, s, factor, as written).
+        pub relations: &'static [(&'static str, &'static str, f64, &'static str)],
         /// Integer tensors used as indices: (tensor, upper bound dim), values in [0, dim).
         pub index_ranges: &'static [(&'static str, &'static str)],
         pub requires: &'static [&'static str],
@@ -268,10 +271,11 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
     let requires: Vec<String> = k.requires.iter().map(|c| format!("{:?}", c.text())).collect();
     let upper: Vec<String> = (0..k.dims.len()).map(|d| format!("{:?}", k.dim_upper_bound(Dim::Sym(d)))).collect();
     let (magnitudes, formula, conditions) = magnitude_info(k, ir, variants);
+    let relations: Vec<String> = k.relations.iter().map(|r| format!("({:?}, {:?}, {:?}, {:?})", k.tensors[r.square].name, k.tensors[r.bound].name, r.factor, r.text)).collect();
     let _ = writeln!(s, "    /// Signature and contracts.");
     let _ = writeln!(
         s,
-        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], magnitudes: &[{}], tolerance_formula: &[{}], conditions: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
+        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], magnitudes: &[{}], tolerance_formula: &[{}], conditions: &[{}], relations: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
         k.name,
         k.dims.iter().map(|d| format!("{:?}", d.name)).collect::<Vec<_>>().join(", "),
         k.dim_class,
@@ -285,6 +289,7 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
         magnitudes.join(", "),
         formula.join(", "),
         conditions.join(", "),
+        relations.join(", "),
         index_ranges.join(", "),
         requires.join(", "),
         ir.schedule.name(),

@@ -60,7 +60,9 @@ impl DimExpr {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Clause {
     Requires(Vec<Pred>, Span),
-    Domain(Vec<RangePred>, Span),
+    /// Ranges (`x in [lo, hi]`) and relations between inputs
+    /// (`m * m <= 64.0 * v`).
+    Domain(Vec<Pred>, Span),
     Tolerance(Vec<TolEntry>, Span),
     Ensures(Vec<Pred>, Span),
 }

@@ -137,7 +137,10 @@ fn magnitude_proofs(k: &Kernel, ir: &KernelIr) -> Vec<VerifiedObligation> {
                         ),
                     }
                 }
-                (None, Some(Verdict::Undecided(why))) => Outcome::Unknown { seconds, reason: format!("{}: {}: bound {} against {}", EXCEEDS, why, acc.show(&o.abs), acc.show(&o.tolerance.0)) },
+                (None, Some(Verdict::Undecided(why))) => Outcome::Unknown {
+                    seconds,
+                    reason: format!("{}: {}: bound {} against {}; the tolerance that is proved: abs {}, rel {:.1e}", EXCEEDS, why, acc.show(&o.abs), acc.show(&o.tolerance.0), acc.show(&o.abs), round_up_2(o.rel)),
+                },
                 (None, None) => Outcome::Unknown { seconds, reason: "no verdict".into() },
             };
             VerifiedObligation { obligation, outcome, span: o.span, cached: false }

@@ -311,7 +311,8 @@ impl AVal {
     /// `max(a, b)` (`is_max`) or `min(a, b)`: `|max(a',b') - max(a,b)| <=
     /// max(e_a, e_b)`; relative parts survive where every operand is no
     /// larger in magnitude than the result (all non-negative for max,
-    /// all non-positive for min).
+    /// all non-positive for min), and where all operands have one sign
+    /// (see `min_of`).
     pub fn extremum(&self, o: &AVal, is_max: bool) -> AVal {
         if is_max {
             // max(a, b) = -min(-a, -b); negation keeps errors.
@@ -331,6 +332,14 @@ impl AVal {
         }
         let range = self.range.min(&o.range);
         if self.range.nonpos() && o.range.nonpos() {
+            return AVal { range, err: self.err.join(&o.err) };
+        }
+        // Both non-negative, each within `rho_x x + alpha_x` with rho_x < 1:
+        // min(a', b') <= min(a(1+rho) + alpha, b(1+rho) + alpha) =
+        // min(a, b)(1 + rho) + alpha, and likewise from below (x(1 - rho)
+        // grows with x), rho and alpha the larger operand's. So relative
+        // parts stay relative to the result.
+        if self.range.nonneg() && o.range.nonneg() && self.err.total().1 < 1.0 && o.err.total().1 < 1.0 {
             return AVal { range, err: self.err.join(&o.err) };
         }
         // An operand's error matters only where it (computed or exact) is

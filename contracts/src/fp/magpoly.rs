@@ -129,21 +129,25 @@ impl MagPoly {
     /// of `other` that has symbols `m` lacks can also pay, when those
     /// symbols have positive lower bounds: `c m <= (c / min r) t` with
     /// `t = m r`. The claim holds when every term of `other` pays at most
-    /// its coefficient. Each term goes to the payer that charges it least.
+    /// its coefficient. Each term goes to the term of its own monomial, or
+    /// else to the payer with the most budget left after paying it.
     pub fn dominated_by(&self, other: &MagPoly, ranges: &[SymRange]) -> Option<Domination> {
         let mut charged: BTreeMap<&Monomial, f64> = BTreeMap::new();
         let mut uses = Vec::new();
         for (m, c) in &self.terms {
-            let mut best: Option<(&Monomial, f64)> = None;
-            for t in other.terms.keys() {
+            let mut best: Option<(&Monomial, f64, f64)> = None;
+            for (t, budget) in &other.terms {
                 let Some(factor) = cover_factor(m, t, ranges) else { continue };
                 // A factor of 1 is exact: no rounding up.
                 let cost = if factor == 1.0 { *c } else { mul_up(*c, factor) };
-                if best.is_none_or(|(_, b)| cost < b) {
-                    best = Some((t, cost));
+                // The same monomial pays first; else the payer left with
+                // the most of its budget.
+                let share = if t == m { f64::NEG_INFINITY } else { (charged.get(t).copied().unwrap_or(0.0) + cost) / budget };
+                if best.is_none_or(|(_, _, s)| share < s) {
+                    best = Some((t, cost, share));
                 }
             }
-            let (t, cost) = best?;
+            let (t, cost, _) = best?;
             match charged.get_mut(t) {
                 Some(e) => *e = add_up(*e, cost),
                 None => {
@@ -275,6 +279,19 @@ mod tests {
         // A constant is paid by K (K >= 1).
         assert!(MagPoly::constant(1e-9).dominated_by(&MagPoly::term(vec![0], 1e-9), &ranges).is_some());
         assert!(MagPoly::constant(1e-9).dominated_by(&MagPoly::term(vec![1], 1.0), &ranges).is_none());
+    }
+
+    /// A term that a larger-degree payer could also cover goes to the
+    /// payer of its own monomial, so that both fit (E in [2, 64], A a
+    /// magnitude): 4.7e-10 E^2 A + 7.8e-7 E A against 5e-10 E^2 A + 8e-7 E A.
+    #[test]
+    fn domination_pays_each_term_from_its_own_monomial_first() {
+        let ranges = [r(2.0, 64.0), r(0.0, f64::INFINITY)];
+        let bound = MagPoly::term(vec![0, 0, 1], 4.659e-10).add(&MagPoly::term(vec![0, 1], 7.752e-7)).add(&MagPoly::term(vec![0], 7e-46));
+        let tol = MagPoly::term(vec![0, 0, 1], 5e-10).add(&MagPoly::term(vec![0, 1], 8e-7)).add(&MagPoly::constant(3e-8));
+        assert!(bound.dominated_by(&tol, &ranges).is_some());
+        let tight = MagPoly::term(vec![0, 0, 1], 4e-10).add(&MagPoly::term(vec![0, 1], 8e-7)).add(&MagPoly::constant(3e-8));
+        assert!(bound.dominated_by(&tight, &ranges).is_none(), "4.659e-10 E^2 A is paid by nothing that can afford it");
     }
 
     #[test]
