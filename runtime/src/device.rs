@@ -140,9 +140,20 @@ impl Device {
     pub fn capture<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<(StepGraph, R)> {
         match self {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => c.capture(f).map(|(g, r)| (StepGraph::Cuda(g), r)),
+            Device::Cuda(c) => {
+                CAPTURING.with(|x| x.set(true));
+                let r = c.capture(f);
+                CAPTURING.with(|x| x.set(false));
+                r.map(|(g, r)| (StepGraph::Cuda(g), r))
+            }
             _ => Err(crate::Error::Tensor(format!("{} cannot capture graphs", self.describe()))),
         }
+    }
+
+    /// Is this thread inside [`Device::capture`]? Launches there are
+    /// recorded into a graph, and reading a tensor back is refused.
+    pub fn capturing() -> bool {
+        CAPTURING.with(|x| x.get())
     }
 
     /// Give back the memory of captured steps (their graphs must be gone).
@@ -171,4 +182,9 @@ impl StepGraph {
             _ => Ok(()),
         }
     }
+}
+
+thread_local! {
+    /// Set while this thread captures a graph (see [`Device::capturing`]).
+    static CAPTURING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

@@ -153,6 +153,7 @@ pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
         }
     }
     crate::monitor::before_launch(k, &bound, args)?;
+    crate::record::before_launch(k, &bound, args);
     match dev {
         Device::Cpu => crate::backend::cpu::run(k, &bound, args),
         Device::Reference => crate::backend::reference::run(k, &bound, args),

@@ -28,6 +28,7 @@ mod error;
 pub mod kernels;
 pub mod moe;
 pub mod monitor;
+pub mod record;
 mod launch;
 mod tensor;
 

@@ -138,6 +138,11 @@ pub struct Args {
     /// $TOKITAI_CONTRACTS.
     #[arg(long, value_enum)]
     pub contracts: Option<ContractsMode>,
+    /// Record a sample of the run's launches (each kernel's 1st, 2nd, 4th,
+    /// 8th.. launch, at most 4 each) with their inputs into this directory,
+    /// for `tokitai-check-launches DIR` to replay against the f64 oracle.
+    #[arg(long, value_name = "DIR")]
+    pub record_launches: Option<std::path::PathBuf>,
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     pub resume: bool,

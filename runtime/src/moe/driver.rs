@@ -254,6 +254,9 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         crate::monitor::set_mode(m.monitor());
     }
     crate::monitor::reset();
+    if let Some(dir) = &a.record_launches {
+        crate::record::start(dir, 4).map_err(|e| usage(e.to_string()))?;
+    }
     let dev = device(c)?;
     let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c, &dev), &dev).map_err(|e| failed(format!("model: {}", e)))?;
     let mut arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
@@ -300,6 +303,12 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         }
     }
     pb.finish_and_clear();
+    if let Some(dir) = &a.record_launches {
+        match crate::record::finish() {
+            (n, None) => eprintln!("recorded {} launches in {} (replay them: tokitai-check-launches {})", n, dir.display(), dir.display()),
+            (n, Some(e)) => eprintln!("warning: recorded {} launches in {}, then stopped: {}", n, dir.display(), e),
+        }
+    }
     save_checkpoint(&trainer, c, &arch, &data, elapsed(&start), &paths.checkpoint)?;
     let title = format!("{} {} ({}), {}", a.size.name(), a.model.name(), a.router.name(), a.dataset);
     put(&paths.plot, loss_plot(&title, &rows).as_bytes())?;
