@@ -237,7 +237,8 @@ impl Outcome {
 /// Run `case` through `k` on `dev` and compare with the exact oracle,
 /// within the kernel's derived bound (its tolerance where none was derived).
 pub fn check(dev: &Device, k: &KernelDef, case: &Case) -> Result<Outcome> {
-    let broken = crate::monitor::relation_violation(k.info, &|i| case.tensors.get(i).map(|t| &t.1));
+    let hosts: Vec<Option<&Buf>> = case.tensors.iter().map(|t| Some(&t.1)).collect();
+    let broken = crate::monitor::relation_violation(k.info, &hosts);
     if let Some(why) = &broken {
         return Err(Error::Contract { kernel: k.info.name.into(), message: format!("the test case is outside the proved bound: {}", why) });
     }

@@ -137,12 +137,12 @@ pub fn range_of(b: &Buf) -> Option<(f64, f64)> {
 pub use crate::abi::tk_info::eval_poly;
 
 /// The first domain relation (`m * m <= 64.0 * v`) the launch's inputs
-/// break, in words naming the element; `None` when all hold. `host(i)` is
-/// the i-th tensor parameter's host buffer (`None` where it is not on the
-/// host, which the caller counts as unmeasured).
-pub fn relation_violation<'b>(info: &KernelInfo, host: &dyn Fn(usize) -> Option<&'b Buf>) -> Option<String> {
+/// break, in words naming the element; `None` when all hold. `hosts[i]`
+/// is the i-th tensor parameter's host buffer (`None` where it is not on
+/// the host, which the caller counts as unmeasured).
+pub fn relation_violation(info: &KernelInfo, hosts: &[Option<&Buf>]) -> Option<String> {
     for (t, s, factor, text) in info.relations {
-        let buf = |name: &str| info.tensors.iter().position(|p| p.name == name).and_then(host);
+        let buf = |name: &str| info.tensors.iter().position(|p| p.name == name).and_then(|i| hosts.get(i).copied().flatten());
         let (Some(tb), Some(sb)) = (buf(t), buf(s)) else { continue };
         if let Some((i, tv, sv)) = tokitai_contracts::relation::first_violation(tb.len(), sb.len(), *factor, |i| tb.get_f64(i), |i| sb.get_f64(i)) {
             return Some(format!("the domain relation `{}` fails at element {}: {} = {}, {} = {}", text, i, t, tv, s, sv));
@@ -227,31 +227,23 @@ pub fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
     if m == Mode::Off {
         return Ok(());
     }
-    let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
-    let mut measured = true;
-    let mut ranges = Vec::with_capacity(tensors.len());
-    for (t, p) in tensors.iter().zip(k.info.tensors) {
-        let needed = p.role != "output" && k.info.domain.iter().any(|d| d.0 == p.name);
-        ranges.push(if needed {
-            match &t.storage {
-                crate::tensor::Storage::Host(b) => range_of(b),
-                #[allow(unreachable_patterns)]
-                _ => {
-                    measured = false;
-                    None
-                }
-            }
-        } else {
-            None
-        });
-    }
-    let host = |i: usize| match &tensors.get(i)?.storage {
-        crate::tensor::Storage::Host(b) => Some(b),
-        #[allow(unreachable_patterns)]
-        _ => None,
-    };
-    let broken = if measured { relation_violation(k.info, &host) } else { None };
-    let verdict = if measured { Some(judge(k, bound, &ranges, broken.as_deref())) } else { None };
+    let info = k.info;
+    let hosts: Vec<Option<&Buf>> = args
+        .iter()
+        .filter_map(|a| a.tensor())
+        .map(|t| match &t.storage {
+            crate::tensor::Storage::Host(b) => Some(b),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+        .collect();
+    // The inputs the bounds depend on: those with a domain.
+    let needed: Vec<bool> = info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect();
+    let measured = hosts.iter().zip(&needed).all(|(h, n)| h.is_some() || !n);
+    let verdict = measured.then(|| {
+        let ranges: Vec<Option<(f64, f64)>> = hosts.iter().zip(&needed).map(|(h, n)| h.filter(|_| *n).and_then(range_of)).collect();
+        judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref())
+    });
     let name = k.info.name;
     let mut first = None;
     if let Ok(mut cov) = COVERAGE.lock() {

@@ -10,43 +10,51 @@
 //! contents before the launch do not matter), and in the metadata the
 //! kernel's name, the dims and the scalars. Each kernel's launches number
 //! 1, 2, 3, ...; launches 1, 2, 4, 8, ... are recorded (spread over the
-//! run, the same ones every run), at most `per_kernel` of them, and none
+//! run, the same ones every run), at most [`PER_KERNEL`] of them, and none
 //! whose tensors exceed 64 MiB. Files are written atomically.
 
 use crate::abi::tk_rt::Buf;
 use crate::check::Case;
 use crate::launch::{Arg, Bound};
-use crate::{Error, KernelDef, Result};
+use crate::{DType, Error, KernelDef, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Launches larger than this are not recorded (their files would dwarf
 /// the run's checkpoint).
 const MAX_BYTES: usize = 64 << 20;
 
+/// Launches recorded per kernel (its 1st, 2nd, 4th and 8th).
+const PER_KERNEL: usize = 4;
+
 struct Recorder {
     dir: PathBuf,
-    per_kernel: usize,
     launches: HashMap<&'static str, u64>,
     written: HashMap<&'static str, usize>,
     failed: Option<String>,
 }
 
 static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
+/// Whether a recorder is set: every launch asks, most runs record nothing,
+/// and a launch should not take a lock to learn that.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// Record a sample of every kernel's launches into `dir` (created) from
-/// now on, at most `per_kernel` each.
-pub fn start(dir: &Path, per_kernel: usize) -> Result<()> {
+/// now on.
+pub fn start(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Tensor(format!("--record-launches {}: {}", dir.display(), e)))?;
     let mut r = RECORDER.lock().map_err(|_| Error::Tensor("the launch recorder is poisoned".into()))?;
-    *r = Some(Recorder { dir: dir.to_path_buf(), per_kernel, launches: HashMap::new(), written: HashMap::new(), failed: None });
+    *r = Some(Recorder { dir: dir.to_path_buf(), launches: HashMap::new(), written: HashMap::new(), failed: None });
+    ACTIVE.store(true, Ordering::Release);
     Ok(())
 }
 
 /// Stop recording; the number of launches written, and the first error if
 /// writing one failed (the run goes on: a recording is a by-product).
 pub fn finish() -> (usize, Option<String>) {
+    ACTIVE.store(false, Ordering::Release);
     match RECORDER.lock().ok().and_then(|mut r| r.take()) {
         Some(r) => (r.written.values().sum(), r.failed),
         None => (0, None),
@@ -56,7 +64,7 @@ pub fn finish() -> (usize, Option<String>) {
 /// Called before every launch: write this one if it is in the sample.
 pub(crate) fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) {
     // A launch being captured into a graph cannot read its inputs back.
-    if crate::Device::capturing() {
+    if !ACTIVE.load(Ordering::Acquire) || crate::Device::capturing() {
         return;
     }
     let Ok(mut guard) = RECORDER.lock() else { return };
@@ -65,7 +73,7 @@ pub(crate) fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) {
     let n = r.launches.entry(name).or_insert(0);
     *n += 1;
     let written = r.written.get(name).copied().unwrap_or(0);
-    if !n.is_power_of_two() || written >= r.per_kernel || r.failed.is_some() {
+    if !n.is_power_of_two() || written >= PER_KERNEL || r.failed.is_some() {
         return;
     }
     let bytes: usize = args.iter().filter_map(|a| a.tensor()).map(|t| t.size_bytes()).sum();
@@ -80,39 +88,37 @@ pub(crate) fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) {
 }
 
 /// The launch as a [`Case`]: inputs read back (from the device if need
-/// be), outputs as zeros of their shape.
+/// be), outputs as zeros of their shape (not read: their contents before
+/// the launch do not matter).
 fn capture(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<Case> {
     let mut tensors = Vec::new();
     for (p, t) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
-        let buf = if p.role == "output" { zeros_like(&t.to_buf()?) } else { t.to_buf()? };
+        let buf = if p.role == "output" { crate::tensor::buf_from_f64(t.dtype(), &vec![0.0; t.len()]) } else { t.to_buf()? };
         tensors.push((t.shape().to_vec(), buf));
     }
     Ok(Case { dims: bound.dims.clone(), scalars: bound.scalars.clone(), tensors })
 }
 
-fn zeros_like(b: &Buf) -> Buf {
-    let mut z = b.clone();
-    z.set_from_f64(&vec![0.0; b.len()]);
-    z
-}
+/// Our dtypes and safetensors' names for them.
+const DTYPES: [(DType, safetensors::Dtype); 8] = [
+    (DType::F16, safetensors::Dtype::F16),
+    (DType::Bf16, safetensors::Dtype::BF16),
+    (DType::F32, safetensors::Dtype::F32),
+    (DType::F64, safetensors::Dtype::F64),
+    (DType::I32, safetensors::Dtype::I32),
+    (DType::U32, safetensors::Dtype::U32),
+    (DType::I64, safetensors::Dtype::I64),
+    (DType::Bool, safetensors::Dtype::BOOL),
+];
 
-fn dtype_of(b: &Buf) -> safetensors::Dtype {
-    use safetensors::Dtype as D;
-    match b {
-        Buf::F16(_) => D::F16,
-        Buf::Bf16(_) => D::BF16,
-        Buf::F32(_) => D::F32,
-        Buf::F64(_) => D::F64,
-        Buf::I32(_) => D::I32,
-        Buf::U32(_) => D::U32,
-        Buf::I64(_) => D::I64,
-        Buf::Bool(_) => D::BOOL,
-    }
+fn stored_dtype(b: &Buf) -> safetensors::Dtype {
+    let ours = DType::parse(b.dtype()).expect("every buffer dtype is a DType");
+    DTYPES.iter().find(|(d, _)| *d == ours).map(|(_, s)| *s).expect("every DType has a safetensors name")
 }
 
 fn write(path: &Path, kernel: &str, case: &Case) -> Result<()> {
     let owned: Vec<(String, Vec<usize>, safetensors::Dtype, Vec<u8>)> =
-        case.tensors.iter().enumerate().map(|(i, (shape, b))| (format!("{:02}", i), shape.clone(), dtype_of(b), crate::backend::bytes::to_bytes(b))).collect();
+        case.tensors.iter().enumerate().map(|(i, (shape, b))| (format!("{:02}", i), shape.clone(), stored_dtype(b), crate::backend::bytes::to_bytes(b))).collect();
     let views: Vec<(String, safetensors::tensor::TensorView)> = owned
         .iter()
         .map(|(n, s, d, bytes)| safetensors::tensor::TensorView::new(*d, s.clone(), bytes).map(|v| (n.clone(), v)))
@@ -143,14 +149,7 @@ pub fn load(path: &Path) -> Result<(String, Case)> {
     let mut tensors = Vec::new();
     for n in names {
         let v = st.tensor(&n).map_err(|e| bad(e.to_string()))?;
-        let dtype = match v.dtype() {
-            safetensors::Dtype::F16 => crate::DType::F16,
-            safetensors::Dtype::BF16 => crate::DType::Bf16,
-            safetensors::Dtype::F32 => crate::DType::F32,
-            safetensors::Dtype::F64 => crate::DType::F64,
-            safetensors::Dtype::I32 => crate::DType::I32,
-            other => return Err(bad(format!("tensor {} has dtype {:?}, which no kernel takes", n, other))),
-        };
+        let dtype = DTYPES.iter().find(|(_, st)| *st == v.dtype()).map(|(d, _)| *d).ok_or_else(|| bad(format!("tensor {} has dtype {:?}, which no kernel takes", n, v.dtype())))?;
         tensors.push((v.shape().to_vec(), crate::backend::bytes::from_bytes(dtype, v.data())));
     }
     Ok((kernel, Case { dims, scalars, tensors }))

@@ -317,6 +317,13 @@ impl Walk<'_> {
         PVal { mag: x.mag.mul(&y.mag), nonneg: square || (x.nonneg && y.nonneg), err, rel }
     }
 
+    /// A value that is one of `x` and `y`, computed and exact alike (or
+    /// within the larger error of the two): the sums of their bounds bound
+    /// it, whichever it is.
+    fn either(x: &PVal, y: &PVal) -> PVal {
+        PVal { mag: x.mag.add(&y.mag), nonneg: x.nonneg && y.nonneg, err: x.abs_err().add(&y.abs_err()), rel: 0.0 }
+    }
+
     fn binary(&mut self, op: BinOp, a: &TExpr, b: &TExpr, e: &TExpr) -> Result<PVal, Fail> {
         if !e.ty.is_float() {
             return fail(format!("`{}` on integers, used as a value", op.symbol()), e.span);
@@ -355,14 +362,14 @@ impl Walk<'_> {
                 let (x, y) = (self.float(&args[0])?, self.float(&args[1])?);
                 // `|max(a', b') - max(a, b)| <= max(|ea|, |eb|)`.
                 let nonneg = if f == Builtin::Max { x.nonneg || y.nonneg } else { x.nonneg && y.nonneg };
-                Ok(PVal { mag: x.mag.add(&y.mag), nonneg, err: x.abs_err().add(&y.abs_err()), rel: 0.0 })
+                Ok(PVal { nonneg, ..Self::either(&x, &y) })
             }
             // A condition on integers only (`e == i0[r]`) is decided alike
             // in the kernel and exactly: the result is one operand, with
-            // its error; the sum of both bounds either.
+            // its error.
             Builtin::Select if e.ty.is_float() && !mentions_float(&args[0]) => {
                 let (x, y) = (self.float(&args[1])?, self.float(&args[2])?);
-                Ok(PVal { mag: x.mag.add(&y.mag), nonneg: x.nonneg && y.nonneg, err: x.abs_err().add(&y.abs_err()), rel: 0.0 })
+                Ok(Self::either(&x, &y))
             }
             _ => fail(format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums, abs, min, max and selects on integer conditions; give its inputs numeric domains", f.name()), e.span),
         }

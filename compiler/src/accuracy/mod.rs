@@ -663,7 +663,7 @@ impl<'a> Walk<'a> {
         };
         let TExprKind::Binary(BinOp::Sub, _, m) = &d.kind else { return false };
         let TExprKind::Load { index, .. } = &m.kind else { return false };
-        index.len() == frees.len() && index.iter().zip(frees).all(|(i, f)| matches!(i.kind, TExprKind::Var(x) if x == *f))
+        at_own_element(index, frees)
     }
 
     /// `sum(c) (t(c) - m)^2` with `m` the computed mean of the same terms:
@@ -711,7 +711,7 @@ impl<'a> Walk<'a> {
         let TExprKind::Call(Builtin::Rsqrt, args) = &rs_st.value.kind else { return None };
         let TExprKind::Binary(BinOp::Add, var_load, eps) = &args[0].kind else { return None };
         let TExprKind::Load { tensor: vt, index: v_idx } = &var_load.kind else { return None };
-        if v_idx.len() != rs_st.vars.len() || !v_idx.iter().zip(&rs_st.vars).all(|(i, f)| matches!(i.kind, TExprKind::Var(x) if x == *f)) {
+        if !at_own_element(v_idx, &rs_st.vars) {
             return None;
         }
         let var_st = &self.k.stmts[self.k.writer(*vt)?];
@@ -1010,6 +1010,12 @@ pub(crate) fn stored_literal(c: f64, fmt: Format) -> f64 {
 }
 
 /// Structural equality, ignoring spans.
+/// Do the indices `index` read the element of the statement whose free
+/// variables are `frees` (each index the variable in its position)?
+fn at_own_element(index: &[TExpr], frees: &[VarId]) -> bool {
+    index.len() == frees.len() && index.iter().zip(frees).all(|(i, f)| matches!(i.kind, TExprKind::Var(x) if x == *f))
+}
+
 pub(crate) fn same_expr(a: &TExpr, b: &TExpr) -> bool {
     if a.ty != b.ty {
         return false;
@@ -1177,7 +1183,7 @@ fn splittable(k: &Kernel, t: TensorId) -> Vec<SplitVar> {
                     _ => {
                         // Read at this statement's own element: its reads are
                         // this element's too; anywhere else: many elements.
-                        let identity = !many && index.len() == frees.len() && index.iter().zip(frees).all(|(i, f)| matches!(i.kind, TExprKind::Var(v) if v == *f));
+                        let identity = !many && at_own_element(index, frees);
                         if !r.seen.contains(tensor) || !identity {
                             r.seen.push(*tensor);
                             if let Some(si) = k.writer(*tensor) {
@@ -1257,17 +1263,16 @@ struct SplitVar {
 fn pieces(vars: &[SplitVar]) -> Vec<Vec<(ValueVar, Interval)>> {
     let cuts = |v: &SplitVar, n: usize| -> Vec<Interval> {
         let r = v.range;
-        // From zero: a factor of 10 per piece, the first piece [0, hi / 10^(n-1)].
-        let bottom = if v.from_zero && r.hi > 0.0 { r.lo.max(r.hi * 10f64.powi(1 - n as i32)) } else { r.lo };
-        let geometric = bottom > 0.0 && r.hi / bottom > 4.0;
+        // From zero: the first piece [lo, bottom], then a factor of 10 each.
+        let bottom = if v.from_zero && r.hi > 0.0 && r.lo < r.hi * 10f64.powi(1 - n as i32) { Some(r.hi * 10f64.powi(1 - n as i32)) } else { None };
+        let geometric = r.lo > 0.0 && r.hi / r.lo > 4.0;
         let at = |i: usize| -> f64 {
-            let f = (i as f64 - 1.0) / (n as f64 - 1.0);
             if i == 0 {
                 r.lo
             } else if i == n {
                 r.hi
-            } else if geometric && v.from_zero && r.lo < bottom {
-                bottom * (r.hi / bottom).powf(f)
+            } else if let Some(b) = bottom {
+                b * (r.hi / b).powf((i - 1) as f64 / (n - 1) as f64)
             } else if geometric {
                 r.lo * (r.hi / r.lo).powf(i as f64 / n as f64)
             } else {

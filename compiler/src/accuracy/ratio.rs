@@ -274,8 +274,8 @@ impl Walk<'_> {
 
     /// The tensor `e` loads at the statement's own element (`index` is
     /// `frees` in order), if it is such a load.
-    pub(super) fn identity_load(&self, e: &TExpr, frees: &[VarId]) -> Option<TensorId> {
+    fn identity_load(&self, e: &TExpr, frees: &[VarId]) -> Option<TensorId> {
         let TExprKind::Load { tensor, index } = &e.kind else { return None };
-        (index.len() == frees.len() && index.iter().zip(frees).all(|(i, f)| matches!(i.kind, TExprKind::Var(v) if v == *f))).then_some(*tensor)
+        at_own_element(index, frees).then_some(*tensor)
     }
 }

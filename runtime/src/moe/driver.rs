@@ -255,7 +255,7 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
     }
     crate::monitor::reset();
     if let Some(dir) = &a.record_launches {
-        crate::record::start(dir, 4).map_err(|e| usage(e.to_string()))?;
+        crate::record::start(dir).map_err(|e| usage(e.to_string()))?;
     }
     let dev = device(c)?;
     let mut trainer = Trainer::new(a.size, model_kind(c), hyper(c, &dev), &dev).map_err(|e| failed(format!("model: {}", e)))?;
