@@ -144,6 +144,13 @@ fn domain_bounds(k: &Kernel, ir: &KernelIr, rows: &mut [ErrorRow], line: &dyn Fn
     }
 }
 
+/// A training run's `contracts.json`; the error names the file and what is
+/// wrong with it.
+pub fn read_run_coverage(path: &std::path::Path) -> Result<tokitai_contracts::report::RunCoverage, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {}", path.display(), e))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: not a run's contracts.json: {}", path.display(), e))
+}
+
 /// Build the report of every compiled file.
 pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary>) -> Report {
     let solver = tokitai_contracts::solver_version();
@@ -185,6 +192,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
         target: target.to_string(),
         kernels,
         mutation,
+        run: None,
         evidence: vec![
             "Every obligation is generated from KernelIr, the object the HIP printer prints, and discharged by Z3 for every launch that meets `requires` (symbolic dims, grid, block and thread ids).".into(),
             "Thread-distributing loops use loop-form lemmas (a grid-stride, block-stride or thread-stride variable determines its thread; together the threads run the whole range), applied only to loops whose exact form Z3 confirmed.".into(),

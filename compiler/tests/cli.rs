@@ -58,6 +58,16 @@ fn a_missing_file_exits_3_and_a_bad_flag_exits_2() {
     let o = tokitaic().args(["build", &example("gelu.tk"), "--target", "sm90"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown target `sm90`"));
+    // A run's counts that are not a contracts.json: named, exit 2.
+    let dir = std::env::temp_dir().join(format!("tokitaic-runcov-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("contracts.json");
+    std::fs::write(&bad, "{\"mode\": 3}").unwrap();
+    let o = tokitaic().args(["verify", &example("gelu.tk"), "--no-mutants", "--report"]).arg(dir.join("report")).arg("--run-coverage").arg(&bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--run-coverage") && err.contains("contracts.json: not a run's contracts.json"), "{}", err);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -36,7 +36,7 @@ fn verify(file: &Path, dir: &Path, args: &[&str]) -> Output {
 /// Per kernel: (obligations proved, of which taken from the cache).
 fn cached_per_kernel(dir: &Path) -> Vec<(String, usize, usize)> {
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report/report.json")).unwrap()).unwrap();
-    assert_eq!(r["schema_version"], 4);
+    assert_eq!(r["schema_version"], tokitai_contracts::report::SCHEMA_VERSION);
     r["kernels"]
         .as_array()
         .unwrap()

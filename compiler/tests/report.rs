@@ -1,5 +1,5 @@
 //! The verification report: its JSON follows the documented schema
-//! (contracts/schema/report-v4.schema.json); its Markdown and LaTeX are
+//! (contracts/schema/report-v5.schema.json); its Markdown and LaTeX are
 //! snapshot-tested with timings redacted.
 
 use serde_json::Value;
@@ -86,7 +86,7 @@ fn report() -> tokitai_contracts::report::Report {
 
 #[test]
 fn report_json_follows_the_documented_schema() {
-    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v4.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v5.schema.json")).unwrap();
     let r = report();
     let json: Value = serde_json::from_str(&r.to_json()).unwrap();
     check(&schema, &json, "report").unwrap();
@@ -113,4 +113,27 @@ fn report_markdown_and_latex_snapshots() {
         insta::assert_snapshot!("report__latex", r.to_latex(true));
     });
     assert!(r.error_plot_svg().starts_with("<svg"));
+}
+
+/// A recorded run's counts (`--run-coverage`): per kernel the bound's form
+/// and the share of launches covered; the run's totals; the JSON keeps them
+/// under the schema.
+#[test]
+fn a_recorded_run_shows_each_kernels_share_of_covered_launches() {
+    use tokitai_contracts::report::{KernelRunCoverage, RunCoverage};
+    let mut r = report();
+    let mut run = RunCoverage { mode: "strict".into(), device: "cpu (2 threads)".into(), kernels: Default::default() };
+    run.kernels.insert("router_bwd".into(), KernelRunCoverage { launches: 40, covered: 40, unmeasured: 0, first_outside: None });
+    run.kernels.insert("gelu_fwd".into(), KernelRunCoverage { launches: 20, covered: 15, unmeasured: 0, first_outside: Some("input `x` has values in [-9, 1], outside its domain [-8, 8]".into()) });
+    r.run = Some(run.clone());
+    let md = r.to_markdown(true);
+    assert!(md.contains("## Launches of a recorded run"), "{}", md);
+    assert!(md.contains("60 launches, 55 covered by a proved bound (91.67%)"), "{}", md);
+    assert!(md.contains("| `router_bwd` | magnitude formula | 40 | 40 | 100.00% |  |"), "{}", md);
+    assert!(md.contains("| `gelu_fwd` | domain | 20 | 15 | 75.00% | input `x` has values in [-9, 1], outside its domain [-8, 8] |"), "{}", md);
+    let json: Value = serde_json::from_str(&r.to_json()).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v5.schema.json")).unwrap();
+    check(&schema, &json, "report").unwrap();
+    let back: RunCoverage = serde_json::from_value(json["run"].clone()).unwrap();
+    assert_eq!(back, run);
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// Bumped on any change a reader of `report.json` would notice.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -18,6 +18,9 @@ pub struct Report {
     pub target: String,
     pub kernels: Vec<KernelReport>,
     pub mutation: Option<MutationSummary>,
+    /// A training run's launches and how many a proved bound covered
+    /// (`--run-coverage`), where one was given.
+    pub run: Option<RunCoverage>,
     pub evidence: Vec<String>,
     pub non_claims: Vec<String>,
 }
@@ -107,6 +110,35 @@ pub struct KernelReport {
     pub shapes_sampled: Vec<String>,
 }
 
+/// What the runtime's contract monitor counted over one training run; the
+/// trainer writes it as `contracts.json` beside its checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCoverage {
+    /// `off`, `warn` or `strict`.
+    pub mode: String,
+    /// The device the run launched on, in words.
+    pub device: String,
+    pub kernels: std::collections::BTreeMap<String, KernelRunCoverage>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelRunCoverage {
+    pub launches: u64,
+    /// Launches inside the domains of every bound, their conditions met.
+    pub covered: u64,
+    /// Launches whose inputs could not be measured.
+    pub unmeasured: u64,
+    /// The first launch outside its bounds, in words.
+    pub first_outside: Option<String>,
+}
+
+impl RunCoverage {
+    /// `(launches, covered)` over every kernel.
+    pub fn totals(&self) -> (u64, u64) {
+        self.kernels.values().fold((0, 0), |(l, c), k| (l + k.launches, c + k.covered))
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct MutationSummary {
     pub mutants: usize,
@@ -185,6 +217,9 @@ impl Report {
         } else {
             let _ = writeln!(s, "\n## Mutation testing of the verifier\n\nNot run for this report (`--no-mutants`).");
         }
+        if let Some(run) = &self.run {
+            self.write_run(&mut s, run);
+        }
         for k in &self.kernels {
             let _ = writeln!(s, "\n## `{}` ({})\n", k.name, k.file);
             if !k.doc.is_empty() {
@@ -242,6 +277,30 @@ impl Report {
             let _ = writeln!(s, "- {}", e);
         }
         s
+    }
+
+    /// The recorded run's section: per kernel, the bound's form and the
+    /// share of its launches a proved bound covered.
+    fn write_run(&self, s: &mut String, run: &RunCoverage) {
+        let (launches, covered) = run.totals();
+        let share = |l: u64, c: u64| if l == 0 { "n/a".to_string() } else { format!("{:.2}%", 100.0 * c as f64 / l as f64) };
+        let _ = writeln!(s, "\n## Launches of a recorded run\n");
+        let _ = writeln!(s, "Contract monitor `{}` on {}: {} launches, {} covered by a proved bound ({}).\n", run.mode, run.device, launches, covered, share(launches, covered));
+        let _ = writeln!(s, "| kernel | bound | launches | covered | share | first launch outside |\n|---|---|---:|---:|---:|---|");
+        for (name, c) in &run.kernels {
+            let form = match self.kernels.iter().find(|k| &k.name == name) {
+                Some(k) if k.errors.iter().any(|e| e.bound.form == "magnitude") => "magnitude formula",
+                Some(k) if k.domain.is_empty() => "no domain",
+                Some(_) => "domain",
+                None => "(not in this report)",
+            };
+            let outside = match (&c.first_outside, c.unmeasured) {
+                (Some(w), _) => w.replace('|', "\\|"),
+                (None, 0) => String::new(),
+                (None, n) => format!("{} launches not measured", n),
+            };
+            let _ = writeln!(s, "| `{}` | {} | {} | {} | {} | {} |", name, form, c.launches, c.covered, share(c.launches, c.covered), outside);
+        }
     }
 
     /// booktabs tables: the summary and the observed errors.

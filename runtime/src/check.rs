@@ -37,6 +37,7 @@ impl Rng {
 
 /// One call's data: dims (kernel order), scalars and every tensor (outputs
 /// poisoned with NaN, integer outputs with -1).
+#[derive(Clone)]
 pub struct Case {
     pub dims: Vec<i64>,
     pub scalars: Vec<f64>,

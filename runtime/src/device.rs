@@ -95,7 +95,9 @@ impl Device {
         }
     }
 
-    /// Wait for every queued launch and copy; report an asynchronous failure.
+    /// Wait for every queued launch and copy; report an asynchronous
+    /// failure. The contract monitor then judges the launches it measured
+    /// on the device (`monitor::settle`).
     pub fn synchronize(&self) -> Result<()> {
         match self {
             Device::Cpu | Device::Reference => Ok(()),
@@ -103,7 +105,8 @@ impl Device {
             Device::Cuda(c) => c.synchronize(),
             #[cfg(feature = "hip")]
             Device::Hip(h) => h.synchronize(),
-        }
+        }?;
+        crate::monitor::settle()
     }
 
     pub fn is_gpu(&self) -> bool {

@@ -11,7 +11,7 @@ pub type ExactFn = fn(&[i64], &[f64], &[Buf]) -> std::result::Result<Vec<Vec<f64
 pub type RequiresFn = fn(&[i64], &[f64]) -> std::result::Result<(), String>;
 
 /// A kernel as the build script generated it (see `kernels`).
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct KernelDef {
     pub info: &'static KernelInfo,
     pub mirror: MirrorFn,
@@ -49,6 +49,7 @@ impl Arg<'_> {
 
 /// A checked call: dims in the kernel's dim order, scalars in signature
 /// order.
+#[derive(Clone, Debug)]
 pub struct Bound {
     pub dims: Vec<i64>,
     pub scalars: Vec<f64>,
@@ -146,20 +147,37 @@ pub fn bind(k: &KernelDef, args: &[Arg]) -> Result<Bound> {
 
 /// Launch `k` on `dev` with `args` in signature order.
 pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
+    let bound = checked(dev, k, args)?;
+    crate::monitor::before_launch(dev, k, &bound, args)?;
+    crate::record::before_launch(k, &bound, args);
+    dispatch(dev, k, &bound, args)
+}
+
+/// Launch without the contract monitor and the recorder: the monitor's own
+/// probes (every check of `launch` but those two).
+pub(crate) fn launch_unmonitored(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
+    let bound = checked(dev, k, args)?;
+    dispatch(dev, k, &bound, args)
+}
+
+/// [`bind`], and every tensor on `dev`.
+fn checked(dev: &Device, k: &KernelDef, args: &[Arg]) -> Result<Bound> {
     let bound = bind(k, args)?;
     for (param, t) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
         if !t.is_on(dev) {
             return Err(Error::WrongDevice { kernel: k.info.name.into(), tensor: param.name.into(), expected: dev.location(), got: t.location() });
         }
     }
-    crate::monitor::before_launch(k, &bound, args)?;
-    crate::record::before_launch(k, &bound, args);
+    Ok(bound)
+}
+
+fn dispatch(dev: &Device, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
     match dev {
-        Device::Cpu => crate::backend::cpu::run(k, &bound, args),
-        Device::Reference => crate::backend::reference::run(k, &bound, args),
+        Device::Cpu => crate::backend::cpu::run(k, bound, args),
+        Device::Reference => crate::backend::reference::run(k, bound, args),
         #[cfg(feature = "cuda")]
-        Device::Cuda(c) => c.launch(k, &bound, args),
+        Device::Cuda(c) => c.launch(k, bound, args),
         #[cfg(feature = "hip")]
-        Device::Hip(h) => h.launch(k, &bound, args),
+        Device::Hip(h) => h.launch(k, bound, args),
     }
 }

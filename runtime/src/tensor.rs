@@ -134,6 +134,15 @@ impl Tensor {
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
+    /// Zeros on `dev` that never come from a step's arena (see
+    /// `backend::arena`): buffers that outlive every captured step.
+    pub(crate) fn zeros_lasting(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
+        match dev {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?) }),
+            _ => Tensor::zeros(shape, dtype, dev),
+        }
+    }
     pub fn zeros(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             // Zeroed on the device: no host buffer crosses the bus (the

@@ -110,6 +110,11 @@ fn nano_on_the_cpu_lowers_the_loss_and_writes_every_output() {
     let summary = out.lines().find(|l| l.starts_with("SUMMARY:")).unwrap();
     let contracts = out.lines().find(|l| l.starts_with("CONTRACTS: mode=warn launches=")).unwrap_or_else(|| panic!("{}", out));
     assert!(contracts.ends_with("(100.00%)"), "{}", contracts);
+    // The same counts per kernel, for the report (`--run-coverage`).
+    let run: tokitai_contracts::report::RunCoverage = serde_json::from_str(&std::fs::read_to_string(dir.join("contracts.json")).unwrap()).unwrap();
+    let (launches, covered) = run.totals();
+    assert!(contracts.contains(&format!("launches={} covered={} ", launches, covered)), "{} vs {:?}", contracts, run.totals());
+    assert!(run.kernels.len() >= 15 && run.kernels.values().all(|k| k.launches > 0 && k.covered == k.launches), "{:?}", run);
     assert!(summary.starts_with("SUMMARY: model_size=nano total_params=195540 ") && summary.contains("steps_run=30 "), "{}", summary);
     let rows = metrics(&dir);
     assert_eq!(rows.len(), 30);

@@ -3,7 +3,7 @@
 //! sizes of perf.md, and nano's loss curve on the CPU and on the GPU.
 //!
 //! Usage: tokitai-bench-moe [--device cuda:0] [--configs nano:128,nano:4096,tiny:4096]
-//!        [--steps N] [--curve-steps N] [--json FILE]
+//!        [--steps N] [--curve-steps N] [--contracts off,warn] [--json FILE]
 //! Exit status 0 when the curves agree, 1 when they do not, 2 on errors.
 
 use std::time::Instant;
@@ -12,7 +12,7 @@ use tokitai_runtime::moe::data::synth_quality;
 use tokitai_runtime::moe::driver::default_hyper;
 use tokitai_runtime::moe::model::{Dispatch, Kind};
 use tokitai_runtime::moe::train::{Hyper, Trainer};
-use tokitai_runtime::Device;
+use tokitai_runtime::{monitor, Device};
 
 /// `tokitai-train`'s defaults (AdamW, lr 1e-3, seed 42, ...) at this size.
 fn hyper(steps: usize, batch: usize, dispatch: Dispatch, graphs: bool) -> Hyper {
@@ -87,12 +87,19 @@ fn main() {
     // Milliseconds per step (each step ends with the loss and norm read
     // back, so the device is idle between steps: wall time is step time).
     let configs = opt("--configs").unwrap_or_else(|| "nano:128,nano:4096,tiny:4096".into());
+    // The contract monitor's modes to time each configuration under
+    // (`off,warn` measures its cost); else the environment's.
+    let monitors: Vec<monitor::Mode> = match opt("--contracts") {
+        Some(list) => list.split(',').map(|m| monitor::Mode::parse(m).unwrap_or_else(|| fail(format!("--contracts: `{}` is not off, warn or strict", m)))).collect(),
+        None => vec![monitor::mode()],
+    };
     for cfg in configs.split(',') {
         let (size, batch) = cfg.split_once(':').unwrap_or_else(|| fail(format!("bad config `{}`", cfg)));
         let size: Size = size.parse().unwrap_or_else(|e: String| fail(e));
         let batch: usize = batch.parse().unwrap_or_else(|_| fail(format!("bad batch in `{}`", cfg)));
         let data = synth_quality(batch.max(512) * 2, 7);
-        for mode in [Mode { dispatch: Dispatch::Sparse, graphs: false }, eager, graph] {
+        for (mode, contracts) in [Mode { dispatch: Dispatch::Sparse, graphs: false }, eager, graph].into_iter().flat_map(|m| monitors.iter().map(move |c| (m, *c))) {
+            monitor::set_mode(contracts);
             let mut t = Trainer::new(size, Kind::Moe, hyper(steps + 3, batch, mode.dispatch, mode.graphs), &dev).unwrap_or_else(|e| fail(e));
             let mut times = Vec::new();
             let mut last = 0.0;
@@ -106,9 +113,10 @@ fn main() {
             }
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
-            let label = format!("{} {} ours-{}", size, batch, mode.label());
-            println!("{:<28} {:>9.3} ms/step (median of {}; last loss {:.5})", label, median, times.len(), last);
+            let label = if monitors.len() > 1 { format!("{} {} ours-{} contracts={}", size, batch, mode.label(), contracts.name()) } else { format!("{} {} ours-{}", size, batch, mode.label()) };
+            println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5})", label, median, times.len(), times[0], last);
             json.insert(label.clone(), serde_json::json!(median));
+            json.insert(format!("{} min", label), serde_json::json!(times[0]));
             // The device's own time per step: the captured step replayed
             // back to back, nothing read in between.
             let start = Instant::now();

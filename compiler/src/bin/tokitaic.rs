@@ -80,6 +80,11 @@ enum Command {
         /// its kill rate goes into the report).
         #[arg(long)]
         no_mutants: bool,
+        /// A training run's `contracts.json` (written by `tokitai-train`
+        /// beside its checkpoint): the report then shows, per kernel, the
+        /// share of the run's launches covered by a proved bound.
+        #[arg(long, requires = "report")]
+        run_coverage: Option<PathBuf>,
         /// Print where the time went: seconds per kernel and phase
         /// (symbolic execution, each obligation kind, tolerance
         /// derivation, mutation testing, report sampling).
@@ -168,7 +173,7 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, timings, cache } => {
+        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, run_coverage, timings, cache } => {
             let started = std::time::Instant::now();
             cache.configure();
             tokitai_compiler::progress::show_on_stderr();
@@ -213,7 +218,16 @@ fn main() -> ExitCode {
                     println!("mutation test of the verifier: {} of {} injected bugs refuted ({:.1}s)", m.refuted, m.mutants, t.elapsed().as_secs_f64());
                     m
                 });
-                let r = tokitai_compiler::report::build(&all, &target.to_string(), mutation);
+                let mut r = tokitai_compiler::report::build(&all, &target.to_string(), mutation);
+                if let Some(path) = &run_coverage {
+                    match tokitai_compiler::report::read_run_coverage(path) {
+                        Ok(run) => r.run = Some(run),
+                        Err(e) => {
+                            eprintln!("error: --run-coverage {}", e);
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
                 let files = [
                     ("report.md", r.to_markdown(false)),
                     ("report.json", r.to_json()),

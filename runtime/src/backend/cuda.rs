@@ -176,6 +176,16 @@ impl CudaBackend {
         Ok(out)
     }
 
+    /// `bytes` zero bytes that outlive any step: never from the arena, even
+    /// while one is active (the contract monitor's probe slots, which every
+    /// captured step writes and the host reads after each replay).
+    pub(crate) fn zeros_lasting(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuf> {
+        let slice = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(device_err("cuMemAlloc"))?;
+        let mut out = self.owned(slice, bytes);
+        out.clear()?;
+        Ok(out)
+    }
+
     /// `bytes` bytes on the device, not cleared: only for kernel outputs,
     /// which the kernel writes completely before anything reads them. From
     /// the arena while one is active (a step being rehearsed or captured).

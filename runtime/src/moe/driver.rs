@@ -38,6 +38,9 @@ pub struct Paths {
     pub arch: PathBuf,
     pub checkpoint: PathBuf,
     pub plot: PathBuf,
+    /// The contract monitor's counts per kernel (`tokitaic verify
+    /// --run-coverage` puts them in the report).
+    pub contracts: PathBuf,
 }
 
 impl Paths {
@@ -52,6 +55,7 @@ impl Paths {
             arch: a.arch_path.clone().unwrap_or_else(|| dir.join("arch.json")),
             checkpoint: dir.join("checkpoint.safetensors"),
             plot: dir.join("loss.svg"),
+            contracts: dir.join("contracts.json"),
             dir,
         }
     }
@@ -197,7 +201,7 @@ pub fn contracts_line() -> String {
     let share = if launches > 0 { 100.0 * covered as f64 / launches as f64 } else { 100.0 };
     let mut s = format!("CONTRACTS: mode={} launches={} covered={} ({:.2}%)", monitor::mode().name(), launches, covered, share);
     for (name, c) in cov.iter().filter(|(_, c)| c.covered < c.launches) {
-        let why = c.first_outside.clone().unwrap_or_else(|| format!("{} launches on a device the monitor does not measure yet", c.unmeasured));
+        let why = c.first_outside.clone().unwrap_or_else(|| format!("{} launches not measured: {}", c.unmeasured, c.why_unmeasured.as_deref().unwrap_or("unknown")));
         s.push_str(&format!("\n  {}: {} of {} launches outside; first: {}", name, c.launches - c.covered, c.launches, why));
     }
     s
@@ -303,6 +307,8 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         }
     }
     pb.finish_and_clear();
+    // Launches measured on a device after the last step's read, if any.
+    crate::monitor::settle().map_err(|e| failed(format!("contracts: {}", e)))?;
     if let Some(dir) = &a.record_launches {
         match crate::record::finish() {
             (n, None) => eprintln!("recorded {} launches in {} (replay them: tokitai-check-launches {})", n, dir.display(), dir.display()),
@@ -310,6 +316,10 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
         }
     }
     save_checkpoint(&trainer, c, &arch, &data, elapsed(&start), &paths.checkpoint)?;
+    if crate::monitor::mode() != crate::monitor::Mode::Off {
+        let run = crate::monitor::run_coverage(&dev.describe());
+        put(&paths.contracts, serde_json::to_string_pretty(&run).unwrap_or_default().as_bytes())?;
+    }
     let title = format!("{} {} ({}), {}", a.size.name(), a.model.name(), a.router.name(), a.dataset);
     put(&paths.plot, loss_plot(&title, &rows).as_bytes())?;
     Ok(Report { arch, rows, seconds: elapsed(&start) / 1e3, paths, target })

@@ -159,6 +159,8 @@ struct Capture {
     outputs: StepOutputs,
     /// The loss scale it was captured with (kernels take it as a scalar).
     loss_scale: f32,
+    /// The contract monitor's probes in the graph (see `monitor::replay`).
+    probes: crate::monitor::ProbePlan,
 }
 
 /// The dataset on the device, uploaded once: a step gathers its batch with
@@ -449,7 +451,7 @@ impl Trainer {
     fn replay_or_capture_on(&mut self, b: &Batch, read: &Read) -> Result<StepStats> {
         if let Some(c) = self.capture.take() {
             if c.loss_scale == self.loss_scale {
-                c.graph.launch()?;
+                crate::monitor::replay(&c.probes, || c.graph.launch())?;
                 self.replays += 1;
                 let stats = self.finish_step(&c.outputs, read);
                 self.capture = Some(c);
@@ -465,8 +467,12 @@ impl Trainer {
         // Captured with the scale the next step will use (`finish_step`
         // halved it after an overflow).
         let loss_scale = self.loss_scale;
-        let (graph, outputs) = dev.capture(|| self.device_step(b))?;
-        self.capture = Some(Capture { graph, outputs, loss_scale });
+        crate::monitor::take_captured();
+        let captured = dev.capture(|| self.device_step(b));
+        // The monitor's probes recorded into the graph, judged at each replay.
+        let probes = crate::monitor::take_captured();
+        let (graph, outputs) = captured?;
+        self.capture = Some(Capture { graph, outputs, loss_scale, probes });
         self.captures += 1;
         Ok(stats)
     }
@@ -478,7 +484,7 @@ impl Trainer {
     pub fn replay_captured(&mut self, n: usize) -> Result<bool> {
         let Some(c) = &self.capture else { return Ok(false) };
         for _ in 0..n {
-            c.graph.launch()?;
+            crate::monitor::replay(&c.probes, || c.graph.launch())?;
         }
         self.dev.synchronize()?;
         Ok(true)
@@ -487,6 +493,9 @@ impl Trainer {
     /// Read what the step left on the device; count the update, or halve
     /// the loss scale after an overflow (the kernel skipped the update).
     fn finish_step(&mut self, out: &StepOutputs, read: &Read) -> Result<StepStats> {
+        // The contract monitor judges the step's launches it measured on
+        // the device (strict: a launch outside its bounds fails the step).
+        crate::monitor::settle()?;
         // Everything in one read (one wait for the device).
         let fwd = &out.forward;
         let mut tensors = vec![&out.loss, &out.nsq];

@@ -3,13 +3,18 @@
 //! inputs over its domain, outputs poisoned with NaN, against its exact f64
 //! oracle within the declared tolerance.
 //!
-//! Usage: tokitai-gpucheck [--device cuda:0] [--json FILE] [--soundness N]
+//! Usage: tokitai-gpucheck [--device cuda:0] [--json FILE] [--soundness N | --monitor]
 //! Exit status 0 when every check passes, 1 when one fails, 2 on errors.
 //!
 //! `--soundness N` instead samples every kernel on at least N input values
 //! (random and the domain's edges) and compares every output element with
 //! the error bound the compiler derived (`KernelInfo::bound`, proved within
 //! the tolerance): a table of elements, violations and bound/observed.
+//!
+//! `--monitor` checks that the contract monitor reaches the same verdict on
+//! the device (probe kernels) as on the host (monitor.rs).
+
+mod monitor;
 
 use tokitai_runtime::check::{check, check_within, make_coherent, random_case, Rng};
 use tokitai_runtime::{kernels, Device};
@@ -25,6 +30,9 @@ fn main() {
         }
     };
     println!("device: {}", dev.describe());
+    if args.iter().any(|a| a == "--monitor") {
+        std::process::exit(monitor::run(&dev));
+    }
     if let Some(n) = opt("--soundness").and_then(|v| v.parse::<u64>().ok()) {
         std::process::exit(soundness(&dev, n, opt("--json")));
     }

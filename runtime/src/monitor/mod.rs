@@ -15,9 +15,11 @@
 //! input, the domain and the observed range). Set by [`set_mode`] or the
 //! environment variable `TOKITAI_CONTRACTS`.
 //!
-//! Inputs are measured where they live: host tensors directly. Tensors on
-//! a GPU are not measured yet (it needs a reduction kernel of our own on
-//! the device); their launches count as unmeasured, never as covered.
+//! Inputs are measured where they live: host tensors directly, before the
+//! launch; tensors on a GPU by our own probe kernels queued before the
+//! launch on the device, judged when the step is read back (see `probe`).
+//! A launch whose inputs cannot be measured counts as unmeasured, never as
+//! covered.
 
 use crate::abi::tk_rt::Buf;
 use crate::launch::{Arg, Bound};
@@ -27,6 +29,9 @@ use std::collections::BTreeMap;
 use tokitai_contracts::fp::Format;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
+
+mod probe;
+pub use probe::{replay, settle, take_captured, ProbePlan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -88,8 +93,9 @@ pub struct KernelCoverage {
     pub launches: u64,
     /// Launches inside the domains of every bound, with the conditions met.
     pub covered: u64,
-    /// Launches whose inputs could not be measured (on a GPU).
+    /// Launches whose inputs could not be measured, and why (the first).
     pub unmeasured: u64,
+    pub why_unmeasured: Option<String>,
     /// The first uncovered launch, in words.
     pub first_outside: Option<String>,
 }
@@ -99,6 +105,16 @@ static COVERAGE: Mutex<BTreeMap<&'static str, KernelCoverage>> = Mutex::new(BTre
 /// Every kernel's counts since the start (or the last [`reset`]).
 pub fn coverage() -> BTreeMap<&'static str, KernelCoverage> {
     COVERAGE.lock().map(|c| c.clone()).unwrap_or_default()
+}
+
+/// The counts so far in the form a report reads (`contracts.json`).
+pub fn run_coverage(device: &str) -> tokitai_contracts::report::RunCoverage {
+    use tokitai_contracts::report::{KernelRunCoverage, RunCoverage};
+    let kernels = coverage()
+        .into_iter()
+        .map(|(name, c)| (name.to_string(), KernelRunCoverage { launches: c.launches, covered: c.covered, unmeasured: c.unmeasured, first_outside: c.first_outside.or(c.why_unmeasured) }))
+        .collect();
+    RunCoverage { mode: mode().name().to_string(), device: device.to_string(), kernels }
 }
 
 pub fn reset() {
@@ -220,11 +236,18 @@ pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>], relati
     Verdict { outside, bounds }
 }
 
+/// The inputs a kernel's bounds depend on: `needed[i]` for the i-th tensor
+/// parameter (an input with a domain).
+pub(crate) fn needed(info: &KernelInfo) -> Vec<bool> {
+    info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect()
+}
+
 /// The monitor's step before a launch: measure, judge, count; in strict
-/// mode an uncovered launch is an error.
-pub fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
-    let m = mode();
-    if m == Mode::Off {
+/// mode an uncovered launch is an error. Host inputs are judged here;
+/// inputs on a GPU are measured there by probes queued before the launch
+/// and judged when the step is read back ([`settle`]).
+pub fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
+    if mode() == Mode::Off {
         return Ok(());
     }
     let info = k.info;
@@ -237,13 +260,29 @@ pub fn before_launch(k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
             _ => None,
         })
         .collect();
-    // The inputs the bounds depend on: those with a domain.
-    let needed: Vec<bool> = info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect();
-    let measured = hosts.iter().zip(&needed).all(|(h, n)| h.is_some() || !n);
-    let verdict = measured.then(|| {
+    let needed = needed(info);
+    let on_host = hosts.iter().zip(&needed).all(|(h, n)| h.is_some() || !n);
+    if on_host {
         let ranges: Vec<Option<(f64, f64)>> = hosts.iter().zip(&needed).map(|(h, n)| h.filter(|_| *n).and_then(range_of)).collect();
-        judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref())
-    });
+        return count(k, Some(judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref())));
+    }
+    match probe::queue(dev, k, bound, args, &needed)? {
+        None => Ok(()),
+        // Not measurable here (a device without views, a dtype no probe
+        // reads, no room while capturing): unmeasured, never covered.
+        Some(why) => {
+            if let Ok(mut cov) = COVERAGE.lock() {
+                cov.entry(k.info.name).or_default().why_unmeasured.get_or_insert(why);
+            }
+            count(k, None)
+        }
+    }
+}
+
+/// Count one launch's verdict (`None`: its inputs were not measured); in
+/// strict mode a launch outside its bounds is an error.
+pub(crate) fn count(k: &KernelDef, verdict: Option<Verdict>) -> Result<()> {
+    let m = mode();
     let name = k.info.name;
     let mut first = None;
     if let Ok(mut cov) = COVERAGE.lock() {

@@ -1,0 +1,118 @@
+//! `tokitai-gpucheck --monitor`: the contract monitor on the device agrees
+//! with the monitor on the host. For every kernel with a domain, random
+//! cases as drawn (inside the domain and its relations) and with one input
+//! element broken (NaN at the last element, a value beyond the domain, a
+//! domain relation broken), each launched on the device under the monitor
+//! (probes, read back at `synchronize`) and judged on the host from the same
+//! values (`monitor::judge`). Every verdict must be the same.
+
+use tokitai_runtime::check::{launch_on, random_case, upload, Case, Rng};
+use tokitai_runtime::monitor::{self, judge, range_of, relation_violation};
+use tokitai_runtime::{kernels, Bound, Device, KernelDef};
+
+/// The ways a drawn case is broken (or not).
+const VARIANTS: [&str; 4] = ["as drawn", "NaN", "beyond the domain", "relation broken"];
+
+/// One variant of `case`; `None` where it does not apply to `k`.
+fn variant(k: &KernelDef, case: &Case, which: usize) -> Option<Case> {
+    let info = k.info;
+    let mut c = case.clone();
+    let float_input = |name: &str| info.tensors.iter().position(|p| p.name == name && p.role != "output" && p.dtype.starts_with('f'));
+    let set_last = |c: &mut Case, t: usize, v: f64| {
+        let buf = &mut c.tensors[t].1;
+        let mut vals = buf.to_f64();
+        if let Some(x) = vals.last_mut() {
+            *x = v;
+        }
+        buf.set_from_f64(&vals);
+    };
+    match which {
+        0 => {}
+        1 => {
+            let t = info.domain.iter().find_map(|d| float_input(d.0))?;
+            set_last(&mut c, t, f64::NAN);
+        }
+        2 => {
+            // A numeric domain's upper end, doubled and past it.
+            let (name, _, hi) = info.domain.iter().find(|d| float_input(d.0).is_some() && !info.magnitudes.iter().any(|m| m.0 == d.0))?;
+            set_last(&mut c, float_input(name)?, hi.abs() * 2.0 + 1.0);
+        }
+        3 => {
+            let (t, s, _, _) = info.relations.first()?;
+            let (ti, si) = (float_input(t)?, float_input(s)?);
+            let s_lo = info.domain.iter().find(|d| d.0 == *s).map_or(0.0, |d| d.1.max(0.0));
+            let t_hi = info.domain.iter().find(|d| d.0 == *t).map_or(1.0, |d| d.2.min(1.0));
+            set_last(&mut c, si, s_lo);
+            set_last(&mut c, ti, t_hi);
+        }
+        _ => return None,
+    }
+    Some(c)
+}
+
+/// The host's verdict on a case: covered?
+fn host_covered(k: &KernelDef, c: &Case) -> bool {
+    let hosts: Vec<_> = c.tensors.iter().map(|t| Some(&t.1)).collect();
+    let ranges: Vec<_> = k.info.tensors.iter().zip(&c.tensors).map(|(p, t)| if p.role == "output" { None } else { range_of(&t.1) }).collect();
+    judge(k, &Bound { dims: c.dims.clone(), scalars: c.scalars.clone() }, &ranges, relation_violation(k.info, &hosts).as_deref()).outside.is_none()
+}
+
+/// The device's verdict: covered, outside, or an error.
+fn device_covered(dev: &Device, k: &KernelDef, c: &Case) -> tokitai_runtime::Result<bool> {
+    let before = monitor::coverage().get(k.info.name).cloned().unwrap_or_default();
+    let mut tensors = upload(dev, c)?;
+    launch_on(dev, k, &mut tensors, &c.scalars)?;
+    dev.synchronize()?;
+    let after = monitor::coverage().get(k.info.name).cloned().unwrap_or_default();
+    if after.launches != before.launches + 1 || after.unmeasured != before.unmeasured {
+        return Err(tokitai_runtime::Error::Tensor(format!("{}: the launch was not measured ({})", k.info.name, after.why_unmeasured.unwrap_or_default())));
+    }
+    Ok(after.covered == before.covered + 1)
+}
+
+/// Run the agreement check; the process's exit status.
+pub fn run(dev: &Device) -> i32 {
+    monitor::set_mode(monitor::Mode::Warn);
+    let (mut cases, mut disagreements, mut errors, mut outside) = (0, 0, 0, 0);
+    for k in kernels::all() {
+        if k.info.domain.is_empty() || k.info.name.starts_with("probe_") {
+            continue;
+        }
+        let scales: &[i64] = if k.info.schedule == "contraction" { &[3, 61] } else { &[3, 61, 1500] };
+        for (i, scale) in scales.iter().enumerate() {
+            let mut rng = Rng::new(0x3011 ^ ((i as u64) << 16) ^ k.info.name.len() as u64);
+            let Ok(drawn) = random_case(k, &mut rng, *scale) else { continue };
+            for (which, what) in VARIANTS.iter().enumerate() {
+                let Some(c) = variant(k, &drawn, which) else { continue };
+                cases += 1;
+                let host = host_covered(k, &c);
+                outside += !host as usize;
+                match device_covered(dev, k, &c) {
+                    Ok(d) if d == host => {}
+                    Ok(d) => {
+                        disagreements += 1;
+                        println!("{:<22} DISAGREE dims {:?} {}: host {}, device {}", k.info.name, c.dims, what, verdict(host), verdict(d));
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        println!("{:<22} ERROR dims {:?} {}: {}", k.info.name, c.dims, what, e);
+                    }
+                }
+            }
+        }
+    }
+    println!("monitor on {}: {} cases ({} outside their bounds), {} disagreements with the host, {} errors", dev.describe(), cases, outside, disagreements, errors);
+    if disagreements + errors == 0 && outside > 0 && outside < cases {
+        0
+    } else {
+        1
+    }
+}
+
+fn verdict(covered: bool) -> &'static str {
+    if covered {
+        "covered"
+    } else {
+        "outside"
+    }
+}

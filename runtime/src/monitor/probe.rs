@@ -1,0 +1,343 @@
+//! The contract monitor on a GPU: before a launch whose inputs live on the
+//! device, the monitor queues the probes of `examples/ops/probe.tk` (our
+//! own proved kernels) in the same stream, so they read the inputs exactly
+//! as the launch will. Each probe writes its rows' minimum, maximum and
+//! count of non-finite elements (and, for a domain relation, the count of
+//! elements that break it) into slots of two lasting device buffers. The
+//! launch is judged when the step is read back ([`settle`]): one copy of
+//! the used slots, then the same judgement the host inputs get.
+//!
+//! Graphs: probes queued while a step is captured become part of the
+//! graph, and their launches a [`ProbePlan`] that each replay hands back
+//! ([`replay`]), so every replayed launch is judged, with its own values.
+//!
+//! So on a GPU a launch outside its bounds is found after the step that
+//! made it, not before: strict mode fails that step when it is read back,
+//! before its metrics row or any checkpoint is written.
+
+use super::{count, judge, Verdict};
+use crate::kernels::probe::{probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
+use crate::launch::{launch_unmonitored, Arg, Bound, KernelDef};
+use crate::{DType, Device, Error, Result, Tensor};
+use std::sync::Mutex;
+
+/// Slots per lasting buffer: a step whose probes need more is read back
+/// in the middle (or, while captured, its remaining launches go
+/// unmeasured).
+const F64_SLOTS: usize = 1 << 18;
+const I32_SLOTS: usize = 1 << 17;
+
+/// Where one input's range lands: `rows` minima from f64 slot `lo`,
+/// maxima from `hi`, non-finite counts from i32 slot `bad`.
+#[derive(Clone, Debug)]
+struct RangeSlots {
+    lo: usize,
+    hi: usize,
+    bad: usize,
+    rows: usize,
+}
+
+/// Where one relation's counts of broken elements land (i32 slots).
+#[derive(Clone, Debug)]
+struct RelationSlots {
+    broken: usize,
+    rows: usize,
+}
+
+/// A launch whose probes are queued: judged once its slots are read.
+#[derive(Clone, Debug)]
+struct Pending {
+    kernel: KernelDef,
+    bound: Bound,
+    /// Per tensor parameter: its range's slots where the bounds need it.
+    ranges: Vec<Option<RangeSlots>>,
+    /// Per domain relation of the kernel, in order.
+    relations: Vec<RelationSlots>,
+}
+
+/// The launches of a captured step, with the slots their probes write at
+/// each replay.
+#[derive(Clone, Debug, Default)]
+pub struct ProbePlan {
+    launches: Vec<Pending>,
+    f64_end: usize,
+    i32_end: usize,
+}
+
+impl ProbePlan {
+    /// How many launches each replay judges.
+    pub fn launches(&self) -> usize {
+        self.launches.len()
+    }
+}
+
+struct Slots {
+    location: String,
+    f64s: Tensor,
+    i32s: Tensor,
+}
+
+#[derive(Default)]
+struct State {
+    slots: Option<Slots>,
+    f64_used: usize,
+    i32_used: usize,
+    /// Launches run (or queued to run) whose slots are not read yet.
+    pending: Vec<Pending>,
+    /// Launches recorded into the graph being captured.
+    captured: Vec<Pending>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State { slots: None, f64_used: 0, i32_used: 0, pending: Vec::new(), captured: Vec::new() });
+
+fn state() -> Result<std::sync::MutexGuard<'static, State>> {
+    STATE.lock().map_err(|_| Error::Tensor("the contract monitor's lock is poisoned".into()))
+}
+
+/// A tensor of `n` elements as `(first element, rows, row length)` pieces
+/// that `probe.tk`'s kernels take (`C <= 65536`): about 256 rows, so a
+/// large tensor keeps the GPU busy, and a remainder row.
+fn pieces(n: usize) -> Vec<(usize, usize, usize)> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let c = n.div_ceil(256).clamp(256, 65536).min(n);
+    let g = n / c;
+    let mut v = vec![(0, g, c)];
+    if g * c < n {
+        v.push((g * c, 1, n - g * c));
+    }
+    v
+}
+
+fn rows(n: usize) -> usize {
+    pieces(n).iter().map(|p| p.1).sum()
+}
+
+fn range_kernel(dtype: DType) -> Option<&'static KernelDef> {
+    match dtype {
+        DType::F16 => Some(&probe_range_f16::KERNEL),
+        DType::F32 => Some(&probe_range_f32::KERNEL),
+        _ => None,
+    }
+}
+
+/// Queue the probes of a launch on `dev` whose inputs are on the device.
+/// `Ok(None)`: queued, judged at [`settle`]; `Ok(Some(why))`: they cannot
+/// be measured here (the launch counts as unmeasured).
+pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], needed: &[bool]) -> Result<Option<String>> {
+    if !dev.has_views() {
+        return Ok(Some(format!("{} has no probe slots (no views of device memory)", dev.describe())));
+    }
+    let info = k.info;
+    let tensors: Vec<&Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
+    let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
+    // What the launch needs, checked before anything is queued.
+    let mut want_f64 = 0;
+    let mut want_i32 = 0;
+    for (t, n) in tensors.iter().zip(needed) {
+        if *n {
+            if range_kernel(t.dtype()).is_none() {
+                return Ok(Some(format!("no probe reads {} data", t.dtype().name())));
+            }
+            want_f64 += 2 * rows(t.len());
+            want_i32 += rows(t.len());
+        }
+    }
+    let mut relations = Vec::new();
+    for (t, s, factor, text) in info.relations {
+        let (Some(ti), Some(si)) = (position(t), position(s)) else { return Ok(Some(format!("relation `{}` names no tensor", text))) };
+        let (tt, st) = (tensors[ti], tensors[si]);
+        let kernel: &'static KernelDef = match (tt.dtype(), st.dtype(), st.len()) {
+            (DType::F32, DType::F32, n) if n == tt.len() => &probe_relation_f32::KERNEL,
+            (DType::F16, DType::F32, 1) if st.shape().is_empty() => &probe_relation_f16_one::KERNEL,
+            (a, b, _) => return Ok(Some(format!("no probe checks relation `{}` on {} and {} data of these shapes", text, a.name(), b.name()))),
+        };
+        // The probe takes the factor as an f32: it must be one exactly.
+        if (*factor as f32) as f64 != *factor {
+            return Ok(Some(format!("relation `{}`: factor {} is not an f32", text, factor)));
+        }
+        want_i32 += rows(tt.len());
+        relations.push((kernel, tt, st, *factor as f32));
+    }
+    if want_f64 > F64_SLOTS || want_i32 > I32_SLOTS {
+        return Ok(Some(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
+    }
+    let capturing = Device::capturing();
+    let mut st = state()?;
+    if st.slots.as_ref().is_none_or(|s| s.location != dev.location()) {
+        if capturing {
+            return Ok(Some("the probe slots cannot be allocated while a step is captured".into()));
+        }
+        drop(st);
+        settle()?;
+        st = state()?;
+        st.slots = Some(Slots { location: dev.location(), f64s: Tensor::zeros_lasting(&[F64_SLOTS], DType::F64, dev)?, i32s: Tensor::zeros_lasting(&[I32_SLOTS], DType::I32, dev)? });
+    }
+    if st.f64_used + want_f64 > F64_SLOTS || st.i32_used + want_i32 > I32_SLOTS {
+        if capturing || !st.captured.is_empty() {
+            return Ok(Some("the probe slots are full while a step is captured".into()));
+        }
+        drop(st);
+        settle()?;
+        st = state()?;
+    }
+    let st = &mut *st;
+    let slots = st.slots.as_mut().expect("allocated above");
+    let mut ranges = Vec::new();
+    for (t, n) in tensors.iter().zip(needed) {
+        if !*n {
+            ranges.push(None);
+            continue;
+        }
+        let r = rows(t.len());
+        let at = RangeSlots { lo: st.f64_used, hi: st.f64_used + r, bad: st.i32_used, rows: r };
+        st.f64_used += 2 * r;
+        st.i32_used += r;
+        let kernel = range_kernel(t.dtype()).expect("checked above");
+        let mut row = 0;
+        for (first, g, c) in pieces(t.len()) {
+            let x = t.view(first, &[g, c])?;
+            let mut lo = slots.f64s.view(at.lo + row, &[g])?;
+            let mut hi = slots.f64s.view(at.hi + row, &[g])?;
+            let mut bad = slots.i32s.view(at.bad + row, &[g])?;
+            launch_unmonitored(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)])?;
+            row += g;
+        }
+        ranges.push(Some(at));
+    }
+    let mut relation_slots = Vec::new();
+    for (kernel, t, s, factor) in relations {
+        let r = rows(t.len());
+        let at = RelationSlots { broken: st.i32_used, rows: r };
+        st.i32_used += r;
+        let mut row = 0;
+        for (first, g, c) in pieces(t.len()) {
+            let tv = t.view(first, &[g, c])?;
+            // A bound for every element is read whole; else its rows.
+            let rows_of_s;
+            let sv = if s.shape().is_empty() {
+                s
+            } else {
+                rows_of_s = s.view(first, &[g, c])?;
+                &rows_of_s
+            };
+            let mut broken = slots.i32s.view(at.broken + row, &[g])?;
+            launch_unmonitored(dev, kernel, &mut [Arg::In(&tv), Arg::In(sv), Arg::Scalar(factor as f64), Arg::Out(&mut broken)])?;
+            row += g;
+        }
+        relation_slots.push(at);
+    }
+    let p = Pending { kernel: *k, bound: bound.clone(), ranges, relations: relation_slots };
+    if capturing {
+        st.captured.push(p);
+    } else {
+        st.pending.push(p);
+    }
+    Ok(None)
+}
+
+/// The probes recorded by the capture that just ended, for [`replay`]; the
+/// slots they write stay reserved until the plan is replayed and settled.
+pub fn take_captured() -> ProbePlan {
+    let Ok(mut st) = state() else { return ProbePlan::default() };
+    let launches = std::mem::take(&mut st.captured);
+    ProbePlan { launches, f64_end: st.f64_used, i32_end: st.i32_used }
+}
+
+/// Replay a captured step (`launch` queues the graph) and hand its
+/// launches to the monitor, to be judged at the next [`settle`]. Launches
+/// still pending are settled first: the replay rewrites their slots.
+pub fn replay(plan: &ProbePlan, launch: impl FnOnce() -> Result<()>) -> Result<()> {
+    if super::mode() == super::Mode::Off || plan.launches.is_empty() {
+        return launch();
+    }
+    settle()?;
+    launch()?;
+    let mut st = state()?;
+    st.pending.extend(plan.launches.iter().cloned());
+    st.f64_used = st.f64_used.max(plan.f64_end);
+    st.i32_used = st.i32_used.max(plan.i32_end);
+    Ok(())
+}
+
+/// Read back the slots of every pending launch (one wait for the device)
+/// and judge each; in strict mode the first launch found outside its bounds
+/// is the error (every launch is counted first).
+pub fn settle() -> Result<()> {
+    let (pending, values) = {
+        let mut st = state()?;
+        if st.pending.is_empty() {
+            if st.captured.is_empty() {
+                st.f64_used = 0;
+                st.i32_used = 0;
+            }
+            return Ok(());
+        }
+        let slots = st.slots.as_ref().expect("launches are pending only with slots");
+        let f = slots.f64s.view(0, &[st.f64_used.max(1)])?;
+        let i = slots.i32s.view(0, &[st.i32_used.max(1)])?;
+        let values = Tensor::read_all(&[&f, &i])?;
+        let pending = std::mem::take(&mut st.pending);
+        if st.captured.is_empty() {
+            st.f64_used = 0;
+            st.i32_used = 0;
+        }
+        (pending, values)
+    };
+    let (f64s, i32s) = (values[0].to_f64(), values[1].to_f64());
+    let mut first_err = None;
+    for p in &pending {
+        let verdict = judge_pending(p, &f64s, &i32s);
+        if let Err(e) = count(&p.kernel, Some(verdict)) {
+            first_err.get_or_insert(match e {
+                Error::Contract { kernel, message } => Error::Contract { kernel, message: format!("{} (measured on the device before the launch, found when its step was read back)", message) },
+                other => other,
+            });
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64]) -> Verdict {
+    let ranges: Vec<Option<(f64, f64)>> = p
+        .ranges
+        .iter()
+        .map(|r| {
+            r.as_ref().map(|r| {
+                if i32s[r.bad..r.bad + r.rows].iter().any(|&b| b != 0.0) {
+                    return (f64::NAN, f64::NAN);
+                }
+                let lo = f64s[r.lo..r.lo + r.rows].iter().fold(f64::INFINITY, |a, &b| a.min(b));
+                let hi = f64s[r.hi..r.hi + r.rows].iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                (lo, hi)
+            })
+        })
+        .collect();
+    let broken = p.kernel.info.relations.iter().zip(&p.relations).find_map(|((_, _, _, text), r)| {
+        let n: f64 = i32s[r.broken..r.broken + r.rows].iter().sum();
+        (n > 0.0).then(|| format!("the domain relation `{}` fails at {} elements", text, n))
+    });
+    judge(&p.kernel, &p.bound, &ranges, broken.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_every_element_once_in_rows_the_probes_admit() {
+        for n in [1, 2, 255, 256, 257, 1000, 65536, 65537, 1 << 20, (1 << 20) + 3, 50_000_000] {
+            let p = pieces(n);
+            let mut next = 0;
+            for (first, g, c) in &p {
+                assert_eq!(*first, next, "n = {}: pieces are contiguous", n);
+                assert!(*g >= 1 && *c >= 1 && *c <= 65536, "n = {}: piece {:?}", n, (first, g, c));
+                next += g * c;
+            }
+            assert_eq!(next, n, "n = {}: every element once", n);
+            assert!(rows(n) <= 1025, "n = {}: {} rows", n, rows(n));
+        }
+        assert!(pieces(0).is_empty());
+    }
+}
