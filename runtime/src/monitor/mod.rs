@@ -128,18 +128,30 @@ pub fn totals() -> (u64, u64) {
     coverage().values().fold((0, 0), |(l, c), k| (l + k.launches, c + k.covered))
 }
 
-/// `(min, max)` of a float buffer; `None` for integer data (no domains) and
-/// for a NaN (never inside a domain: reported as `[NaN, NaN]`).
+/// `(min, max)` of a float buffer; `None` for integer data (no domains).
+/// A NaN anywhere gives `(NaN, NaN)` (never inside a domain). Large
+/// buffers are scanned on rayon's threads (the kernels that read them are).
 pub fn range_of(b: &Buf) -> Option<(f64, f64)> {
-    fn fold<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> (f64, f64) {
-        v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+    use rayon::prelude::*;
+    /// `(min, max, saw a NaN)` of a slice.
+    fn scan<T: Copy>(v: &[T], f: impl Fn(T) -> f64) -> (f64, f64, bool) {
+        v.iter().fold((f64::INFINITY, f64::NEG_INFINITY, false), |(lo, hi, nan), x| {
             let x = f(*x);
-            if x.is_nan() {
-                (f64::NAN, f64::NAN)
-            } else {
-                (lo.min(x), hi.max(x))
-            }
+            (lo.min(x), hi.max(x), nan || x.is_nan())
         })
+    }
+    fn fold<T: Copy + Sync>(v: &[T], f: impl Fn(T) -> f64 + Sync) -> (f64, f64) {
+        const CHUNK: usize = 1 << 15;
+        let (lo, hi, nan) = if v.len() <= CHUNK {
+            scan(v, f)
+        } else {
+            v.par_chunks(CHUNK).map(|c| scan(c, &f)).reduce(|| (f64::INFINITY, f64::NEG_INFINITY, false), |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 || b.2))
+        };
+        if nan {
+            (f64::NAN, f64::NAN)
+        } else {
+            (lo, hi)
+        }
     }
     Some(match b {
         Buf::F16(v) => fold(v, |x| x.to_f64()),
@@ -307,5 +319,21 @@ pub(crate) fn count(k: &KernelDef, verdict: Option<Verdict>) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nan_anywhere_makes_the_range_nan_in_small_and_parallel_scans() {
+        assert!(range_of(&Buf::F32(vec![f32::NAN, 1.0, 2.0])).is_some_and(|(lo, hi)| lo.is_nan() && hi.is_nan()), "a NaN before finite values is kept");
+        assert_eq!(range_of(&Buf::F32(vec![3.0, -1.5, 2.0])), Some((-1.5, 3.0)));
+        let mut big: Vec<f32> = (0..200_000).map(|i| (i % 1000) as f32 - 500.0).collect();
+        assert_eq!(range_of(&Buf::F32(big.clone())), Some((-500.0, 499.0)));
+        big[70_000] = f32::NAN;
+        assert!(range_of(&Buf::F32(big)).is_some_and(|(lo, _)| lo.is_nan()), "a NaN inside one chunk of a parallel scan is kept");
+        assert_eq!(range_of(&Buf::I32(vec![1, 2])), None);
     }
 }

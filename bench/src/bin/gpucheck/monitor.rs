@@ -1,7 +1,7 @@
 //! `tokitai-gpucheck --monitor`: the contract monitor on the device agrees
 //! with the monitor on the host. For every kernel with a domain, random
 //! cases as drawn (inside the domain and its relations) and with one input
-//! element broken (NaN at the last element, a value beyond the domain, a
+//! element broken (NaN at the first or the last element, a value beyond the domain, a
 //! domain relation broken), each launched on the device under the monitor
 //! (probes, read back at `synchronize`) and judged on the host from the same
 //! values (`monitor::judge`). Every verdict must be the same.
@@ -11,21 +11,22 @@ use tokitai_runtime::monitor::{self, judge, range_of, relation_violation};
 use tokitai_runtime::{kernels, Bound, Device, KernelDef};
 
 /// The ways a drawn case is broken (or not).
-const VARIANTS: [&str; 4] = ["as drawn", "NaN", "beyond the domain", "relation broken"];
+const VARIANTS: [&str; 5] = ["as drawn", "NaN last", "beyond the domain", "relation broken", "NaN first"];
 
 /// One variant of `case`; `None` where it does not apply to `k`.
 fn variant(k: &KernelDef, case: &Case, which: usize) -> Option<Case> {
     let info = k.info;
     let mut c = case.clone();
     let float_input = |name: &str| info.tensors.iter().position(|p| p.name == name && p.role != "output" && p.dtype.starts_with('f'));
-    let set_last = |c: &mut Case, t: usize, v: f64| {
+    let set_at = |c: &mut Case, t: usize, first: bool, v: f64| {
         let buf = &mut c.tensors[t].1;
         let mut vals = buf.to_f64();
-        if let Some(x) = vals.last_mut() {
+        if let Some(x) = if first { vals.first_mut() } else { vals.last_mut() } {
             *x = v;
         }
         buf.set_from_f64(&vals);
     };
+    let set_last = |c: &mut Case, t: usize, v: f64| set_at(c, t, false, v);
     match which {
         0 => {}
         1 => {
@@ -44,6 +45,10 @@ fn variant(k: &KernelDef, case: &Case, which: usize) -> Option<Case> {
             let t_hi = info.domain.iter().find(|d| d.0 == *t).map_or(1.0, |d| d.2.min(1.0));
             set_last(&mut c, si, s_lo);
             set_last(&mut c, ti, t_hi);
+        }
+        4 => {
+            let t = info.domain.iter().find_map(|d| float_input(d.0))?;
+            set_at(&mut c, t, true, f64::NAN);
         }
         _ => return None,
     }
