@@ -123,8 +123,8 @@ fn a_recorded_run_shows_each_kernels_share_of_covered_launches() {
     use tokitai_contracts::report::{KernelRunCoverage, RunCoverage};
     let mut r = report();
     let mut run = RunCoverage { mode: "strict".into(), device: "cpu (2 threads)".into(), kernels: Default::default() };
-    run.kernels.insert("router_bwd".into(), KernelRunCoverage { launches: 40, covered: 40, unmeasured: 0, first_outside: None });
-    run.kernels.insert("gelu_fwd".into(), KernelRunCoverage { launches: 20, covered: 15, unmeasured: 0, first_outside: Some("input `x` has values in [-9, 1], outside its domain [-8, 8]".into()) });
+    run.kernels.insert("router_bwd".into(), KernelRunCoverage { launches: 40, covered: 40, ..Default::default() });
+    run.kernels.insert("gelu_fwd".into(), KernelRunCoverage { launches: 20, covered: 15, first_outside: Some("input `x` has values in [-9, 1], outside its domain [-8, 8]".into()), ..Default::default() });
     r.run = Some(run.clone());
     let md = r.to_markdown(true);
     assert!(md.contains("## Launches of a recorded run"), "{}", md);

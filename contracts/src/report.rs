@@ -128,6 +128,9 @@ pub struct KernelRunCoverage {
     pub covered: u64,
     /// Launches whose inputs could not be measured.
     pub unmeasured: u64,
+    /// Why the first of them could not be.
+    #[serde(default)]
+    pub why_unmeasured: Option<String>,
     /// The first launch outside its bounds, in words.
     pub first_outside: Option<String>,
 }
@@ -297,7 +300,7 @@ impl Report {
             let outside = match (&c.first_outside, c.unmeasured) {
                 (Some(w), _) => w.replace('|', "\\|"),
                 (None, 0) => String::new(),
-                (None, n) => format!("{} launches not measured", n),
+                (None, n) => format!("{} launches not measured: {}", n, c.why_unmeasured.as_deref().unwrap_or("unknown").replace('|', "\\|")),
             };
             let _ = writeln!(s, "| `{}` | {} | {} | {} | {} | {} |", name, form, c.launches, c.covered, share(c.launches, c.covered), outside);
         }

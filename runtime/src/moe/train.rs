@@ -493,10 +493,9 @@ impl Trainer {
     /// Read what the step left on the device; count the update, or halve
     /// the loss scale after an overflow (the kernel skipped the update).
     fn finish_step(&mut self, out: &StepOutputs, read: &Read) -> Result<StepStats> {
-        // The contract monitor judges the step's launches it measured on
-        // the device (strict: a launch outside its bounds fails the step).
-        crate::monitor::settle()?;
-        // Everything in one read (one wait for the device).
+        // Everything in one read (one wait for the device), with the slots
+        // of the contract monitor's probes: it judges the step's launches
+        // (strict: a launch outside its bounds fails the step).
         let fwd = &out.forward;
         let mut tensors = vec![&out.loss, &out.nsq];
         if let Some(r) = &fwd.routing {
@@ -505,7 +504,7 @@ impl Trainer {
         if let Some(e) = fwd.energy_tensor() {
             tensors.push(e);
         }
-        let values: Vec<Vec<f64>> = Tensor::read_all(&tensors)?.iter().map(|b| b.to_f64()).collect();
+        let values: Vec<Vec<f64>> = crate::monitor::settle_reading(&tensors)?.iter().map(|b| b.to_f64()).collect();
         let nsq = values[1][0];
         let mut stats = StepStats { step: self.step + 1, loss: values[0][0], grad_norm: nsq.sqrt() / self.loss_scale as f64, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 0.0, sheaf_energy: None, skipped: false };
         if fwd.routing.is_some() {

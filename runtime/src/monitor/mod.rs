@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 mod probe;
-pub use probe::{replay, settle, take_captured, ProbePlan};
+pub use probe::{replay, settle, settle_reading, take_captured, ProbePlan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -87,18 +87,9 @@ pub fn set_mode(m: Mode) {
     MODE.store(m as u8 + 1, Ordering::Relaxed);
 }
 
-/// Counts of one kernel's launches.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KernelCoverage {
-    pub launches: u64,
-    /// Launches inside the domains of every bound, with the conditions met.
-    pub covered: u64,
-    /// Launches whose inputs could not be measured, and why (the first).
-    pub unmeasured: u64,
-    pub why_unmeasured: Option<String>,
-    /// The first uncovered launch, in words.
-    pub first_outside: Option<String>,
-}
+/// Counts of one kernel's launches, in the form a run's `contracts.json`
+/// keeps them.
+pub use tokitai_contracts::report::KernelRunCoverage as KernelCoverage;
 
 static COVERAGE: Mutex<BTreeMap<&'static str, KernelCoverage>> = Mutex::new(BTreeMap::new());
 
@@ -109,11 +100,8 @@ pub fn coverage() -> BTreeMap<&'static str, KernelCoverage> {
 
 /// The counts so far in the form a report reads (`contracts.json`).
 pub fn run_coverage(device: &str) -> tokitai_contracts::report::RunCoverage {
-    use tokitai_contracts::report::{KernelRunCoverage, RunCoverage};
-    let kernels = coverage()
-        .into_iter()
-        .map(|(name, c)| (name.to_string(), KernelRunCoverage { launches: c.launches, covered: c.covered, unmeasured: c.unmeasured, first_outside: c.first_outside.or(c.why_unmeasured) }))
-        .collect();
+    use tokitai_contracts::report::RunCoverage;
+    let kernels = coverage().into_iter().map(|(name, c)| (name.to_string(), c)).collect();
     RunCoverage { mode: mode().name().to_string(), device: device.to_string(), kernels }
 }
 
@@ -125,7 +113,7 @@ pub fn reset() {
 
 /// Launches in all, and covered, over every kernel.
 pub fn totals() -> (u64, u64) {
-    coverage().values().fold((0, 0), |(l, c), k| (l + k.launches, c + k.covered))
+    COVERAGE.lock().map(|c| c.values().fold((0, 0), |(l, c), k| (l + k.launches, c + k.covered))).unwrap_or_default()
 }
 
 /// `(min, max)` of a float buffer; `None` for integer data (no domains).

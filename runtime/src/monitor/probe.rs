@@ -18,6 +18,7 @@
 use super::{count, judge, Verdict};
 use crate::kernels::probe::{probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
 use crate::launch::{launch_unmonitored, Arg, Bound, KernelDef};
+use crate::abi::tk_rt::Buf;
 use crate::{DType, Device, Error, Result, Tensor};
 use std::sync::Mutex;
 
@@ -97,21 +98,28 @@ fn state() -> Result<std::sync::MutexGuard<'static, State>> {
 /// A tensor of `n` elements as `(first element, rows, row length)` pieces
 /// that `probe.tk`'s kernels take (`C <= 65536`): about 256 rows, so a
 /// large tensor keeps the GPU busy, and a remainder row.
-fn pieces(n: usize) -> Vec<(usize, usize, usize)> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let c = n.div_ceil(256).clamp(256, 65536).min(n);
+fn pieces(n: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let c = n.div_ceil(256).clamp(256, 65536).min(n).max(1);
     let g = n / c;
-    let mut v = vec![(0, g, c)];
-    if g * c < n {
-        v.push((g * c, 1, n - g * c));
-    }
-    v
+    let whole = (g > 0).then_some((0, g, c));
+    let rest = (g * c < n).then_some((g * c, 1, n - g * c));
+    whole.into_iter().chain(rest)
 }
 
+/// Rows of all pieces of `n` elements: the slots one probe output takes.
 fn rows(n: usize) -> usize {
-    pieces(n).iter().map(|p| p.1).sum()
+    pieces(n).map(|p| p.1).sum()
+}
+
+/// Launch `probe(first element, rows, row length, first row)` for each
+/// piece of `n` elements.
+fn each_piece(n: usize, mut probe: impl FnMut(usize, usize, usize, usize) -> Result<()>) -> Result<()> {
+    let mut row = 0;
+    for (first, g, c) in pieces(n) {
+        probe(first, g, c, row)?;
+        row += g;
+    }
+    Ok(())
 }
 
 fn range_kernel(dtype: DType) -> Option<&'static KernelDef> {
@@ -195,15 +203,13 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         st.f64_used += 2 * r;
         st.i32_used += r;
         let kernel = range_kernel(t.dtype()).expect("checked above");
-        let mut row = 0;
-        for (first, g, c) in pieces(t.len()) {
+        each_piece(t.len(), |first, g, c, row| {
             let x = t.view(first, &[g, c])?;
             let mut lo = slots.f64s.view(at.lo + row, &[g])?;
             let mut hi = slots.f64s.view(at.hi + row, &[g])?;
             let mut bad = slots.i32s.view(at.bad + row, &[g])?;
-            launch_unmonitored(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)])?;
-            row += g;
-        }
+            launch_unmonitored(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)])
+        })?;
         ranges.push(Some(at));
     }
     let mut relation_slots = Vec::new();
@@ -211,8 +217,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         let r = rows(t.len());
         let at = RelationSlots { broken: st.i32_used, rows: r };
         st.i32_used += r;
-        let mut row = 0;
-        for (first, g, c) in pieces(t.len()) {
+        each_piece(t.len(), |first, g, c, row| {
             let tv = t.view(first, &[g, c])?;
             // A bound for every element is read whole; else its rows.
             let rows_of_s;
@@ -223,9 +228,8 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
                 &rows_of_s
             };
             let mut broken = slots.i32s.view(at.broken + row, &[g])?;
-            launch_unmonitored(dev, kernel, &mut [Arg::In(&tv), Arg::In(sv), Arg::Scalar(factor as f64), Arg::Out(&mut broken)])?;
-            row += g;
-        }
+            launch_unmonitored(dev, kernel, &mut [Arg::In(&tv), Arg::In(sv), Arg::Scalar(factor as f64), Arg::Out(&mut broken)])
+        })?;
         relation_slots.push(at);
     }
     let p = Pending { kernel: *k, bound: bound.clone(), ranges, relations: relation_slots };
@@ -265,27 +269,37 @@ pub fn replay(plan: &ProbePlan, launch: impl FnOnce() -> Result<()>) -> Result<(
 /// and judge each; in strict mode the first launch found outside its bounds
 /// is the error (every launch is counted first).
 pub fn settle() -> Result<()> {
-    let (pending, values) = {
+    settle_reading(&[]).map(|_| ())
+}
+
+/// [`settle`], reading `tensors` back in the same wait (a training step's
+/// metrics): their host buffers, in order.
+pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
+    let (pending, mut values) = {
         let mut st = state()?;
-        if st.pending.is_empty() {
-            if st.captured.is_empty() {
-                st.f64_used = 0;
-                st.i32_used = 0;
-            }
-            return Ok(());
-        }
-        let slots = st.slots.as_ref().expect("launches are pending only with slots");
-        let f = slots.f64s.view(0, &[st.f64_used.max(1)])?;
-        let i = slots.i32s.view(0, &[st.i32_used.max(1)])?;
-        let values = Tensor::read_all(&[&f, &i])?;
         let pending = std::mem::take(&mut st.pending);
+        let mut read = tensors.to_vec();
+        let slot_views = match (&st.slots, pending.is_empty()) {
+            (Some(slots), false) => Some((slots.f64s.view(0, &[st.f64_used.max(1)])?, slots.i32s.view(0, &[st.i32_used.max(1)])?)),
+            _ => None,
+        };
+        if let Some((f, i)) = &slot_views {
+            read.extend([f, i]);
+        }
+        let values = Tensor::read_all(&read);
+        // The slots are free again unless a captured graph still writes them.
         if st.captured.is_empty() {
             st.f64_used = 0;
             st.i32_used = 0;
         }
-        (pending, values)
+        // (Launches are pending only once the slots exist.)
+        (if slot_views.is_some() { pending } else { Vec::new() }, values?)
     };
-    let (f64s, i32s) = (values[0].to_f64(), values[1].to_f64());
+    if pending.is_empty() {
+        return Ok(values);
+    }
+    let i32s = values.pop().expect("the slots were read").to_f64();
+    let f64s = values.pop().expect("the slots were read").to_f64();
     let mut first_err = None;
     for p in &pending {
         let verdict = judge_pending(p, &f64s, &i32s);
@@ -296,7 +310,7 @@ pub fn settle() -> Result<()> {
             });
         }
     }
-    first_err.map_or(Ok(()), Err)
+    first_err.map_or(Ok(values), Err)
 }
 
 fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64]) -> Verdict {
@@ -328,16 +342,15 @@ mod tests {
     #[test]
     fn pieces_cover_every_element_once_in_rows_the_probes_admit() {
         for n in [1, 2, 255, 256, 257, 1000, 65536, 65537, 1 << 20, (1 << 20) + 3, 50_000_000] {
-            let p = pieces(n);
             let mut next = 0;
-            for (first, g, c) in &p {
-                assert_eq!(*first, next, "n = {}: pieces are contiguous", n);
-                assert!(*g >= 1 && *c >= 1 && *c <= 65536, "n = {}: piece {:?}", n, (first, g, c));
+            for (first, g, c) in pieces(n) {
+                assert_eq!(first, next, "n = {}: pieces are contiguous", n);
+                assert!(g >= 1 && (1..=65536).contains(&c), "n = {}: piece {:?}", n, (first, g, c));
                 next += g * c;
             }
             assert_eq!(next, n, "n = {}: every element once", n);
             assert!(rows(n) <= 1025, "n = {}: {} rows", n, rows(n));
         }
-        assert!(pieces(0).is_empty());
+        assert_eq!(pieces(0).count(), 0);
     }
 }
