@@ -44,6 +44,10 @@ pub struct Sampled {
     pub bound_there: f64,
     /// The worst element, in words.
     pub worst: String,
+    /// Mirror values outside the output's float `ensures` range (0 when
+    /// the range analysis is sound), and the first, in words.
+    pub outside_ensures: u64,
+    pub first_outside: String,
 }
 
 impl Sampled {
@@ -179,7 +183,7 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
     let mut rows: Vec<Sampled> = outputs
         .iter()
         .filter(|t| k.tolerance_of(**t).is_some())
-        .map(|t| Sampled { kernel: k.name.clone(), output: k.tensors[*t].name.clone(), elements: 0, inputs: 0, violations: 0, worst_fraction: 0.0, max_error: 0.0, bound_there: 0.0, worst: String::new() })
+        .map(|t| Sampled { kernel: k.name.clone(), output: k.tensors[*t].name.clone(), elements: 0, inputs: 0, violations: 0, worst_fraction: 0.0, max_error: 0.0, bound_there: 0.0, worst: String::new(), outside_ensures: 0, first_outside: String::new() })
         .collect();
     if rows.is_empty() {
         return rows;
@@ -189,6 +193,7 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
     // The bound depends on the dims only: derive it once per shape.
     let mut bounds: HashMap<Vec<i64>, OutputBounds> = HashMap::new();
     let magnitudes = k.uses_magnitudes().then(|| magnitude::analyze(k, ir));
+    let ensured = accuracy::computed::float_ensures(k, ir);
     let mut drawn = 0u64;
     while (drawn < min_inputs || rows.iter().any(|r| r.elements < min_inputs / 100)) && round < 100_000 {
         let scale = scales[round % scales.len()];
@@ -216,6 +221,18 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
             let name = &k.tensors[*t].name;
             let Some(row) = rows.iter_mut().find(|r| &r.output == name) else { continue };
             row.inputs += launch_inputs;
+            for e in ensured.iter().filter(|e| e.tensor == *t) {
+                let (lo, lo_closed, hi, hi_closed) = e.declared;
+                for (i, y) in m.iter().enumerate() {
+                    let inside = (if lo_closed { lo <= *y } else { lo < *y }) && (if hi_closed { *y <= hi } else { *y < hi });
+                    if !inside {
+                        row.outside_ensures += 1;
+                        if row.first_outside.is_empty() {
+                            row.first_outside = format!("{}[{}] = {:e} outside `{}` at dims {:?}", name, i, y, e.text, dims);
+                        }
+                    }
+                }
+            }
             let bound = acc.iter().find(|o| o.0 == *t).and_then(|o| o.1);
             let Some((ba, br)) = bound else {
                 // No bound at these dims: nothing to check (the proof

@@ -119,6 +119,72 @@ fn no_sampled_error_exceeds_its_proved_bound() {
     for r in &rows {
         assert!(r.inputs >= min && r.elements >= min / 100, "{}.{}: only {} inputs, {} elements", r.kernel, r.output, r.inputs, r.elements);
         assert_eq!(r.violations, 0, "{}.{}: {} errors above the proved bound; worst {}", r.kernel, r.output, r.violations, r.worst);
+        assert_eq!(r.outside_ensures, 0, "{}.{}: {} values outside the proved `ensures`; first {}", r.kernel, r.output, r.outside_ensures, r.first_outside);
+    }
+    // The float `ensures` of the examples were sampled, not skipped.
+    assert!(["router_softmax", "top2", "padic_gate"].iter().all(|k| rows.iter().any(|r| r.kernel == *k && r.elements > 0)));
+}
+
+/// Float `ensures` (issue 18, domains that compose): the range of the
+/// values a kernel stores, proved by the walk of computed values. A
+/// softmax's probabilities lie in [0, 1] (the row lemmas hold for rounded
+/// values); a range the values can leave is an error naming the range the
+/// analysis found; the lemmas apply only where they hold.
+mod float_ensures {
+    use super::compile_err;
+    use tokitai_compiler::build::compile_source;
+    use tokitai_compiler::span::SourceFile;
+    use tokitai_compiler::target::Target;
+    use tokitai_contracts::ObligationKind;
+
+    /// A softmax over the sum `s` of its own terms, or over `t`, a sum of
+    /// other terms.
+    fn softmax(ensures: &str, divisor: &str) -> String {
+        let sum = if divisor == "s[r]" { "s[r] = sum(e) exp(f32(z[r, e]) - m[r]);" } else { "t[r] = sum(e) exp(f32(z[r, e]) - m[r] - 1.0);" };
+        format!(
+            "kernel sm(z: f16[R, E]) -> (p: f32[R, E])\n    requires R >= 1, E >= 2, E <= 64, R <= 16777216\n    domain   z in [-16.0, 16.0]\n    ensures  {}\n    tolerance p: abs 1e-5, rel 1e-3\n{{\n    m[r] = max(e) f32(z[r, e]);\n    {}\n    p[r, e] = exp(f32(z[r, e]) - m[r]) / {};\n}}\n",
+            ensures, sum, divisor
+        )
+    }
+
+    fn ensures_proved(text: &str) -> bool {
+        let arts = compile_source(SourceFile::new("ens.tk", text), &Target::default_cuda()).expect("compiles");
+        let ens: Vec<_> = arts.proofs[0].obligations.iter().filter(|o| o.obligation.kind == ObligationKind::Ensures).collect();
+        !ens.is_empty() && ens.iter().all(|o| o.outcome.is_proved())
+    }
+
+    #[test]
+    fn a_softmax_is_proved_to_store_probabilities() {
+        assert!(ensures_proved(&softmax("p in [0.0, 1.0]", "s[r]")));
+        assert!(ensures_proved(&softmax("p in [0.0, 1.0], p in [-1.0, 2.0]", "s[r]")));
+    }
+
+    #[test]
+    fn a_range_the_values_can_leave_is_an_error() {
+        let rendered = compile_err(&softmax("p in [0.0, 0.5]", "s[r]"));
+        assert!(rendered.contains("E0910") && rendered.contains(", 1e0]"), "{}", rendered);
+        // Over a sum of other terms (each e^-1 of the numerator's) the
+        // quotient reaches e: the lemma does not apply, and nothing proves 1.
+        let rendered = compile_err(&softmax("p in [0.0, 1.0]", "t[r]"));
+        assert!(rendered.contains("E0910"), "{}", rendered);
+        // A row of two logits 32 apart stores exactly 1 (1 / (1 + e^-32)).
+        let rendered = compile_err(&softmax("p in [0.0, 1.0)", "s[r]"));
+        assert!(rendered.contains("E0910"), "{}", rendered);
+        assert!(ensures_proved(&softmax("p in (0.0, 1.0]", "s[r]")), "e^-32 / 64 is a normal f32");
+    }
+
+    #[test]
+    fn the_second_pick_of_a_row_needs_a_second_element() {
+        let top2 = |rows: &str| {
+            format!(
+                "kernel t2(p: f32[R, E]) -> (i0: i32[R], w1: f32[R])\n    requires R >= 1, {}, E <= 64, R <= 16777216\n    domain   p in [0.0, 1.0]\n    ensures  i0 in [0, E), w1 in [0.0, 1.0]\n    tolerance w1: abs 0.0, rel 0.0\n{{\n    i0[r] = argmax(e) p[r, e];\n    w1[r] = max(e) select(e == i0[r], -inf, p[r, e]);\n}}\n",
+                rows
+            )
+        };
+        assert!(ensures_proved(&top2("E >= 2")));
+        // With one expert the second pick is -inf.
+        let rendered = compile_err(&top2("E >= 1"));
+        assert!(rendered.contains("E0910") && rendered.contains("-inf"), "{}", rendered);
     }
 }
 

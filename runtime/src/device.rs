@@ -144,9 +144,13 @@ impl Device {
         match self {
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => {
+                // The capture's facts about memory are its own (see
+                // `monitor::known`): none from before, none kept after.
+                crate::monitor::forget_all();
                 CAPTURING.with(|x| x.set(true));
                 let r = c.capture(f);
                 CAPTURING.with(|x| x.set(false));
+                crate::monitor::forget_all();
                 r.map(|(g, r)| (StepGraph::Cuda(g), r))
             }
             _ => Err(crate::Error::Tensor(format!("{} cannot capture graphs", self.describe()))),
@@ -179,8 +183,12 @@ impl StepGraph {
     /// Queue one replay of the step.
     pub fn launch(&self) -> Result<()> {
         match self {
+            // The graph writes memory the monitor does not see.
             #[cfg(feature = "cuda")]
-            StepGraph::Cuda(g) => g.launch(),
+            StepGraph::Cuda(g) => {
+                crate::monitor::forget_all();
+                g.launch()
+            }
             #[allow(unreachable_patterns)]
             _ => Ok(()),
         }

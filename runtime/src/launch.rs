@@ -148,9 +148,11 @@ pub fn bind(k: &KernelDef, args: &[Arg]) -> Result<Bound> {
 /// Launch `k` on `dev` with `args` in signature order.
 pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     let bound = checked(dev, k, args)?;
-    crate::monitor::before_launch(dev, k, &bound, args)?;
+    let ticket = crate::monitor::before_launch(dev, k, &bound, args)?;
     crate::record::before_launch(k, &bound, args);
-    dispatch(dev, k, &bound, args)
+    dispatch(dev, k, &bound, args)?;
+    crate::monitor::after_launch(k, args, ticket);
+    Ok(())
 }
 
 /// Launch without the contract monitor and the recorder: the monitor's own

@@ -130,7 +130,7 @@ impl Tensor {
     pub fn output(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?) }),
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?) }.written()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -139,7 +139,7 @@ impl Tensor {
     pub(crate) fn zeros_lasting(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?) }),
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?) }.written()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -148,9 +148,26 @@ impl Tensor {
             // Zeroed on the device: no host buffer crosses the bus (the
             // trainer allocates its activations this way every step).
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?) }),
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?) }.written()),
             _ => Tensor::full(shape, dtype, 0.0, dev),
         }
+    }
+
+    /// The device bytes this tensor covers (`None` on the host).
+    pub(crate) fn device_span(&self) -> Option<crate::monitor::MemSpan> {
+        match &self.storage {
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(b) => Some(b.span()),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// New or rewritten device bytes: what the contract monitor knew about
+    /// them is gone (see `monitor::known`).
+    fn written(self) -> Tensor {
+        crate::monitor::forget(self.device_span());
+        self
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -226,6 +243,7 @@ impl Tensor {
             return Err(refuse());
         }
         let size = self.dtype.size_bytes();
+        crate::monitor::forget(self.device_span());
         match (&mut self.storage, &src.storage) {
             // In place, element-typed: no round trip through bytes.
             (Storage::Host(dst), Storage::Host(s)) => crate::backend::bytes::copy_into(dst, at, s, from, len).then_some(()).ok_or_else(refuse),
@@ -262,6 +280,7 @@ impl Tensor {
         if src.dtype != self.dtype || src.len() != self.len() {
             return Err(Error::Tensor(format!("cannot write {} {:?} into {} {:?}", src.dtype.name(), src.shape, self.dtype.name(), self.shape)));
         }
+        crate::monitor::forget(self.device_span());
         match &mut self.storage {
             Storage::Host(dst) => {
                 *dst = buf.clone();
@@ -276,6 +295,7 @@ impl Tensor {
 
     /// Every element zero, in place.
     pub fn fill_zero(&mut self) -> Result<()> {
+        crate::monitor::forget(self.device_span());
         match &mut self.storage {
             Storage::Host(b) => {
                 let zero = buf_from_f64(DType::of(b), &vec![0.0; b.len()]);
@@ -326,7 +346,7 @@ impl Tensor {
             #[cfg(feature = "hip")]
             Device::Hip(h) => Storage::Hip(h.upload(buf)?),
         };
-        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage })
+        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage }.written())
     }
 
     /// A host copy (waits for the device's queued work on this tensor).

@@ -32,6 +32,7 @@
 //! fusion that `KernelIr` records); what it does not model is listed among
 //! the report's non-claims.
 
+pub mod computed;
 pub mod magnitude;
 mod ratio;
 
@@ -286,6 +287,8 @@ struct Walk<'a> {
     /// and those of the statements that read it.
     frees: Vec<VarId>,
     outer_frees: Vec<Vec<VarId>>,
+    /// The walk of computed values (see [`computed`]).
+    computed: computed::State,
 }
 
 /// An input value the analysis may split: a float tensor read at one
@@ -738,6 +741,20 @@ impl<'a> Walk<'a> {
     /// - `a - max(k) a(k) <= 0` (and `a - min(k) a(k) >= 0`);
     /// - `a / sum(k) a(k)` is in `[0, 1]` when every term is non-negative.
     fn lemma(&mut self, op: BinOp, a: &TExpr, b: &TExpr) -> Option<Interval> {
+        match (op, self.row_reduction(a, b)?) {
+            (BinOp::Sub, RedOp::Max) => Some(Interval::new(f64::NEG_INFINITY, 0.0)),
+            (BinOp::Sub, RedOp::Min) => Some(Interval::new(0.0, f64::INFINITY)),
+            (BinOp::Div, RedOp::Sum) => {
+                let term = self.float(a).ok()?;
+                term.range.nonneg().then(|| Interval::new(0.0, 1.0))
+            }
+            _ => None,
+        }
+    }
+
+    /// The reduction `b` reads when `a` is one of its terms (see
+    /// [`Self::lemma`]).
+    fn row_reduction(&self, a: &TExpr, b: &TExpr) -> Option<RedOp> {
         let TExprKind::Load { tensor, index } = &b.kind else { return None };
         if self.k.tensors[*tensor].role != TensorRole::Intermediate {
             return None;
@@ -749,18 +766,7 @@ impl<'a> Walk<'a> {
         }
         let free: Vec<(VarId, &TExpr)> = stmt.vars.iter().copied().zip(index.iter()).collect();
         let mut bound_to = None;
-        if !self.same_term(body, a, *var, &mut bound_to, &free) {
-            return None;
-        }
-        match (op, red) {
-            (BinOp::Sub, RedOp::Max) => Some(Interval::new(f64::NEG_INFINITY, 0.0)),
-            (BinOp::Sub, RedOp::Min) => Some(Interval::new(0.0, f64::INFINITY)),
-            (BinOp::Div, RedOp::Sum) => {
-                let term = self.float(a).ok()?;
-                term.range.nonneg().then(|| Interval::new(0.0, 1.0))
-            }
-            _ => None,
-        }
+        self.same_term(body, a, *var, &mut bound_to, &free).then_some(*red)
     }
 
     /// Is `e` the expression `pat` with the reduction variable `var`
@@ -1143,7 +1149,7 @@ impl Ctx<'_, '_> {
             .map(|((t, s), r)| (t.map(|t| self.k.tensors[t].name.clone()).or_else(|| s.map(|s| self.k.scalars[s].name.clone())).unwrap_or_default(), r.lo, r.hi))
             .collect();
         let k = self.k;
-        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces, frees: Vec::new(), outer_frees: Vec::new() };
+        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces, frees: Vec::new(), outer_frees: Vec::new(), computed: computed::State::new(k) };
         Ok(match w.stmt_value(t, span)? {
             V::Float(a) => RegionBound { dims: dims.to_vec(), values: names, range: a.range, err: a.err },
             _ => RegionBound { dims: dims.to_vec(), values: names, range: Interval::point(0.0), err: ErrBound::zero() },

@@ -52,6 +52,9 @@ pub mod tk_info {
         /// Domain relations `t * t <= factor * s`, element by element
         /// (`s` rank 0 or shaped like `t`): (t, s, factor, as written).
         pub relations: &'static [(&'static str, &'static str, f64, &'static str)],
+        /// Float outputs' proved ranges `ensures y in [lo, hi]` (open ends
+        /// given as closed): every value a covered launch stores is inside.
+        pub ensures: &'static [(&'static str, f64, f64)],
         /// Integer tensors used as indices: (tensor, upper bound dim), values in [0, dim).
         pub index_ranges: &'static [(&'static str, &'static str)],
         pub requires: &'static [&'static str],
@@ -183,6 +186,19 @@ fn poly_literal(p: &tokitai_contracts::fp::MagPoly) -> String {
 }
 
 /// `magnitudes`, `tolerance_formula` and `conditions` of `KernelInfo`.
+/// Each float output's `ensures` range that holds for the kernel and every
+/// variant (see `accuracy::computed`); the verifier refuses a kernel whose
+/// range does not, so in an emitted kernel these are all of them.
+fn ensured_ranges(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> Vec<String> {
+    let per_ir: Vec<Vec<crate::accuracy::computed::EnsuredRange>> = std::iter::once(ir).chain(variants.iter().map(|v| &v.0)).map(|x| crate::accuracy::computed::float_ensures(k, x)).collect();
+    per_ir[0]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| per_ir.iter().all(|rs| rs[*i].holds()))
+        .map(|(_, e)| format!("({:?}, {:?}, {:?})", k.tensors[e.tensor].name, e.declared.0, e.declared.2))
+        .collect()
+}
+
 fn magnitude_info(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> (Vec<String>, Vec<String>, Vec<String>) {
     use crate::accuracy::magnitude;
     if !k.uses_magnitudes() {
@@ -275,7 +291,7 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
     let _ = writeln!(s, "    /// Signature and contracts.");
     let _ = writeln!(
         s,
-        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], magnitudes: &[{}], tolerance_formula: &[{}], conditions: &[{}], relations: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
+        "    pub const INFO: super::tk_info::KernelInfo = super::tk_info::KernelInfo {{ name: {:?}, dims: &[{}], dim_class: &{:?}, dim_value: &{:?}, dim_upper: &[{}], tensors: &[{}], scalars: &[{}], domain: &[{}], tolerance: &[{}], bound: &[{}], magnitudes: &[{}], tolerance_formula: &[{}], conditions: &[{}], relations: &[{}], ensures: &[{}], index_ranges: &[{}], requires: &[{}], schedule: {:?}, block: {} }};",
         k.name,
         k.dims.iter().map(|d| format!("{:?}", d.name)).collect::<Vec<_>>().join(", "),
         k.dim_class,
@@ -290,6 +306,7 @@ fn kernel_bindings(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)],
         formula.join(", "),
         conditions.join(", "),
         relations.join(", "),
+        ensured_ranges(k, ir, variants).join(", "),
         index_ranges.join(", "),
         requires.join(", "),
         ir.schedule.name(),

@@ -3,6 +3,7 @@
 
 mod completeness;
 mod exec;
+pub mod float_ensures;
 mod obligations;
 pub mod mutate;
 pub mod tolerance;

@@ -73,6 +73,7 @@ impl KernelProofs {
                     out.push(d);
                 }
                 Outcome::Unknown { reason, .. } if v.obligation.kind == ObligationKind::Tolerance => out.push(super::tolerance::diagnostic(&self.kernel, v, reason)),
+                Outcome::Unknown { reason, .. } if super::float_ensures::not_shown(reason) => out.push(super::float_ensures::diagnostic(&self.kernel, v, reason)),
                 Outcome::Unknown { reason, seconds } => out.push(
                     Diagnostic::warning("W0901", format!("kernel `{}`: {} unknown after {:.1}s ({}): {}", self.kernel, v.obligation.kind.name(), seconds, reason, v.obligation.description), v.span)
                         .with_label("not proved")
@@ -543,7 +544,8 @@ impl<'a> Gen<'a> {
                 }
                 continue;
             };
-            if k.tensors[*tensor].role == TensorRole::Input {
+            // Float outputs: the range of computed values (`float_ensures`).
+            if k.tensors[*tensor].role == TensorRole::Input || k.tensors[*tensor].dtype.is_float() {
                 continue;
             }
             let (Some(lo), Some(hi)) = (super::exec::texpr_term(k, &range.lo), super::exec::texpr_term(k, &range.hi)) else {
@@ -625,6 +627,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     let dtypes = g.dtypes();
     let mut obligations = discharge_all(ir, g.obs, cfg, &progress);
     obligations.extend(super::tolerance::tolerance_proofs(k, ir, cfg));
+    obligations.extend(super::float_ensures::float_ensures_proofs(k, ir));
     obligations.extend(overflow_i32);
     obligations.extend(barriers);
     obligations.extend(dtypes);

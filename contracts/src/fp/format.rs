@@ -102,6 +102,87 @@ impl Format {
         Interval::new(lo2, hi2)
     }
 
+    /// The spacing of this format's values around `x` (finite, or the
+    /// largest binade's spacing beyond it): one ulp at `|x|`.
+    fn spacing_at(self, x: f64) -> f64 {
+        let binade = ((x.abs().to_bits() >> 52) & 0x7ff) as i32 - 1023;
+        2f64.powi(binade.clamp(self.emin(), self.max_exponent()) - self.precision() + 1)
+    }
+
+    /// The largest value of this format at or below `x` (`-inf` below the
+    /// most negative finite value). Exact: `x / spacing` is a power-of-two
+    /// scaling, and `floor` of it an integer of at most `p` bits.
+    pub fn floor_to(self, x: f64) -> f64 {
+        if self == Format::F64 || x.is_nan() || x.is_infinite() {
+            return x;
+        }
+        if x > self.max_finite() {
+            return self.max_finite();
+        }
+        if x < -self.max_finite() {
+            return f64::NEG_INFINITY;
+        }
+        let s = self.spacing_at(x);
+        (x / s).floor() * s
+    }
+
+    /// The smallest value of this format at or above `x` (`+inf` above the
+    /// largest finite value).
+    pub fn ceil_to(self, x: f64) -> f64 {
+        -self.floor_to(-x)
+    }
+
+    /// `x` rounded to nearest, ties to even, as the hardware rounds
+    /// (`inf` at and beyond the overflow threshold). Exact.
+    pub fn nearest(self, x: f64) -> f64 {
+        if self == Format::F64 || x.is_nan() || x.is_infinite() {
+            return x;
+        }
+        if x.abs() >= self.overflow_threshold() {
+            return f64::INFINITY.copysign(x);
+        }
+        let (lo, hi) = (self.floor_to(x), self.ceil_to(x));
+        let (below, above) = (x - lo, hi - x);
+        if below < above {
+            lo
+        } else if above < below {
+            hi
+        } else {
+            // A tie: the neighbour whose last significand bit is even.
+            let s = self.spacing_at(lo.abs().max(hi.abs()).min(self.max_finite()));
+            if (lo / s).rem_euclid(2.0) == 0.0 {
+                lo
+            } else {
+                hi
+            }
+        }
+    }
+
+    /// Where `x`'s rounding to nearest lies for every real `x` in `iv`:
+    /// between its ends' roundings (rounding is monotone).
+    pub fn round_nearest(self, iv: Interval) -> Interval {
+        Interval::new(self.nearest(iv.lo), self.nearest(iv.hi))
+    }
+
+    /// Where values of this format computed by rounding (to nearest) a
+    /// real in `iv` can lie: rounding is monotone, so between the format's
+    /// neighbours of the ends. Ends the format holds stay where they are.
+    pub fn round_outward(self, iv: Interval) -> Interval {
+        Interval::new(self.floor_to(iv.lo), self.ceil_to(iv.hi))
+    }
+
+    /// Values of this format known to lie in `iv`: between the format's
+    /// values just inside its ends (a stored `f32` at most `1 + 2^-24` is
+    /// at most 1).
+    pub fn held_in(self, iv: Interval) -> Interval {
+        let (lo, hi) = (self.ceil_to(iv.lo), self.floor_to(iv.hi));
+        if lo <= hi {
+            Interval::new(lo, hi)
+        } else {
+            iv
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Format::F16 => "f16",
@@ -126,6 +207,34 @@ impl fmt::Display for Format {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_grid_functions_find_the_formats_neighbours() {
+        assert_eq!(Format::F32.floor_to(1.0), 1.0);
+        assert_eq!(Format::F32.floor_to(1.0 + 2f64.powi(-24)), 1.0);
+        assert_eq!(Format::F32.ceil_to(1.0 + 2f64.powi(-24)), 1.0 + 2f64.powi(-23));
+        assert_eq!(Format::F32.floor_to(-0.999_999_99), -1.0);
+        assert_eq!(Format::F16.floor_to(65504.5), 65504.0);
+        assert_eq!(Format::F16.ceil_to(65504.5), f64::INFINITY);
+        assert_eq!(Format::F16.ceil_to(1e-9), Format::F16.min_subnormal());
+        assert_eq!(Format::F16.floor_to(1e-9), 0.0);
+        for x in [0.1f64, -3.7, 1234.5678, 6.1e-5, -2.0e-6] {
+            for f in [Format::F16, Format::Bf16, Format::F32] {
+                let (lo, hi) = (f.floor_to(x), f.ceil_to(x));
+                assert!(lo <= x && x <= hi && hi - lo <= f.spacing_at(x), "{} {}: [{}, {}]", f, x, lo, hi);
+                assert_eq!(f.floor_to(lo), lo, "{} holds its own floor of {}", f, x);
+            }
+            assert_eq!(Format::F32.floor_to(x), (x as f32) as f64 - if ((x as f32) as f64) > x { Format::F32.spacing_at(x) } else { 0.0 });
+        }
+        assert_eq!(Format::F32.held_in(Format::F32.stored_range(0.0, 1.0)), Interval::new(0.0, 1.0));
+        for x in [0.1f64, -3.7, 1.0 + 2f64.powi(-24), 1.0 + 3.0 * 2f64.powi(-24), 1e30, -7.0e-40, 3.4e38, 3.5e38] {
+            assert_eq!(Format::F32.nearest(x), (x as f32) as f64, "{}", x);
+        }
+        assert_eq!(Format::F16.nearest(65520.0), f64::INFINITY);
+        assert_eq!(Format::F16.nearest(65519.0), 65504.0);
+        assert_eq!(Format::F16.nearest(2049.0), 2048.0, "a tie goes to the even neighbour");
+        assert_eq!(Format::F16.nearest(2051.0), 2052.0, "a tie goes to the even neighbour");
+    }
 
     #[test]
     fn unit_roundoffs_are_the_documented_ones() {

@@ -315,6 +315,11 @@ impl DeviceBuf {
     pub fn location(&self) -> String {
         self.backend.location()
     }
+    /// The bytes this buffer covers, for what the contract monitor knows
+    /// about them.
+    pub(crate) fn span(&self) -> crate::monitor::MemSpan {
+        crate::monitor::MemSpan { device: self.backend.ordinal, start: self.ptr(), bytes: self.bytes }
+    }
     fn ptr(&self) -> sys::CUdeviceptr {
         self.mem.device_ptr(&self.backend.stream).0 + self.offset as u64
     }

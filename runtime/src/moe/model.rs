@@ -288,7 +288,28 @@ impl Model {
             Some(Router::SheafPadic(_)) => Some(Tensor::from_i32(&[INPUT_DIM], sheaf::block_of_columns())?.to_device(dev)?),
             _ => None,
         };
-        Ok(Model { size, router, experts, params, sheaf_blocks })
+        let model = Model { size, router, experts, params, sheaf_blocks };
+        crate::monitor::check_edges(&model.composed_edges())?;
+        Ok(model)
+    }
+
+    /// The step's producer outputs whose proved range is a consumer's whole
+    /// domain (issue 18: domains that compose), checked once when the model
+    /// is built: at run time the monitor measures none of these inputs.
+    fn composed_edges(&self) -> Vec<crate::monitor::Edge> {
+        use crate::kernels::sheaf::{padic_gate, sheaf_energy, sheaf_energy_bwd};
+        use moe::{combine2, combine_dense, combine_dense_bwd_h, router_bwd, router_softmax, top2};
+        let edge = |producer, output, consumer, input| crate::monitor::Edge { producer, output, consumer, input };
+        let mut edges: Vec<crate::monitor::Edge> = Vec::new();
+        for w in ["w0", "w1"] {
+            edges.extend([edge(&top2::INFO, w, &combine2::INFO, w), edge(&top2::INFO, w, &combine_dense::INFO, w), edge(&top2::INFO, w, &combine_dense_bwd_h::INFO, w)]);
+        }
+        match self.kind() {
+            Kind::Moe => edges.extend([edge(&router_softmax::INFO, "p", &top2::INFO, "p"), edge(&router_softmax::INFO, "p", &router_bwd::INFO, "p")]),
+            Kind::SheafPadic => edges.extend([edge(&padic_gate::INFO, "p", &top2::INFO, "p"), edge(&padic_gate::INFO, "p", &sheaf_energy::INFO, "ps"), edge(&padic_gate::INFO, "p", &sheaf_energy_bwd::INFO, "ps")]),
+            Kind::Dense => edges.clear(),
+        }
+        edges
     }
 
     pub fn kind(&self) -> Kind {

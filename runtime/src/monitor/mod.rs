@@ -30,7 +30,11 @@ use tokitai_contracts::fp::Format;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
+mod compose;
+mod known;
 mod probe;
+pub use compose::{check_edges, Edge};
+pub use known::{forget, forget_all, MemSpan};
 pub use probe::{replay, settle, settle_reading, take_captured, ProbePlan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +89,7 @@ pub fn mode() -> Mode {
 
 pub fn set_mode(m: Mode) {
     MODE.store(m as u8 + 1, Ordering::Relaxed);
+    known::forget_all();
 }
 
 /// Counts of one kernel's launches, in the form a run's `contracts.json`
@@ -242,39 +247,68 @@ pub(crate) fn needed(info: &KernelInfo) -> Vec<bool> {
     info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect()
 }
 
+/// What a launch's outputs may be known by (see `known`): the launch's
+/// own standing when its outputs' `ensures` are recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ticket {
+    /// Not monitored, unmeasured or outside its bounds: nothing follows.
+    Nothing,
+    /// Judged covered before it ran (its inputs were on the host).
+    Covered,
+    /// Waiting for its verdict, as the launch at this index.
+    Pending(usize),
+}
+
 /// The monitor's step before a launch: measure, judge, count; in strict
 /// mode an uncovered launch is an error. Host inputs are judged here;
 /// inputs on a GPU are measured there by probes queued before the launch
 /// and judged when the step is read back ([`settle`]).
-pub fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<()> {
+pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<Ticket> {
     if mode() == Mode::Off {
-        return Ok(());
+        return Ok(Ticket::Nothing);
     }
     let info = k.info;
-    let hosts: Vec<Option<&Buf>> = args
-        .iter()
-        .filter_map(|a| a.tensor())
-        .map(|t| match &t.storage {
-            crate::tensor::Storage::Host(b) => Some(b),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        })
-        .collect();
+    let hosts: Vec<Option<&Buf>> = args.iter().filter_map(|a| a.tensor()).map(|t| t.host_buf()).collect();
     let needed = needed(info);
     let on_host = hosts.iter().zip(&needed).all(|(h, n)| h.is_some() || !n);
     if on_host {
         let ranges: Vec<Option<(f64, f64)>> = hosts.iter().zip(&needed).map(|(h, n)| h.filter(|_| *n).and_then(range_of)).collect();
-        return count(k, Some(judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref())));
+        let verdict = judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref());
+        let covered = verdict.outside.is_none();
+        count(k, Some(verdict))?;
+        return Ok(if covered { Ticket::Covered } else { Ticket::Nothing });
     }
     match probe::queue(dev, k, bound, args, &needed)? {
-        None => Ok(()),
+        probe::Queued::At(i) => Ok(Ticket::Pending(i)),
         // Not measurable here (a device without views, a dtype no probe
         // reads, no room while capturing): unmeasured, never covered.
-        Some(why) => {
+        probe::Queued::Unmeasured(why) => {
             if let Ok(mut cov) = COVERAGE.lock() {
                 cov.entry(k.info.name).or_default().why_unmeasured.get_or_insert(why);
             }
-            count(k, None)
+            count(k, None)?;
+            Ok(Ticket::Nothing)
+        }
+    }
+}
+
+/// The monitor's step after a launch: what was known of its outputs'
+/// memory is gone, and an output with a proved `ensures` is known to lie
+/// in its range (if the launch is covered).
+pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
+    for (param, a) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
+        if param.role == "input" {
+            continue;
+        }
+        let Some(span) = a.device_span() else { continue };
+        known::forget(Some(span));
+        let producer = match ticket {
+            Ticket::Nothing => continue,
+            Ticket::Covered => None,
+            Ticket::Pending(i) => Some(i),
+        };
+        if let Some((_, lo, hi)) = k.info.ensures.iter().find(|e| e.0 == param.name) {
+            known::remember(span, a.dtype().name(), known::Known::Proved { lo: *lo, hi: *hi, producer, kernel: k.info.name });
         }
     }
 }

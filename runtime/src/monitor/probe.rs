@@ -15,6 +15,7 @@
 //! made it, not before: strict mode fails that step when it is read back,
 //! before its metrics row or any checkpoint is written.
 
+use super::known::{self, Known};
 use super::{count, judge, Verdict};
 use crate::kernels::probe::{probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
 use crate::launch::{launch_unmonitored, Arg, Bound, KernelDef};
@@ -31,7 +32,7 @@ const I32_SLOTS: usize = 1 << 17;
 /// Where one input's range lands: `rows` minima from f64 slot `lo`,
 /// maxima from `hi`, non-finite counts from i32 slot `bad`.
 #[derive(Clone, Debug)]
-struct RangeSlots {
+pub(super) struct RangeSlots {
     lo: usize,
     hi: usize,
     bad: usize,
@@ -45,13 +46,26 @@ struct RelationSlots {
     rows: usize,
 }
 
+/// Where a launch finds one input's range.
+#[derive(Clone, Debug)]
+enum RangeSource {
+    /// Measured by a probe (of this launch or of an earlier one that read
+    /// the same, unwritten, tensor).
+    Slots(RangeSlots),
+    /// Written by `kernel`, whose proved `ensures` puts it in `[lo, hi]`
+    /// if that launch (`producer`, an earlier pending launch; `None`: one
+    /// already judged) was covered.
+    Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
+}
+
 /// A launch whose probes are queued: judged once its slots are read.
 #[derive(Clone, Debug)]
 struct Pending {
     kernel: KernelDef,
     bound: Bound,
-    /// Per tensor parameter: its range's slots where the bounds need it.
-    ranges: Vec<Option<RangeSlots>>,
+    /// Per tensor parameter: where its range is found, where the bounds
+    /// need it.
+    ranges: Vec<Option<RangeSource>>,
     /// Per domain relation of the kernel, in order.
     relations: Vec<RelationSlots>,
 }
@@ -130,23 +144,34 @@ fn range_kernel(dtype: DType) -> Option<&'static KernelDef> {
     }
 }
 
-/// Queue the probes of a launch on `dev` whose inputs are on the device.
-/// `Ok(None)`: queued, judged at [`settle`]; `Ok(Some(why))`: they cannot
-/// be measured here (the launch counts as unmeasured).
-pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], needed: &[bool]) -> Result<Option<String>> {
+/// What [`queue`] did with a launch.
+pub(super) enum Queued {
+    /// Its probes are queued; it is judged at [`settle`] as the launch at
+    /// this index of those waiting (of the step being captured, while one
+    /// is).
+    At(usize),
+    /// Its inputs cannot be measured here (it counts as unmeasured).
+    Unmeasured(String),
+}
+
+/// Queue the probes of a launch on `dev` whose inputs are on the device,
+/// skipping inputs whose range is already known (see `known`).
+pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], needed: &[bool]) -> Result<Queued> {
     if !dev.has_views() {
-        return Ok(Some(format!("{} has no probe slots (no views of device memory)", dev.describe())));
+        return Ok(Queued::Unmeasured(format!("{} has no probe slots (no views of device memory)", dev.describe())));
     }
     let info = k.info;
     let tensors: Vec<&Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
     let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
-    // What the launch needs, checked before anything is queued.
+    // What is known already, and what the launch needs measured, checked
+    // before anything is queued.
+    let known: Vec<Option<Known>> = tensors.iter().zip(needed).map(|(t, n)| if *n { t.device_span().and_then(|s| known::lookup(s, t.dtype().name())) } else { None }).collect();
     let mut want_f64 = 0;
     let mut want_i32 = 0;
-    for (t, n) in tensors.iter().zip(needed) {
-        if *n {
+    for ((t, n), fact) in tensors.iter().zip(needed).zip(&known) {
+        if *n && fact.is_none() {
             if range_kernel(t.dtype()).is_none() {
-                return Ok(Some(format!("no probe reads {} data", t.dtype().name())));
+                return Ok(Queued::Unmeasured(format!("no probe reads {} data", t.dtype().name())));
             }
             want_f64 += 2 * rows(t.len());
             want_i32 += rows(t.len());
@@ -154,28 +179,28 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     }
     let mut relations = Vec::new();
     for (t, s, factor, text) in info.relations {
-        let (Some(ti), Some(si)) = (position(t), position(s)) else { return Ok(Some(format!("relation `{}` names no tensor", text))) };
+        let (Some(ti), Some(si)) = (position(t), position(s)) else { return Ok(Queued::Unmeasured(format!("relation `{}` names no tensor", text))) };
         let (tt, st) = (tensors[ti], tensors[si]);
         let kernel: &'static KernelDef = match (tt.dtype(), st.dtype(), st.len()) {
             (DType::F32, DType::F32, n) if n == tt.len() => &probe_relation_f32::KERNEL,
             (DType::F16, DType::F32, 1) if st.shape().is_empty() => &probe_relation_f16_one::KERNEL,
-            (a, b, _) => return Ok(Some(format!("no probe checks relation `{}` on {} and {} data of these shapes", text, a.name(), b.name()))),
+            (a, b, _) => return Ok(Queued::Unmeasured(format!("no probe checks relation `{}` on {} and {} data of these shapes", text, a.name(), b.name()))),
         };
         // The probe takes the factor as an f32: it must be one exactly.
         if (*factor as f32) as f64 != *factor {
-            return Ok(Some(format!("relation `{}`: factor {} is not an f32", text, factor)));
+            return Ok(Queued::Unmeasured(format!("relation `{}`: factor {} is not an f32", text, factor)));
         }
         want_i32 += rows(tt.len());
         relations.push((kernel, tt, st, *factor as f32));
     }
     if want_f64 > F64_SLOTS || want_i32 > I32_SLOTS {
-        return Ok(Some(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
+        return Ok(Queued::Unmeasured(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
     }
     let capturing = Device::capturing();
     let mut st = state()?;
     if st.slots.as_ref().is_none_or(|s| s.location != dev.location()) {
         if capturing {
-            return Ok(Some("the probe slots cannot be allocated while a step is captured".into()));
+            return Ok(Queued::Unmeasured("the probe slots cannot be allocated while a step is captured".into()));
         }
         drop(st);
         settle()?;
@@ -184,19 +209,32 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     }
     if st.f64_used + want_f64 > F64_SLOTS || st.i32_used + want_i32 > I32_SLOTS {
         if capturing || !st.captured.is_empty() {
-            return Ok(Some("the probe slots are full while a step is captured".into()));
+            return Ok(Queued::Unmeasured("the probe slots are full while a step is captured".into()));
         }
         drop(st);
+        // Reading the slots back ends what is known of them (a fact kept
+        // across the settle is re-read here).
         settle()?;
-        st = state()?;
+        return queue(dev, k, bound, args, needed);
     }
     let st = &mut *st;
     let slots = st.slots.as_mut().expect("allocated above");
     let mut ranges = Vec::new();
-    for (t, n) in tensors.iter().zip(needed) {
+    for ((t, n), fact) in tensors.iter().zip(needed).zip(known) {
         if !*n {
             ranges.push(None);
             continue;
+        }
+        match fact {
+            Some(Known::Measured(at)) => {
+                ranges.push(Some(RangeSource::Slots(at)));
+                continue;
+            }
+            Some(Known::Proved { lo, hi, producer, kernel }) => {
+                ranges.push(Some(RangeSource::Proved { lo, hi, producer, kernel }));
+                continue;
+            }
+            None => {}
         }
         let r = rows(t.len());
         let at = RangeSlots { lo: st.f64_used, hi: st.f64_used + r, bad: st.i32_used, rows: r };
@@ -210,7 +248,10 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             let mut bad = slots.i32s.view(at.bad + row, &[g])?;
             launch_unmonitored(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)])
         })?;
-        ranges.push(Some(at));
+        if let Some(span) = t.device_span() {
+            known::remember(span, t.dtype().name(), Known::Measured(at.clone()));
+        }
+        ranges.push(Some(RangeSource::Slots(at)));
     }
     let mut relation_slots = Vec::new();
     for (kernel, t, s, factor) in relations {
@@ -233,12 +274,9 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         relation_slots.push(at);
     }
     let p = Pending { kernel: *k, bound: bound.clone(), ranges, relations: relation_slots };
-    if capturing {
-        st.captured.push(p);
-    } else {
-        st.pending.push(p);
-    }
-    Ok(None)
+    let list = if capturing { &mut st.captured } else { &mut st.pending };
+    list.push(p);
+    Ok(Queued::At(list.len() - 1))
 }
 
 /// The probes recorded by the capture that just ended, for [`replay`]; the
@@ -301,8 +339,10 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
     let i32s = values.pop().expect("the slots were read").to_f64();
     let f64s = values.pop().expect("the slots were read").to_f64();
     let mut first_err = None;
+    let mut covered = Vec::with_capacity(pending.len());
     for p in &pending {
-        let verdict = judge_pending(p, &f64s, &i32s);
+        let verdict = judge_pending(p, &f64s, &i32s, &covered);
+        covered.push(verdict.outside.is_none());
         if let Err(e) = count(&p.kernel, Some(verdict)) {
             first_err.get_or_insert(match e {
                 Error::Contract { kernel, message } => Error::Contract { kernel, message: format!("{} (measured on the device before the launch, found when its step was read back)", message) },
@@ -310,21 +350,34 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
             });
         }
     }
+    known::settled(|i| covered.get(i).copied().unwrap_or(false));
     first_err.map_or(Ok(values), Err)
 }
 
-fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64]) -> Verdict {
+/// Judge a launch from its slots; `covered[i]`: was the i-th launch
+/// before it (in the same list) covered?
+fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64], covered: &[bool]) -> Verdict {
+    let mut producer_outside = None;
     let ranges: Vec<Option<(f64, f64)>> = p
         .ranges
         .iter()
-        .map(|r| {
-            r.as_ref().map(|r| {
-                if i32s[r.bad..r.bad + r.rows].iter().any(|&b| b != 0.0) {
-                    return (f64::NAN, f64::NAN);
+        .zip(p.kernel.info.tensors)
+        .map(|(r, param)| {
+            r.as_ref().map(|r| match r {
+                RangeSource::Slots(r) => {
+                    if i32s[r.bad..r.bad + r.rows].iter().any(|&b| b != 0.0) {
+                        return (f64::NAN, f64::NAN);
+                    }
+                    let lo = f64s[r.lo..r.lo + r.rows].iter().fold(f64::INFINITY, |a, &b| a.min(b));
+                    let hi = f64s[r.hi..r.hi + r.rows].iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                    (lo, hi)
                 }
-                let lo = f64s[r.lo..r.lo + r.rows].iter().fold(f64::INFINITY, |a, &b| a.min(b));
-                let hi = f64s[r.hi..r.hi + r.rows].iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-                (lo, hi)
+                RangeSource::Proved { lo, hi, producer, kernel } => {
+                    if producer.is_some_and(|i| !covered.get(i).copied().unwrap_or(false)) {
+                        producer_outside.get_or_insert(format!("input `{}` was written by a launch of `{}` outside its proved bound, so its `ensures` does not hold", param.name, kernel));
+                    }
+                    (*lo, *hi)
+                }
             })
         })
         .collect();
@@ -332,7 +385,11 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64]) -> Verdict {
         let n: f64 = i32s[r.broken..r.broken + r.rows].iter().sum();
         (n > 0.0).then(|| format!("the domain relation `{}` fails at {} elements", text, n))
     });
-    judge(&p.kernel, &p.bound, &ranges, broken.as_deref())
+    let verdict = judge(&p.kernel, &p.bound, &ranges, broken.as_deref());
+    match producer_outside {
+        Some(why) if verdict.outside.is_none() => Verdict { outside: Some(why), bounds: Vec::new() },
+        _ => verdict,
+    }
 }
 
 #[cfg(test)]

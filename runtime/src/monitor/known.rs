@@ -1,0 +1,122 @@
+//! What the monitor knows about device memory without reading it again.
+//!
+//! Two facts save a probe. A tensor a probe measured in this step is not
+//! measured again until something writes it (a linear layer's weight is
+//! read by its forward and both backward contractions; it is measured
+//! once). And a tensor that a kernel with a proved float `ensures` wrote
+//! holds values in that range (domains that compose: router_softmax's `p`
+//! is in [0, 1], so top2's domain needs no probe), provided the producing
+//! launch was itself covered: the fact names that launch, and a consumer
+//! that relies on it is judged with it.
+//!
+//! Facts are kept per span of device memory and dropped when any write
+//! overlaps it: a kernel's outputs, a copy, an upload, a clear, and a new
+//! allocation over the same bytes (`Tensor` and `launch` report each).
+//! Captured steps start and end with no facts, and so does each replay:
+//! a graph's launches do not pass through the monitor when replayed.
+
+use super::probe::RangeSlots;
+use std::sync::Mutex;
+
+/// Bytes `start..start + bytes` of device `device`'s memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemSpan {
+    pub device: usize,
+    pub start: u64,
+    pub bytes: usize,
+}
+
+impl MemSpan {
+    fn overlaps(&self, o: &MemSpan) -> bool {
+        self.device == o.device && self.start < o.start + o.bytes as u64 && o.start < self.start + self.bytes as u64
+    }
+}
+
+/// A fact about the values in a span.
+#[derive(Clone, Debug)]
+pub(super) enum Known {
+    /// A probe queued in this step measures it into these slots.
+    Measured(RangeSlots),
+    /// A kernel whose `ensures` is proved wrote it: every value is in
+    /// `[lo, hi]` if the launch `producer` (an index into the launches
+    /// waiting for their verdict) is covered; `None`: it was.
+    Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
+}
+
+static KNOWN: Mutex<Vec<(MemSpan, &'static str, Known)>> = Mutex::new(Vec::new());
+
+fn with<R>(f: impl FnOnce(&mut Vec<(MemSpan, &'static str, Known)>) -> R) -> Option<R> {
+    KNOWN.lock().ok().map(|mut k| f(&mut k))
+}
+
+/// Something wrote `span`: what was known about it no longer holds.
+pub fn forget(span: Option<MemSpan>) {
+    if let Some(span) = span {
+        with(|k| k.retain(|(s, _, _)| !s.overlaps(&span)));
+    }
+}
+
+/// Forget everything (a capture begins or ends, a graph is replayed).
+pub fn forget_all() {
+    with(|k| k.clear());
+}
+
+/// The fact about exactly this span read as `dtype`, if one is known.
+pub(super) fn lookup(span: MemSpan, dtype: &'static str) -> Option<Known> {
+    with(|k| k.iter().find(|(s, d, _)| *s == span && *d == dtype).map(|(_, _, f)| f.clone())).flatten()
+}
+
+/// Record a fact about `span` (replacing what overlapped it).
+pub(super) fn remember(span: MemSpan, dtype: &'static str, fact: Known) {
+    with(|k| {
+        k.retain(|(s, _, _)| !s.overlaps(&span));
+        k.push((span, dtype, fact));
+    });
+}
+
+/// The launches waiting for a verdict were judged (`covered(i)` for the
+/// i-th): facts whose producer was covered hold from now on, the others
+/// are dropped, and so are the measurements (their slots are reused).
+pub(super) fn settled(covered: impl Fn(usize) -> bool) {
+    with(|k| {
+        k.retain_mut(|(_, _, f)| match f {
+            Known::Measured(_) => false,
+            Known::Proved { producer: Some(i), .. } if covered(*i) => {
+                if let Known::Proved { producer, .. } = f {
+                    *producer = None;
+                }
+                true
+            }
+            Known::Proved { producer: Some(_), .. } => false,
+            Known::Proved { producer: None, .. } => true,
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_anywhere_in_a_span_forgets_it() {
+        let a = MemSpan { device: 0, start: 1000, bytes: 100 };
+        let fact = || Known::Proved { lo: 0.0, hi: 1.0, producer: None, kernel: "k" };
+        forget_all();
+        remember(a, "f32", fact());
+        assert!(lookup(a, "f32").is_some());
+        assert!(lookup(a, "f16").is_none(), "the same bytes read as another dtype are another fact");
+        forget(Some(MemSpan { device: 1, start: 1000, bytes: 100 }));
+        assert!(lookup(a, "f32").is_some(), "another device's memory");
+        forget(Some(MemSpan { device: 0, start: 1100, bytes: 8 }));
+        assert!(lookup(a, "f32").is_some(), "the bytes just after");
+        forget(Some(MemSpan { device: 0, start: 1096, bytes: 8 }));
+        assert!(lookup(a, "f32").is_none(), "an overlapping write");
+        remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
+        settled(|i| i != 3);
+        assert!(lookup(a, "f32").is_none(), "the producer was not covered");
+        remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
+        settled(|i| i == 3);
+        assert!(matches!(lookup(a, "f32"), Some(Known::Proved { producer: None, .. })), "a covered producer's fact lasts");
+        forget_all();
+    }
+}
