@@ -315,38 +315,23 @@ impl Walk<'_> {
 
     fn computed_call(&mut self, f: Builtin, args: &[TExpr], e: &TExpr) -> Result<Interval, Fail> {
         let ty = e.ty;
-        let span = e.span;
-        let lib = |me: &mut Self, exact: Option<Interval>, func: Function| -> Result<Interval, Fail> {
-            match exact {
-                Some(x) => Ok(me.library_computed(x, func, ty)),
-                None => fail(format!("`{}` of a range outside its domain", func.c_name()), span),
-            }
+        // A library function: its exact range over the argument's, then its
+        // documented error.
+        let (func, exact): (Function, fn(&Interval) -> Option<Interval>) = match f {
+            Builtin::Abs => return Ok(self.computed(&args[0])?.abs()),
+            Builtin::Min => return Ok(self.computed(&args[0])?.min(&self.computed(&args[1])?)),
+            Builtin::Max => return Ok(self.computed(&args[0])?.max(&self.computed(&args[1])?)),
+            Builtin::Select => return Ok(self.computed(&args[1])?.hull(&self.computed(&args[2])?)),
+            Builtin::Exp => (Function::Exp, |x| Some(x.exp())),
+            Builtin::Tanh => (Function::Tanh, |x| Some(x.tanh())),
+            Builtin::Log => (Function::Log, Interval::ln),
+            Builtin::Sqrt => (Function::Sqrt, Interval::sqrt),
+            Builtin::Rsqrt => (Function::Rsqrt, Interval::rsqrt),
         };
-        match f {
-            Builtin::Exp => {
-                let x = self.computed(&args[0])?;
-                lib(self, Some(x.exp()), Function::Exp)
-            }
-            Builtin::Tanh => {
-                let x = self.computed(&args[0])?;
-                lib(self, Some(x.tanh()), Function::Tanh)
-            }
-            Builtin::Log => {
-                let x = self.computed(&args[0])?;
-                lib(self, x.ln(), Function::Log)
-            }
-            Builtin::Sqrt => {
-                let x = self.computed(&args[0])?;
-                lib(self, x.sqrt(), Function::Sqrt)
-            }
-            Builtin::Rsqrt => {
-                let x = self.computed(&args[0])?;
-                lib(self, x.rsqrt(), Function::Rsqrt)
-            }
-            Builtin::Abs => Ok(self.computed(&args[0])?.abs()),
-            Builtin::Min => Ok(self.computed(&args[0])?.min(&self.computed(&args[1])?)),
-            Builtin::Max => Ok(self.computed(&args[0])?.max(&self.computed(&args[1])?)),
-            Builtin::Select => Ok(self.computed(&args[1])?.hull(&self.computed(&args[2])?)),
+        let x = self.computed(&args[0])?;
+        match exact(&x) {
+            Some(r) => Ok(self.library_computed(r, func, ty)),
+            None => fail(format!("`{}` of a range outside its domain", func.c_name()), e.span),
         }
     }
 
