@@ -222,10 +222,8 @@ pub fn sample(k: &Kernel, ir: &KernelIr, min_inputs: u64) -> Vec<Sampled> {
             let Some(row) = rows.iter_mut().find(|r| &r.output == name) else { continue };
             row.inputs += launch_inputs;
             for e in ensured.iter().filter(|e| e.tensor == *t) {
-                let (lo, lo_closed, hi, hi_closed) = e.declared;
                 for (i, y) in m.iter().enumerate() {
-                    let inside = (if lo_closed { lo <= *y } else { lo < *y }) && (if hi_closed { *y <= hi } else { *y < hi });
-                    if !inside {
+                    if !e.admits(*y) {
                         row.outside_ensures += 1;
                         if row.first_outside.is_empty() {
                             row.first_outside = format!("{}[{}] = {:e} outside `{}` at dims {:?}", name, i, y, e.text, dims);

@@ -62,13 +62,15 @@ pub struct EnsuredRange {
 }
 
 impl EnsuredRange {
+    /// Is `y` inside the declared range?
+    pub fn admits(&self, y: f64) -> bool {
+        let (lo, lo_closed, hi, hi_closed) = self.declared;
+        (if lo_closed { lo <= y } else { lo < y }) && (if hi_closed { y <= hi } else { y < hi })
+    }
+
     /// Is every value the kernel can store inside the declared range?
     pub fn holds(&self) -> bool {
-        let (lo, lo_closed, hi, hi_closed) = self.declared;
-        match &self.computed {
-            Ok(c) => (if lo_closed { lo <= c.lo } else { lo < c.lo }) && (if hi_closed { c.hi <= hi } else { c.hi < hi }),
-            Err(_) => false,
-        }
+        self.computed.as_ref().is_ok_and(|c| self.admits(c.lo) && self.admits(c.hi))
     }
 }
 
@@ -114,8 +116,7 @@ pub fn float_ensures(k: &Kernel, ir: &KernelIr) -> Vec<EnsuredRange> {
                 (Err(e), _) => Err((e.clone(), range.span)),
                 (_, Err(e)) => Err(e.clone()),
                 (Ok(lib), Ok(_)) => {
-                    let mut w = Walk { k, ir, lib, dims: dims.clone(), sources: &mut sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces: Vec::new(), frees: Vec::new(), outer_frees: Vec::new(), computed: State::new(k) };
-                    w.computed_stmt(tensor, range.span)
+                    Walk::new(k, ir, lib, dims.clone(), &mut sources, Vec::new()).computed_stmt(tensor, range.span)
                 }
             };
             EnsuredRange { tensor, declared: declared.unwrap_or((f64::NAN, true, f64::NAN, true)), text: range.text.clone(), span: range.span, computed }
@@ -307,7 +308,8 @@ impl Walk<'_> {
                 _ => {}
             }
         }
-        if !v.lo.le(&v.hi) || v.lo.is_nan() {
+        // NaN ends (from `inf - inf` at a corner) compare unordered.
+        if v.lo.partial_cmp(&v.hi).is_none_or(|o| o == std::cmp::Ordering::Greater) {
             return fail("a value the range analysis cannot bound", e.span);
         }
         Ok(v)

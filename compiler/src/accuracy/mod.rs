@@ -297,6 +297,10 @@ struct Walk<'a> {
 type ValueVar = (Option<TensorId>, Option<usize>);
 
 impl<'a> Walk<'a> {
+    fn new(k: &'a Kernel, ir: &'a KernelIr, lib: &'a LibraryTable, dims: Vec<(i64, i64)>, sources: &'a mut Sources, pieces: Vec<(ValueVar, Interval)>) -> Walk<'a> {
+        Walk { k, ir, lib, dims, sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces, frees: Vec::new(), outer_frees: Vec::new(), computed: computed::State::new(k) }
+    }
+
     fn dim(&self, d: Dim) -> (i64, i64) {
         match d {
             Dim::Sym(id) => self.dims[id],
@@ -1149,7 +1153,7 @@ impl Ctx<'_, '_> {
             .map(|((t, s), r)| (t.map(|t| self.k.tensors[t].name.clone()).or_else(|| s.map(|s| self.k.scalars[s].name.clone())).unwrap_or_default(), r.lo, r.hi))
             .collect();
         let k = self.k;
-        let mut w = Walk { k, ir: self.ir, lib: self.lib, dims: self.dims.to_vec(), sources: self.sources, vars: vec![None; k.vars.len()], locals: vec![None; k.locals.len()], memo: StatementMemo::new(), pieces, frees: Vec::new(), outer_frees: Vec::new(), computed: computed::State::new(k) };
+        let mut w = Walk::new(k, self.ir, self.lib, self.dims.to_vec(), self.sources, pieces);
         Ok(match w.stmt_value(t, span)? {
             V::Float(a) => RegionBound { dims: dims.to_vec(), values: names, range: a.range, err: a.err },
             _ => RegionBound { dims: dims.to_vec(), values: names, range: Interval::point(0.0), err: ErrBound::zero() },

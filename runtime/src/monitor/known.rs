@@ -81,14 +81,13 @@ pub(super) fn settled(covered: impl Fn(usize) -> bool) {
     with(|k| {
         k.retain_mut(|(_, _, f)| match f {
             Known::Measured(_) => false,
-            Known::Proved { producer: Some(i), .. } if covered(*i) => {
-                if let Known::Proved { producer, .. } = f {
+            Known::Proved { producer, .. } => match *producer {
+                Some(i) if !covered(i) => false,
+                _ => {
                     *producer = None;
+                    true
                 }
-                true
-            }
-            Known::Proved { producer: Some(_), .. } => false,
-            Known::Proved { producer: None, .. } => true,
+            },
         });
     });
 }
