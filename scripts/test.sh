@@ -13,4 +13,13 @@ export LD_LIBRARY_PATH="$NV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # proves every kernel once (the runtime's build script, first), and the
 # tests that compile the same kernels again reuse those outcomes.
 export TOKITAI_CACHE_DIR="${TOKITAI_CACHE_DIR:-$PWD/target/tokitai-cache}"
-cargo test --workspace --release
+# cargo-nextest, where installed (machines of this kind have it), runs the
+# test binaries side by side: on CI's 2 cores the test phase took 165 s
+# instead of cargo test's 204 s. It does not run doc tests: cargo test
+# does, after it. Without nextest, cargo test runs everything.
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --release --no-fail-fast
+    cargo test --workspace --release --doc
+else
+    cargo test --workspace --release --no-fail-fast
+fi

@@ -41,6 +41,11 @@ struct Ev<'a> {
     tensors: Vec<Vec<f64>>,
     vars: Vec<f64>,
     locals: Vec<f64>,
+    /// The first error met (an index outside its tensor). The recursion
+    /// returns plain values, not `Result`s (a `Result` per node cost a third
+    /// of the soundness sampler's time): after an error it goes on with
+    /// zeros to the end of the element, and the caller reports the error.
+    error: Option<String>,
 }
 
 impl<'a> Ev<'a> {
@@ -67,9 +72,9 @@ impl<'a> Ev<'a> {
         }
     }
 
-    fn eval(&mut self, e: &TExpr) -> Result<f64, String> {
+    fn eval(&mut self, e: &TExpr) -> f64 {
         let ty = e.ty;
-        Ok(match &e.kind {
+        match &e.kind {
             TExprKind::Const(Const::Float(v)) => self.op(ty, *v),
             TExprKind::Const(Const::Int(v)) => self.op(ty, *v as f64),
             TExprKind::Const(Const::Bool(b)) => *b as u8 as f64,
@@ -78,22 +83,26 @@ impl<'a> Ev<'a> {
             TExprKind::Var(v) => self.vars[*v],
             TExprKind::Local(l) => self.locals[*l],
             TExprKind::Load { tensor, index } => {
-                let shape = self.k.tensors[*tensor].shape.clone();
+                // `k` outlives the evaluator: its shape is borrowed, not
+                // cloned (a clone per load was a fifth of the sampler's time).
+                let k = self.k;
+                let shape = &k.tensors[*tensor].shape;
                 let mut flat: i64 = 0;
                 for (j, i) in index.iter().enumerate() {
-                    let iv = self.eval(i)? as i64;
+                    let iv = self.eval(i) as i64;
                     let d = self.dim(shape[j]);
                     if iv < 0 || iv >= d {
-                        return Err(format!("index {} out of range 0..{} on axis {} of `{}`", iv, d, j, self.k.tensors[*tensor].name));
+                        self.error.get_or_insert_with(|| format!("index {} out of range 0..{} on axis {} of `{}`", iv, d, j, k.tensors[*tensor].name));
+                        return 0.0;
                     }
                     flat = flat * d + iv;
                 }
                 self.tensors[*tensor][flat as usize]
             }
-            TExprKind::Unary(UnOp::Neg, a) => -self.eval(a)?,
-            TExprKind::Unary(UnOp::Not, a) => (self.eval(a)? == 0.0) as u8 as f64,
+            TExprKind::Unary(UnOp::Neg, a) => -self.eval(a),
+            TExprKind::Unary(UnOp::Not, a) => (self.eval(a) == 0.0) as u8 as f64,
             TExprKind::Binary(op, a, b) => {
-                let (x, y) = (self.eval(a)?, self.eval(b)?);
+                let (x, y) = (self.eval(a), self.eval(b));
                 let bool_of = |c: bool| c as u8 as f64;
                 match op {
                     BinOp::Eq => bool_of(x == y),
@@ -136,9 +145,11 @@ impl<'a> Ev<'a> {
                 }
             }
             TExprKind::Call(f, args) => {
-                let mut v = Vec::new();
-                for a in args {
-                    v.push(self.eval(a)?);
+                // At most three arguments (`select`): no allocation per call.
+                debug_assert!(args.len() <= 3, "builtins take at most three arguments");
+                let mut v = [0.0f64; 3];
+                for (slot, a) in v.iter_mut().zip(args) {
+                    *slot = self.eval(a);
                 }
                 match f {
                     Builtin::Exp => self.f32op(ty, f32::exp, f64::exp, v[0]),
@@ -159,7 +170,7 @@ impl<'a> Ev<'a> {
                 }
             }
             TExprKind::Cast(a) => {
-                let x = self.eval(a)?;
+                let x = self.eval(a);
                 match (self.mode, ty) {
                     (Mode::Exact, t) if t.is_float() => x,
                     (Mode::Mirror, Dtype::F16 | Dtype::Bf16) => round(self.mode, ty, x as f32 as f64),
@@ -168,12 +179,12 @@ impl<'a> Ev<'a> {
                 }
             }
             TExprKind::Let { local, value, body } => {
-                let v = self.eval(value)?;
+                let v = self.eval(value);
                 self.locals[*local] = v;
-                self.eval(body)?
+                self.eval(body)
             }
-            TExprKind::Reduce { op, var, body } => self.reduce(*op, *var, body)?,
-        })
+            TExprKind::Reduce { op, var, body } => self.reduce(*op, *var, body),
+        }
     }
 
     fn combine(&self, op: RedOp, ty: Dtype, acc: f64, term: f64) -> f64 {
@@ -188,20 +199,20 @@ impl<'a> Ev<'a> {
         }
     }
 
-    fn term(&mut self, op: RedOp, var: usize, body: &TExpr, k: i64, acc: f64) -> Result<f64, String> {
+    fn term(&mut self, op: RedOp, var: usize, body: &TExpr, k: i64, acc: f64) -> f64 {
         self.vars[var] = k as f64;
         if let (Mode::Mirror, RedOp::Sum, Some((a, b))) = (self.mode, op, tir::fma_operands(body)) {
-            let (x, y) = (self.eval(a)?, self.eval(b)?);
-            return Ok(match body.ty {
+            let (x, y) = (self.eval(a), self.eval(b));
+            return match body.ty {
                 Dtype::F32 => (x as f32).mul_add(y as f32, acc as f32) as f64,
                 _ => x.mul_add(y, acc),
-            });
+            };
         }
-        let t = self.eval(body)?;
-        Ok(self.combine(op, body.ty, acc, t))
+        let t = self.eval(body);
+        self.combine(op, body.ty, acc, t)
     }
 
-    fn reduce(&mut self, op: RedOp, var: usize, body: &TExpr) -> Result<f64, String> {
+    fn reduce(&mut self, op: RedOp, var: usize, body: &TExpr) -> f64 {
         let ext = self.dim(self.k.vars[var].extent);
         let bt = body.ty;
         let ident = match (op, bt.is_float()) {
@@ -216,13 +227,13 @@ impl<'a> Ev<'a> {
             let (mut best, mut at) = (ident, 0i64);
             for k in 0..ext {
                 self.vars[var] = k as f64;
-                let v = self.eval(body)?;
+                let v = self.eval(body);
                 if v > best {
                     best = v;
                     at = k;
                 }
             }
-            return Ok(at as f64);
+            return at as f64;
         }
         let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
         match (self.mode, order) {
@@ -233,18 +244,24 @@ impl<'a> Ev<'a> {
                     let mut acc = ident;
                     let mut k = t;
                     while k < ext {
-                        acc = self.term(op, var, body, k, acc)?;
+                        acc = self.term(op, var, body, k, acc);
                         k += threads;
                     }
                     parts[t as usize] = acc;
                 }
                 let f = |a: f64, b: f64| self.combine(op, bt, a, b);
-                let butterfly = |vals: &mut Vec<f64>| {
+                // Lane l takes f(own, partner's) at each step; both lanes of
+                // a pair are updated from their old values, in place.
+                let butterfly = |vals: &mut [f64]| {
                     let mut mask = vals.len() / 2;
                     while mask >= 1 {
-                        let old = vals.clone();
                         for l in 0..vals.len() {
-                            vals[l] = f(old[l], old[l ^ mask]);
+                            let p = l ^ mask;
+                            if l < p {
+                                let (a, b) = (vals[l], vals[p]);
+                                vals[l] = f(a, b);
+                                vals[p] = f(b, a);
+                            }
                         }
                         mask /= 2;
                     }
@@ -258,14 +275,14 @@ impl<'a> Ev<'a> {
                 }
                 let mut lanes: Vec<f64> = (0..warp).map(|l| if l < nwarps { firsts[l] } else { ident }).collect();
                 butterfly(&mut lanes);
-                Ok(lanes[0])
+                lanes[0]
             }
             _ => {
                 let mut acc = ident;
                 for k in 0..ext {
-                    acc = self.term(op, var, body, k, acc)?;
+                    acc = self.term(op, var, body, k, acc);
                 }
-                Ok(acc)
+                acc
             }
         }
     }
@@ -275,7 +292,7 @@ impl<'a> Ev<'a> {
 /// signature order (outputs may be empty); returns every output and inout,
 /// in signature order.
 pub fn run(k: &Kernel, ir: &KernelIr, mode: Mode, dims: &[i64], scalars: &[f64], tensors: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, String> {
-    let mut ev = Ev { k, ir, mode, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()] };
+    let mut ev = Ev { k, ir, mode, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None };
     let params: Vec<usize> = k.params.iter().filter_map(|p| if let tir::Param::Tensor(t) = p { Some(*t) } else { None }).collect();
     for (i, t) in params.iter().enumerate() {
         let n = ev.len(*t);
@@ -298,7 +315,10 @@ pub fn run(k: &Kernel, ir: &KernelIr, mode: Mode, dims: &[i64], scalars: &[f64],
                 ev.vars[*v] = (rest % extents[j]) as f64;
                 rest /= extents[j];
             }
-            let value = ev.eval(&s.value)?;
+            let value = ev.eval(&s.value);
+            if let Some(e) = ev.error.take() {
+                return Err(e);
+            }
             ev.tensors[s.target][flat as usize] = round(mode, k.tensors[s.target].dtype, value);
         }
     }
@@ -308,15 +328,17 @@ pub fn run(k: &Kernel, ir: &KernelIr, mode: Mode, dims: &[i64], scalars: &[f64],
 /// Does a `requires` predicate hold for these dims and scalars?
 pub fn holds(k: &Kernel, pred: &TExpr, dims: &[i64], scalars: &[f64]) -> bool {
     let ir_stub = KernelIr::stub();
-    let mut ev = Ev { k, ir: &ir_stub, mode: Mode::Exact, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()] };
-    ev.eval(pred).map(|v| v != 0.0).unwrap_or(false)
+    let mut ev = Ev { k, ir: &ir_stub, mode: Mode::Exact, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None };
+    let v = ev.eval(pred);
+    ev.error.is_none() && v != 0.0
 }
 
 /// The value of an integer contract bound (a dim term).
 pub fn int_value(k: &Kernel, e: &TExpr, dims: &[i64]) -> Option<i64> {
     let ir_stub = KernelIr::stub();
-    let mut ev = Ev { k, ir: &ir_stub, mode: Mode::Exact, dims, scalars: &[], tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()] };
-    ev.eval(e).ok().map(|v| v as i64)
+    let mut ev = Ev { k, ir: &ir_stub, mode: Mode::Exact, dims, scalars: &[], tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None };
+    let v = ev.eval(e);
+    ev.error.is_none().then_some(v as i64)
 }
 
 /// Round host values to a storage dtype (inputs must be representable).

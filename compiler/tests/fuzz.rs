@@ -90,3 +90,20 @@ proptest! {
         }
     }
 }
+
+/// Found by the fuzz test (a stack overflow, which `catch_unwind` cannot
+/// catch): with `beta2` allowed down to 0, adamw's tolerance reached the
+/// ratio lemma by a path that read the inout `theta` and descended into
+/// the statement that writes it, `theta = select(.., theta)`, forever. A
+/// read of an inout is the launch's input value; the kernel now compiles,
+/// with the tolerance reported as not proved.
+#[test]
+fn an_inout_read_is_not_its_writers_value() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/optim.tk");
+    let text = std::fs::read_to_string(path).unwrap();
+    let wide = text.replace("beta2 in [0.999, 0.999]", "beta2 in [0.0, 0.999]");
+    assert_ne!(text, wide, "optim.tk states beta2's domain as the test expects");
+    let opts = tokitai_compiler::build::Options { verify: false, ..tokitai_compiler::build::Options::new(tokitai_compiler::target::Target::default_hip()) };
+    let arts = tokitai_compiler::build::compile_with(SourceFile::new("optim.tk", wide), &opts).expect("compiles");
+    assert!(arts.kernels.iter().any(|k| k.name == "adamw"));
+}

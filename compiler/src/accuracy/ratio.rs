@@ -182,6 +182,12 @@ impl Walk<'_> {
                     };
                     return linear(Some(AVal { range: Interval::new(-r, r), err }));
                 }
+                // An input or inout read is the launch's input value, not
+                // what a statement later writes there (descending into an
+                // inout's writer looped on `theta = select(.., theta)`).
+                if reads_launch_input(kernel, t) {
+                    return None;
+                }
                 let st = &kernel.stmts[kernel.writer(*tensor)?];
                 self.enter(st.vars.clone());
                 let v = self.norm(&st.value, &st.vars, atoms, e_lo);
@@ -238,6 +244,8 @@ impl Walk<'_> {
             if let Some(t) = self.identity_load(x, frees) {
                 if atoms.iter().any(|(y, _)| *y == t) {
                     found = true;
+                } else if reads_launch_input(self.k, t) {
+                    // The input value: nothing computed here, no atom.
                 } else if let Some(st) = self.k.writer(t).map(|si| &self.k.stmts[si]) {
                     found = self.mentions_atom(&st.value, &st.vars, atoms);
                 }
@@ -278,4 +286,10 @@ impl Walk<'_> {
         let TExprKind::Load { tensor, index } = &e.kind else { return None };
         at_own_element(index, frees).then_some(*tensor)
     }
+}
+
+/// Does a read of `t` see the launch's input (an input or inout tensor),
+/// rather than a value a statement of the kernel computed?
+fn reads_launch_input(k: &Kernel, t: TensorId) -> bool {
+    matches!(k.tensors[t].role, TensorRole::Input | TensorRole::Inout)
 }
