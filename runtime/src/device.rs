@@ -133,7 +133,12 @@ impl Device {
     pub fn rehearse<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
         match self {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => c.rehearse(f),
+            // The arena hands out the last step's addresses again: no
+            // probe may still be reading them.
+            Device::Cuda(c) => {
+                crate::monitor::join_probes()?;
+                c.rehearse(f)
+            }
             _ => f(),
         }
     }
@@ -148,7 +153,13 @@ impl Device {
                 // `monitor::known`): none from before, none kept after.
                 crate::monitor::forget_all();
                 CAPTURING.with(|x| x.set(true));
-                let r = c.capture(f);
+                // The monitor's probes branch off the step's stream; the
+                // capture ends only once every branch has rejoined it.
+                let r = c.capture(|| {
+                    let r = f();
+                    let joined = crate::monitor::join_probes();
+                    r.and_then(|r| joined.map(|_| r))
+                });
                 CAPTURING.with(|x| x.set(false));
                 crate::monitor::forget_all();
                 r.map(|(g, r)| (StepGraph::Cuda(g), r))
@@ -161,6 +172,25 @@ impl Device {
     /// recorded into a graph, and reading a tensor back is refused.
     pub fn capturing() -> bool {
         CAPTURING.with(|x| x.get())
+    }
+
+    /// The contract monitor's probe stream waits for the work queued so
+    /// far (a device without one: nothing to do).
+    pub(crate) fn fork_probes(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.fork_probes(),
+            _ => Ok(()),
+        }
+    }
+
+    /// The work queued next waits for every probe queued so far.
+    pub(crate) fn join_probes(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.join_probes(),
+            _ => Ok(()),
+        }
     }
 
     /// Give back the memory of captured steps (their graphs must be gone).

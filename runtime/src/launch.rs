@@ -155,11 +155,16 @@ pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     Ok(())
 }
 
-/// Launch without the contract monitor and the recorder: the monitor's own
-/// probes (every check of `launch` but those two).
-pub(crate) fn launch_unmonitored(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
+/// Launch one of the contract monitor's own probes: every check of
+/// `launch`, no monitor and no recorder; `beside`: on the device's probe
+/// stream (see `Device::fork_probes`), else in the step's own order.
+pub(crate) fn launch_probe(dev: &Device, k: &KernelDef, args: &mut [Arg], beside: bool) -> Result<()> {
     let bound = checked(dev, k, args)?;
-    dispatch(dev, k, &bound, args)
+    match dev {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(c) if beside => c.launch_probe(k, &bound, args),
+        _ => dispatch(dev, k, &bound, args),
+    }
 }
 
 /// [`bind`], and every tensor on `dev`.

@@ -1,7 +1,8 @@
 //! The CUDA backend (cudarc, libraries loaded at run time): NVRTC compiles
 //! a kernel's HIP text (the prelude maps it onto CUDA) to PTX for the
 //! device's architecture once per process and once per user on disk; the
-//! driver loads and launches it on one stream, in process.
+//! driver loads and launches it on one stream, in process. The contract
+//! monitor's probes run on a second stream beside it (see `monitor::probe`).
 
 use super::bytes::{decode, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
@@ -9,7 +10,7 @@ use crate::cache::DiskCache;
 use crate::launch::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use super::arena::Arena;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,6 +21,15 @@ const BACKEND: &str = "CUDA";
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Where the contract monitor's probes run, beside the step's kernels:
+    /// forked from `stream` before each batch (so a probe reads an input as
+    /// the launch after it will) and joined back before anything writes
+    /// what a probe reads. On a small step the probes then fill SMs the
+    /// step leaves idle instead of lengthening it; in a captured step they
+    /// become branches of the graph.
+    probes: Arc<CudaStream>,
+    fork_event: Arc<CudaEvent>,
+    join_event: Arc<CudaEvent>,
     ordinal: usize,
     name: String,
     arch: String,
@@ -96,12 +106,18 @@ impl CudaBackend {
         // A stream of our own: the legacy default stream cannot be captured
         // into a graph.
         let stream = ctx.new_stream().map_err(device_err("cuStreamCreate"))?;
+        let probes = ctx.new_stream().map_err(device_err("cuStreamCreate"))?;
+        let fork_event = Arc::new(ctx.new_event(None).map_err(device_err("cuEventCreate"))?);
+        let join_event = Arc::new(ctx.new_event(None).map_err(device_err("cuEventCreate"))?);
         let (major, minor) = ctx.compute_capability().map_err(device_err("cuDeviceGetAttribute"))?;
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(device_err("cuDeviceGetAttribute"))? as u32;
         let name = ctx.name().map_err(device_err("cuDeviceGetName"))?;
         Ok(Arc::new(CudaBackend {
             ctx,
             stream,
+            probes,
+            fork_event,
+            join_event,
             ordinal,
             name,
             arch: format!("sm_{}{}", major, minor),
@@ -141,6 +157,9 @@ impl CudaBackend {
         Arc::new(CudaBackend {
             ctx: self.ctx.clone(),
             stream: self.stream.clone(),
+            probes: self.probes.clone(),
+            fork_event: self.fork_event.clone(),
+            join_event: self.join_event.clone(),
             ordinal: self.ordinal,
             name: self.name.clone(),
             arch: self.arch.clone(),
@@ -260,6 +279,33 @@ impl CudaBackend {
     }
 
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
+        self.launch_on(&self.stream, k, bound, args)
+    }
+
+    /// Launch one of the contract monitor's probes on the probe stream
+    /// (after [`fork_probes`](Self::fork_probes)).
+    pub(crate) fn launch_probe(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
+        self.launch_on(&self.probes, k, bound, args)
+    }
+
+    /// The probe stream waits for everything queued on the step's stream
+    /// so far: probes queued next read what the step's next launch reads.
+    pub(crate) fn fork_probes(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
+        self.fork_event.record(&self.stream).map_err(device_err("cuEventRecord"))?;
+        self.probes.wait(&self.fork_event).map_err(device_err("cuStreamWaitEvent"))
+    }
+
+    /// The step's stream waits for every probe queued so far: what comes
+    /// next on it may write what they read. (While a step is captured,
+    /// this is the edge that rejoins the probes' branch to the graph.)
+    pub(crate) fn join_probes(&self) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
+        self.join_event.record(&self.probes).map_err(device_err("cuEventRecord"))?;
+        self.stream.wait(&self.join_event).map_err(device_err("cuStreamWaitEvent"))
+    }
+
+    fn launch_on(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
         let chosen = k.choose(&bound.dims);
         let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
@@ -274,7 +320,7 @@ impl CudaBackend {
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
         let [gx, gy] = (chosen.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
-        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), 0, self.stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), 0, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
     }
 }
 

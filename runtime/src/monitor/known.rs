@@ -27,7 +27,7 @@ pub struct MemSpan {
 }
 
 impl MemSpan {
-    fn overlaps(&self, o: &MemSpan) -> bool {
+    pub(super) fn overlaps(&self, o: &MemSpan) -> bool {
         self.device == o.device && self.start < o.start + o.bytes as u64 && o.start < self.start + self.bytes as u64
     }
 }

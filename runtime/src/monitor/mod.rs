@@ -34,8 +34,27 @@ mod compose;
 mod known;
 mod probe;
 pub use compose::{check_edges, Edge};
-pub use known::{forget, forget_all, MemSpan};
-pub use probe::{replay, settle, settle_reading, take_captured, ProbePlan};
+pub use known::MemSpan;
+pub use probe::{join_probes, replay, settle, settle_reading, take_captured, ProbePlan};
+
+/// Something is about to write `span` (a copy, an upload, a clear, a new
+/// allocation): what was known about it is gone, and probes that may still
+/// read it finish first.
+pub fn forget(span: Option<MemSpan>) {
+    if let Some(s) = span {
+        probe::join_before_write(s);
+    }
+    known::forget(span);
+}
+
+/// Forget everything (a capture begins or ends, a graph is replayed, the
+/// mode changes); the step waits for every probe first.
+pub fn forget_all() {
+    if let Err(e) = probe::join_probes() {
+        eprintln!("warning: waiting for the contract monitor's probes failed: {}", e);
+    }
+    known::forget_all();
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -89,7 +108,7 @@ pub fn mode() -> Mode {
 
 pub fn set_mode(m: Mode) {
     MODE.store(m as u8 + 1, Ordering::Relaxed);
-    known::forget_all();
+    forget_all();
 }
 
 /// Counts of one kernel's launches, in the form a run's `contracts.json`
@@ -278,7 +297,11 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
         count(k, Some(verdict))?;
         return Ok(if covered { Ticket::Covered } else { Ticket::Nothing });
     }
-    match probe::queue(dev, k, bound, args, &needed)? {
+    let queued = probe::queue(dev, k, bound, args, &needed)?;
+    // The launch may write what a probe still reads (an inout measured for
+    // it, an input of an earlier launch): the step waits for them first.
+    probe::join_before_launch(k, args);
+    match queued {
         probe::Queued::At(i) => Ok(Ticket::Pending(i)),
         // Not measurable here (a device without views, a dtype no probe
         // reads, no room while capturing): unmeasured, never covered.
