@@ -49,6 +49,10 @@ struct Ev<'a> {
 }
 
 impl<'a> Ev<'a> {
+    fn new(k: &'a Kernel, ir: &'a KernelIr, mode: Mode, dims: &'a [i64], scalars: &'a [f64]) -> Ev<'a> {
+        Ev { k, ir, mode, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None }
+    }
+
     fn dim(&self, d: Dim) -> i64 {
         match d {
             Dim::Sym(id) => self.dims[id],
@@ -292,7 +296,7 @@ impl<'a> Ev<'a> {
 /// signature order (outputs may be empty); returns every output and inout,
 /// in signature order.
 pub fn run(k: &Kernel, ir: &KernelIr, mode: Mode, dims: &[i64], scalars: &[f64], tensors: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, String> {
-    let mut ev = Ev { k, ir, mode, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None };
+    let mut ev = Ev::new(k, ir, mode, dims, scalars);
     let params: Vec<usize> = k.params.iter().filter_map(|p| if let tir::Param::Tensor(t) = p { Some(*t) } else { None }).collect();
     for (i, t) in params.iter().enumerate() {
         let n = ev.len(*t);
@@ -328,7 +332,7 @@ pub fn run(k: &Kernel, ir: &KernelIr, mode: Mode, dims: &[i64], scalars: &[f64],
 /// Does a `requires` predicate hold for these dims and scalars?
 pub fn holds(k: &Kernel, pred: &TExpr, dims: &[i64], scalars: &[f64]) -> bool {
     let ir_stub = KernelIr::stub();
-    let mut ev = Ev { k, ir: &ir_stub, mode: Mode::Exact, dims, scalars, tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None };
+    let mut ev = Ev::new(k, &ir_stub, Mode::Exact, dims, scalars);
     let v = ev.eval(pred);
     ev.error.is_none() && v != 0.0
 }
@@ -336,7 +340,7 @@ pub fn holds(k: &Kernel, pred: &TExpr, dims: &[i64], scalars: &[f64]) -> bool {
 /// The value of an integer contract bound (a dim term).
 pub fn int_value(k: &Kernel, e: &TExpr, dims: &[i64]) -> Option<i64> {
     let ir_stub = KernelIr::stub();
-    let mut ev = Ev { k, ir: &ir_stub, mode: Mode::Exact, dims, scalars: &[], tensors: vec![Vec::new(); k.tensors.len()], vars: vec![0.0; k.vars.len()], locals: vec![0.0; k.locals.len()], error: None };
+    let mut ev = Ev::new(k, &ir_stub, Mode::Exact, dims, &[]);
     let v = ev.eval(e);
     ev.error.is_none().then_some(v as i64)
 }

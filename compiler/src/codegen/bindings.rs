@@ -185,7 +185,6 @@ fn poly_literal(p: &tokitai_contracts::fp::MagPoly) -> String {
     format!("&[{}]", p.terms().map(|(m, c)| format!("({:?}, &{:?})", c, m)).collect::<Vec<_>>().join(", "))
 }
 
-/// `magnitudes`, `tolerance_formula` and `conditions` of `KernelInfo`.
 /// Each float output's `ensures` range that holds for the kernel and every
 /// variant (see `accuracy::computed`); the verifier refuses a kernel whose
 /// range does not, so in an emitted kernel these are all of them.
@@ -199,6 +198,7 @@ fn ensured_ranges(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) 
         .collect()
 }
 
+/// `magnitudes`, `tolerance_formula` and `conditions` of `KernelInfo`.
 fn magnitude_info(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> (Vec<String>, Vec<String>, Vec<String>) {
     use crate::accuracy::magnitude;
     if !k.uses_magnitudes() {

@@ -21,12 +21,11 @@ const BACKEND: &str = "CUDA";
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    /// Where the contract monitor's probes run, beside the step's kernels:
-    /// forked from `stream` before each batch (so a probe reads an input as
-    /// the launch after it will) and joined back before anything writes
-    /// what a probe reads. On a small step the probes then fill SMs the
-    /// step leaves idle instead of lengthening it; in a captured step they
-    /// become branches of the graph.
+    /// Where the contract monitor's probes of a captured step run, beside
+    /// its kernels: forked from `stream` before each batch (so a probe reads
+    /// an input as the launch after it will) and joined back before
+    /// anything writes what a probe reads. The graph runs them as branches
+    /// on SMs a small step leaves idle, instead of lengthening it.
     probes: Arc<CudaStream>,
     fork_event: Arc<CudaEvent>,
     join_event: Arc<CudaEvent>,

@@ -41,19 +41,20 @@ pub use probe::{join_probes, replay, settle, settle_reading, take_captured, Prob
 /// allocation): what was known about it is gone, and probes that may still
 /// read it finish first.
 pub fn forget(span: Option<MemSpan>) {
-    if let Some(s) = span {
-        probe::join_before_write(s);
-    }
+    probe::join_before_write(span);
     known::forget(span);
 }
 
 /// Forget everything (a capture begins or ends, a graph is replayed, the
 /// mode changes); the step waits for every probe first.
 pub fn forget_all() {
-    if let Err(e) = probe::join_probes() {
-        eprintln!("warning: waiting for the contract monitor's probes failed: {}", e);
-    }
+    probe::join_probes_or_defer();
     known::forget_all();
+}
+
+/// The tensors a launch writes (outputs and inouts), with their parameters.
+fn written<'a>(k: &KernelDef, args: &'a [Arg<'a>]) -> impl Iterator<Item = (&'static crate::abi::tk_info::TensorParam, &'a crate::Tensor)> {
+    k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())).filter(|(p, _)| p.role != "input")
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,7 +301,7 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
     let queued = probe::queue(dev, k, bound, args, &needed)?;
     // The launch may write what a probe still reads (an inout measured for
     // it, an input of an earlier launch): the step waits for them first.
-    probe::join_before_launch(k, args);
+    probe::join_before_write(written(k, args).filter_map(|(_, t)| t.device_span()));
     match queued {
         probe::Queued::At(i) => Ok(Ticket::Pending(i)),
         // Not measurable here (a device without views, a dtype no probe
@@ -319,10 +320,7 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
 /// memory is gone, and an output with a proved `ensures` is known to lie
 /// in its range (if the launch is covered).
 pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
-    for (param, a) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
-        if param.role == "input" {
-            continue;
-        }
+    for (param, a) in written(k, args) {
         let Some(span) = a.device_span() else { continue };
         known::forget(Some(span));
         let producer = match ticket {

@@ -117,9 +117,9 @@ struct State {
     join_failed: Option<Error>,
 }
 
-/// Probes still running beside the step: their device, and views of what
-/// they read (spans to wait for before a write; references that keep the
-/// buffers allocated).
+/// Probes queued beside a captured step and not yet waited for: their
+/// device, and views of what they read (spans to wait for before a write;
+/// references that keep the buffers allocated). Never empty.
 struct Beside {
     dev: Device,
     reads: Vec<Tensor>,
@@ -130,9 +130,14 @@ static STATE: Mutex<State> = Mutex::new(State { slots: None, f64_used: 0, i32_us
 /// The step waits for the probes running beside it, then lets go of what
 /// they read.
 fn join(st: &mut State) -> Result<()> {
-    match st.beside.take() {
-        Some(b) if !b.reads.is_empty() => b.dev.join_probes(),
-        _ => Ok(()),
+    st.beside.take().map_or(Ok(()), |b| b.dev.join_probes())
+}
+
+/// [`join`], a failure kept for the next [`settle`] (callers that cannot
+/// return an error: the write they precede is queued anyway).
+fn join_or_defer(st: &mut State) {
+    if let Err(e) = join(st) {
+        st.join_failed.get_or_insert(e);
     }
 }
 
@@ -142,27 +147,21 @@ pub fn join_probes() -> Result<()> {
     join(&mut *state()?)
 }
 
-/// Something is about to write `span`: if a probe may still read it, the
-/// step waits for the probes first. A failed wait is reported at the next
-/// [`settle`].
-pub(super) fn join_before_write(span: MemSpan) {
-    let Ok(mut st) = state() else { return };
-    let reads = st.beside.as_ref().is_some_and(|b| b.reads.iter().any(|t| t.device_span().is_some_and(|s| s.overlaps(&span))));
-    if reads {
-        if let Err(e) = join(&mut st) {
-            st.join_failed.get_or_insert(e);
-        }
+/// [`join_probes`] for a caller that cannot fail (see [`join_or_defer`]).
+pub(super) fn join_probes_or_defer() {
+    if let Ok(mut st) = state() {
+        join_or_defer(&mut st);
     }
 }
 
-/// [`join_before_write`] for every output of a launch about to be queued.
-pub(super) fn join_before_launch(k: &KernelDef, args: &[Arg]) {
-    for (param, t) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
-        if param.role != "input" {
-            if let Some(span) = t.device_span() {
-                join_before_write(span);
-            }
-        }
+/// Something is about to write `spans`: if a probe may still read one, the
+/// step waits for the probes first (see [`join_or_defer`]).
+pub(super) fn join_before_write(spans: impl IntoIterator<Item = MemSpan>) {
+    let Ok(mut st) = state() else { return };
+    let Some(b) = &st.beside else { return };
+    let read = spans.into_iter().any(|span| b.reads.iter().any(|t| t.device_span().is_some_and(|s| s.overlaps(&span))));
+    if read {
+        join_or_defer(&mut st);
     }
 }
 
@@ -282,14 +281,14 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         return queue(dev, k, bound, args, needed);
     }
     let st = &mut *st;
-    let measures = tensors.iter().zip(needed).zip(&known).any(|((_, n), f)| *n && f.is_none()) || !relations.is_empty();
-    let beside_step = capturing;
-    if measures && beside_step {
-        // The probes read the inputs as this launch will: after everything
-        // queued on the step's stream so far.
+    // A captured step's probes run beside it; they read the inputs as this
+    // launch will: after everything queued on the step's stream so far.
+    let beside = capturing;
+    if beside && want_f64 + want_i32 > 0 {
         dev.fork_probes()?;
     }
-    let beside = st.beside.get_or_insert_with(|| Beside { dev: dev.clone(), reads: Vec::new() });
+    // What the probes read (views), held while they may run beside.
+    let mut reads = Vec::new();
     let slots = st.slots.as_mut().expect("allocated above");
     let mut ranges = Vec::new();
     for ((t, n), fact) in tensors.iter().zip(needed).zip(known) {
@@ -318,10 +317,8 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             let mut lo = slots.f64s.view(at.lo + row, &[g])?;
             let mut hi = slots.f64s.view(at.hi + row, &[g])?;
             let mut bad = slots.i32s.view(at.bad + row, &[g])?;
-            launch_probe(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)], beside_step)?;
-            if beside_step {
-                beside.reads.push(x);
-            }
+            launch_probe(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)], beside)?;
+            reads.push(x);
             Ok(())
         })?;
         if let Some(span) = t.device_span() {
@@ -345,16 +342,15 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
                 &rows_of_s
             };
             let mut broken = slots.i32s.view(at.broken + row, &[g])?;
-            launch_probe(dev, kernel, &mut [Arg::In(&tv), Arg::In(sv), Arg::Scalar(factor as f64), Arg::Out(&mut broken)], beside_step)?;
-            if beside_step {
-                beside.reads.push(tv);
-            }
+            launch_probe(dev, kernel, &mut [Arg::In(&tv), Arg::In(sv), Arg::Scalar(factor as f64), Arg::Out(&mut broken)], beside)?;
+            reads.push(tv);
             Ok(())
         })?;
-        if beside_step {
-            beside.reads.push(s.view(0, s.shape())?);
-        }
+        reads.push(s.view(0, s.shape())?);
         relation_slots.push(at);
+    }
+    if beside && !reads.is_empty() {
+        st.beside.get_or_insert_with(|| Beside { dev: dev.clone(), reads: Vec::new() }).reads.extend(reads);
     }
     let p = Pending { kernel: *k, bound: bound.clone(), ranges, relations: relation_slots };
     let list = if capturing { &mut st.captured } else { &mut st.pending };
