@@ -8,6 +8,8 @@ missing=""
 command -v hipcc >/dev/null 2>&1 || missing="$missing hipcc"
 # The prover links the system libz3 (the z3 crate's `bundled` feature builds it instead).
 [ -e /usr/include/z3.h ] || missing="$missing libz3-dev"
+# The compiler's proof cache links the system SQLite (the runtime bundles its own).
+[ -e /usr/include/sqlite3.h ] || missing="$missing libsqlite3-dev"
 if [ -n "$missing" ]; then
     echo "installing$missing..."
     $SUDO apt-get update -qq
