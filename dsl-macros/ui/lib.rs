@@ -1,0 +1,1 @@
+//! Nothing here: the crate holds `tests/ui.rs` (see Cargo.toml).
