@@ -104,7 +104,11 @@ fn main() {
             let mut t = Trainer::new(size, Kind::Moe, hyper(steps + 3, batch, mode.dispatch, mode.graphs), &dev).unwrap_or_else(|e| fail(e));
             let mut times = Vec::new();
             let mut last = 0.0;
+            let mut probes_before = 0;
             for s in 0..steps + 3 {
+                if s == 3 {
+                    probes_before = monitor::probe_launches();
+                }
                 let start = Instant::now();
                 last = t.step(&data).unwrap_or_else(|e| fail(e)).loss;
                 dev.synchronize().unwrap_or_else(|e| fail(e));
@@ -115,7 +119,11 @@ fn main() {
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
             let label = if monitors.len() > 1 { format!("{} {} ours-{} contracts={}", size, batch, mode.label(), contracts.name()) } else { format!("{} {} ours-{}", size, batch, mode.label()) };
-            println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5})", label, median, times.len(), times[0], last);
+            // The monitor's probe launches per step: those each replay of
+            // the captured step runs, else those launched one by one.
+            let probes = t.captured_probes().unwrap_or(((monitor::probe_launches() - probes_before) / steps as u64) as usize);
+            println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5}; {} probe launches per step)", label, median, times.len(), times[0], last, probes);
+            json.insert(format!("{} probes", label), serde_json::json!(probes));
             json.insert(label.clone(), serde_json::json!(median));
             json.insert(format!("{} min", label), serde_json::json!(times[0]));
             // The device's own time per step: the captured step replayed

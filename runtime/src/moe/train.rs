@@ -105,6 +105,16 @@ enum State {
     Sgd { buf: Tensor },
 }
 
+impl State {
+    /// The optimizer's state tensors.
+    fn tensors(&self) -> Vec<&Tensor> {
+        match self {
+            State::Adamw { m, v } => vec![m, v],
+            State::Sgd { buf } => vec![buf],
+        }
+    }
+}
+
 /// This step's learning rate and AdamW bias corrections, as tensors the
 /// optimiser kernel reads (a captured step replays with new values). On a
 /// GPU the three are views of one buffer: one upload per step.
@@ -366,6 +376,17 @@ impl Trainer {
         moe::gather_rows::launch(&dev, &r.x, &b.idx, &mut x)?;
         let mut t = Tensor::output(&[n, OUTPUT_DIM], DType::F16, &dev)?;
         moe::gather_rows::launch(&dev, &r.y, &b.idx, &mut t)?;
+        // The contract monitor measures the packed parameters (every
+        // layer's weight and bias is a view of them) and the optimizer's
+        // state once, here, beside the forward pass: not one probe per
+        // view, and none left for the optimizer's launch to wait on but
+        // the gradient's.
+        if dev.has_views() {
+            crate::monitor::measure(&dev, &self.theta)?;
+            for t in self.state.tensors() {
+                crate::monitor::measure(&dev, t)?;
+            }
+        }
         let mut fwd = self.model.forward(&dev, &x, self.hyper.dispatch)?;
         let (loss, gy) = mse_on_device(&dev, &mut fwd.y, &mut t, self.loss_scale)?;
         self.model.backward_into(&dev, &x, &fwd, &gy, self.loss_scale, &mut self.grads)?;
@@ -481,6 +502,12 @@ impl Trainer {
     /// (benchmarks: the device's own time per step). Each replay trains
     /// on the batch and schedule values last written. `false` when no step
     /// is captured.
+    /// How many probe launches the contract monitor put into the captured
+    /// step (`None`: no step is captured).
+    pub fn captured_probes(&self) -> Option<usize> {
+        self.capture.as_ref().map(|c| c.probes.probes())
+    }
+
     pub fn replay_captured(&mut self, n: usize) -> Result<bool> {
         let Some(c) = &self.capture else { return Ok(false) };
         for _ in 0..n {

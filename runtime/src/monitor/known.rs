@@ -30,6 +30,12 @@ impl MemSpan {
     pub(super) fn overlaps(&self, o: &MemSpan) -> bool {
         self.device == o.device && self.start < o.start + o.bytes as u64 && o.start < self.start + self.bytes as u64
     }
+
+    /// Does this span hold `o` whole, at a whole number of `elem`-byte
+    /// elements from its start?
+    pub(super) fn holds(&self, o: &MemSpan, elem: usize) -> bool {
+        self.device == o.device && self.start <= o.start && o.start + o.bytes as u64 <= self.start + self.bytes as u64 && (o.start - self.start).is_multiple_of(elem as u64)
+    }
 }
 
 /// A fact about the values in a span.
@@ -61,9 +67,24 @@ pub fn forget_all() {
     with(|k| k.clear());
 }
 
-/// The fact about exactly this span read as `dtype`, if one is known.
-pub(super) fn lookup(span: MemSpan, dtype: &'static str) -> Option<Known> {
-    with(|k| k.iter().find(|(s, d, _)| *s == span && *d == dtype).map(|(_, _, f)| f.clone())).flatten()
+/// The fact about this span read as `dtype` (of `elem` bytes), if one is
+/// known: one about exactly these bytes, else the measurement of a span
+/// that holds them whole, narrowed to the rows that hold the view (see
+/// `RangeSlots::within`).
+pub(super) fn lookup(span: MemSpan, dtype: &'static str, elem: usize) -> Option<Known> {
+    with(|k| {
+        if let Some((_, _, f)) = k.iter().find(|(s, d, _)| *s == span && *d == dtype) {
+            return Some(f.clone());
+        }
+        k.iter().find_map(|(s, d, f)| match f {
+            Known::Measured(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => {
+                let a = (span.start - s.start) as usize / elem;
+                Some(Known::Measured(at.within(s.bytes / elem, a, a + span.bytes / elem)))
+            }
+            _ => None,
+        })
+    })
+    .flatten()
 }
 
 /// Record a fact about `span` (replacing what overlapped it).
@@ -102,20 +123,32 @@ mod tests {
         let fact = || Known::Proved { lo: 0.0, hi: 1.0, producer: None, kernel: "k" };
         forget_all();
         remember(a, "f32", fact());
-        assert!(lookup(a, "f32").is_some());
-        assert!(lookup(a, "f16").is_none(), "the same bytes read as another dtype are another fact");
+        assert!(lookup(a, "f32", 4).is_some());
+        assert!(lookup(a, "f16", 2).is_none(), "the same bytes read as another dtype are another fact");
         forget(Some(MemSpan { device: 1, start: 1000, bytes: 100 }));
-        assert!(lookup(a, "f32").is_some(), "another device's memory");
+        assert!(lookup(a, "f32", 4).is_some(), "another device's memory");
         forget(Some(MemSpan { device: 0, start: 1100, bytes: 8 }));
-        assert!(lookup(a, "f32").is_some(), "the bytes just after");
+        assert!(lookup(a, "f32", 4).is_some(), "the bytes just after");
         forget(Some(MemSpan { device: 0, start: 1096, bytes: 8 }));
-        assert!(lookup(a, "f32").is_none(), "an overlapping write");
+        assert!(lookup(a, "f32", 4).is_none(), "an overlapping write");
         remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
         settled(|i| i != 3);
-        assert!(lookup(a, "f32").is_none(), "the producer was not covered");
+        assert!(lookup(a, "f32", 4).is_none(), "the producer was not covered");
         remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
         settled(|i| i == 3);
-        assert!(matches!(lookup(a, "f32"), Some(Known::Proved { producer: None, .. })), "a covered producer's fact lasts");
+        assert!(matches!(lookup(a, "f32", 4), Some(Known::Proved { producer: None, .. })), "a covered producer's fact lasts");
+        forget_all();
+        // A measurement answers for views inside it, at whole elements,
+        // read as the same dtype; a proved range only for its own span.
+        remember(a, "f32", Known::Measured(RangeSlots::for_test(100)));
+        let inside = MemSpan { device: 0, start: 1040, bytes: 40 };
+        assert!(matches!(lookup(inside, "f32", 4), Some(Known::Measured(_))));
+        assert!(lookup(inside, "f16", 2).is_none(), "another dtype");
+        assert!(lookup(MemSpan { start: 1042, ..inside }, "f32", 4).is_none(), "not at a whole element");
+        assert!(lookup(MemSpan { start: 1080, ..inside }, "f32", 4).is_none(), "running past the end");
+        assert!(lookup(MemSpan { device: 1, ..inside }, "f32", 4).is_none(), "another device");
+        remember(a, "f32", fact());
+        assert!(lookup(inside, "f32", 4).is_none(), "a proved range holds for the span its producer wrote");
         forget_all();
     }
 }

@@ -31,6 +31,7 @@ use crate::kernels::probe::{probe_range_f16, probe_range_f32, probe_relation_f16
 use crate::launch::{launch_probe, Arg, Bound, KernelDef};
 use crate::abi::tk_rt::Buf;
 use crate::{DType, Device, Error, Result, Tensor};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Slots per lasting buffer: a step whose probes need more is read back
@@ -47,6 +48,35 @@ pub(super) struct RangeSlots {
     hi: usize,
     bad: usize,
     rows: usize,
+}
+
+impl RangeSlots {
+    /// The slots of a measurement of `rows` rows from slot 0 (tests).
+    #[cfg(test)]
+    pub(super) fn for_test(rows: usize) -> RangeSlots {
+        RangeSlots { lo: 0, hi: rows, bad: 0, rows }
+    }
+
+    /// The rows of this measurement of `n` elements that hold elements
+    /// `a..b` (`a < b <= n`): their range contains those elements' range.
+    /// A view inside a measured tensor (one layer's weight in the packed
+    /// parameters) is judged by it, with neighbours' elements in its first
+    /// and last rows: a wider range, which only ever makes a bound larger
+    /// or a launch uncovered, never a launch covered that is not.
+    pub(super) fn within(&self, n: usize, a: usize, b: usize) -> RangeSlots {
+        let row = |i: usize| {
+            let mut r = 0;
+            for (first, g, c) in pieces(n) {
+                if i < first + g * c {
+                    return r + (i - first) / c;
+                }
+                r += g;
+            }
+            r - 1
+        };
+        let (r0, r1) = (row(a), row(b - 1));
+        RangeSlots { lo: self.lo + r0, hi: self.hi + r0, bad: self.bad + r0, rows: r1 - r0 + 1 }
+    }
 }
 
 /// Where one relation's counts of broken elements land (i32 slots).
@@ -87,6 +117,7 @@ pub struct ProbePlan {
     launches: Vec<Pending>,
     f64_end: usize,
     i32_end: usize,
+    probes: usize,
 }
 
 impl ProbePlan {
@@ -94,6 +125,29 @@ impl ProbePlan {
     pub fn launches(&self) -> usize {
         self.launches.len()
     }
+    /// How many probe launches each replay runs (nodes of the graph).
+    pub fn probes(&self) -> usize {
+        self.probes
+    }
+}
+
+/// Probe launches queued since the start (replays not counted), and those
+/// queued while the step being captured was.
+static PROBE_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+static CAPTURED_PROBES: AtomicUsize = AtomicUsize::new(0);
+
+fn counted(captured: bool) {
+    PROBE_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    if captured {
+        CAPTURED_PROBES.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Probe launches queued since the start, a graph's replays not counted
+/// (benchmarks: probes per step launched one by one; see
+/// [`ProbePlan::probes`] for a captured step's).
+pub fn probe_launches() -> u64 {
+    PROBE_LAUNCHES.load(Ordering::Relaxed)
 }
 
 struct Slots {
@@ -169,6 +223,27 @@ fn state() -> Result<std::sync::MutexGuard<'static, State>> {
     STATE.lock().map_err(|_| Error::Tensor("the contract monitor's lock is poisoned".into()))
 }
 
+/// The state, its slots on `dev`: allocated there first if they are not
+/// (launches still pending elsewhere are settled), except while a step is
+/// captured (`None`: nothing can be allocated then).
+fn state_with_slots(dev: &Device, capturing: bool) -> Result<Option<std::sync::MutexGuard<'static, State>>> {
+    let st = state()?;
+    if st.slots.as_ref().is_some_and(|s| s.location == dev.location()) {
+        return Ok(Some(st));
+    }
+    if capturing {
+        return Ok(None);
+    }
+    drop(st);
+    settle()?;
+    // Allocated without the lock: a new tensor is a write the monitor is
+    // told about (`monitor::forget`), which takes it.
+    let slots = Slots { location: dev.location(), f64s: Tensor::zeros_lasting(&[F64_SLOTS], DType::F64, dev)?, i32s: Tensor::zeros_lasting(&[I32_SLOTS], DType::I32, dev)? };
+    let mut st = state()?;
+    st.slots = Some(slots);
+    Ok(Some(st))
+}
+
 /// A tensor of `n` elements as `(first element, rows, row length)` pieces
 /// that `probe.tk`'s kernels take (`C <= 65536`): about 256 rows, so a
 /// large tensor keeps the GPU busy, and a remainder row.
@@ -225,7 +300,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
     // What is known already, and what the launch needs measured, checked
     // before anything is queued.
-    let known: Vec<Option<Known>> = tensors.iter().zip(needed).map(|(t, n)| if *n { t.device_span().and_then(|s| known::lookup(s, t.dtype().name())) } else { None }).collect();
+    let known: Vec<Option<Known>> = tensors.iter().zip(needed).map(|(t, n)| if *n { t.device_span().and_then(|s| known::lookup(s, t.dtype().name(), t.dtype().size_bytes())) } else { None }).collect();
     let mut want_f64 = 0;
     let mut want_i32 = 0;
     for ((t, n), fact) in tensors.iter().zip(needed).zip(&known) {
@@ -257,19 +332,9 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         return Ok(Queued::Unmeasured(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
     }
     let capturing = Device::capturing();
-    let mut st = state()?;
-    if st.slots.as_ref().is_none_or(|s| s.location != dev.location()) {
-        if capturing {
-            return Ok(Queued::Unmeasured("the probe slots cannot be allocated while a step is captured".into()));
-        }
-        drop(st);
-        settle()?;
-        // Allocated without the lock: a new tensor is a write the monitor
-        // is told about (`monitor::forget`), which takes it.
-        let slots = Slots { location: dev.location(), f64s: Tensor::zeros_lasting(&[F64_SLOTS], DType::F64, dev)?, i32s: Tensor::zeros_lasting(&[I32_SLOTS], DType::I32, dev)? };
-        st = state()?;
-        st.slots = Some(slots);
-    }
+    let Some(mut st) = state_with_slots(dev, capturing)? else {
+        return Ok(Queued::Unmeasured("the probe slots cannot be allocated while a step is captured".into()));
+    };
     if st.f64_used + want_f64 > F64_SLOTS || st.i32_used + want_i32 > I32_SLOTS {
         if capturing || !st.captured.is_empty() {
             return Ok(Queued::Unmeasured("the probe slots are full while a step is captured".into()));
@@ -289,7 +354,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     }
     // What the probes read (views), held while they may run beside.
     let mut reads = Vec::new();
-    let slots = st.slots.as_mut().expect("allocated above");
+    let slots = st.slots.as_ref().expect("allocated above");
     let mut ranges = Vec::new();
     for ((t, n), fact) in tensors.iter().zip(needed).zip(known) {
         if !*n {
@@ -307,23 +372,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             }
             None => {}
         }
-        let r = rows(t.len());
-        let at = RangeSlots { lo: st.f64_used, hi: st.f64_used + r, bad: st.i32_used, rows: r };
-        st.f64_used += 2 * r;
-        st.i32_used += r;
-        let kernel = range_kernel(t.dtype()).expect("checked above");
-        each_piece(t.len(), |first, g, c, row| {
-            let x = t.view(first, &[g, c])?;
-            let mut lo = slots.f64s.view(at.lo + row, &[g])?;
-            let mut hi = slots.f64s.view(at.hi + row, &[g])?;
-            let mut bad = slots.i32s.view(at.bad + row, &[g])?;
-            launch_probe(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)], beside)?;
-            reads.push(x);
-            Ok(())
-        })?;
-        if let Some(span) = t.device_span() {
-            known::remember(span, t.dtype().name(), Known::Measured(at.clone()));
-        }
+        let at = probe_range(dev, slots, (&mut st.f64_used, &mut st.i32_used), t, beside, &mut reads)?;
         ranges.push(Some(RangeSource::Slots(at)));
     }
     let mut relation_slots = Vec::new();
@@ -343,6 +392,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             };
             let mut broken = slots.i32s.view(at.broken + row, &[g])?;
             launch_probe(dev, kernel, &mut [Arg::In(&tv), Arg::In(sv), Arg::Scalar(factor as f64), Arg::Out(&mut broken)], beside)?;
+            counted(beside);
             reads.push(tv);
             Ok(())
         })?;
@@ -358,12 +408,67 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     Ok(Queued::At(list.len() - 1))
 }
 
+/// Queue the range probe of `t` into the next free slots (`used`: the
+/// f64 and i32 slots taken so far), remember that it is measured there,
+/// and keep the views it reads in `reads`.
+fn probe_range(dev: &Device, slots: &Slots, used: (&mut usize, &mut usize), t: &Tensor, beside: bool, reads: &mut Vec<Tensor>) -> Result<RangeSlots> {
+    let r = rows(t.len());
+    let at = RangeSlots { lo: *used.0, hi: *used.0 + r, bad: *used.1, rows: r };
+    *used.0 += 2 * r;
+    *used.1 += r;
+    let kernel = range_kernel(t.dtype()).ok_or_else(|| Error::Tensor(format!("no probe reads {} data", t.dtype().name())))?;
+    each_piece(t.len(), |first, g, c, row| {
+        let x = t.view(first, &[g, c])?;
+        let mut lo = slots.f64s.view(at.lo + row, &[g])?;
+        let mut hi = slots.f64s.view(at.hi + row, &[g])?;
+        let mut bad = slots.i32s.view(at.bad + row, &[g])?;
+        launch_probe(dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)], beside)?;
+        counted(beside);
+        reads.push(x);
+        Ok(())
+    })?;
+    if let Some(span) = t.device_span() {
+        known::remember(span, t.dtype().name(), Known::Measured(at.clone()));
+    }
+    Ok(at)
+}
+
+/// Measure `t` ahead of the launches that read it (see
+/// [`super::measure`]): its probes are queued now, beside a captured step,
+/// and launches that read it or a view inside it before anything writes
+/// it find it measured. Nothing is queued where a launch's own probes
+/// would not be (no slots free while capturing, a dtype no probe reads,
+/// a device without views): those launches measure for themselves.
+pub(super) fn measure(dev: &Device, t: &Tensor) -> Result<()> {
+    let Some(span) = t.device_span() else { return Ok(()) };
+    if !dev.has_views() || range_kernel(t.dtype()).is_none() || t.is_empty() || known::lookup(span, t.dtype().name(), t.dtype().size_bytes()).is_some() {
+        return Ok(());
+    }
+    let capturing = Device::capturing();
+    let want = (2 * rows(t.len()), rows(t.len()));
+    let Some(mut st) = state_with_slots(dev, capturing)? else { return Ok(()) };
+    if st.f64_used + want.0 > F64_SLOTS || st.i32_used + want.1 > I32_SLOTS {
+        return Ok(());
+    }
+    if capturing {
+        dev.fork_probes()?;
+    }
+    let st = &mut *st;
+    let mut reads = Vec::new();
+    let slots = st.slots.as_ref().expect("checked above");
+    probe_range(dev, slots, (&mut st.f64_used, &mut st.i32_used), t, capturing, &mut reads)?;
+    if capturing {
+        st.beside.get_or_insert_with(|| Beside { dev: dev.clone(), reads: Vec::new() }).reads.extend(reads);
+    }
+    Ok(())
+}
+
 /// The probes recorded by the capture that just ended, for [`replay`]; the
 /// slots they write stay reserved until the plan is replayed and settled.
 pub fn take_captured() -> ProbePlan {
     let Ok(mut st) = state() else { return ProbePlan::default() };
     let launches = std::mem::take(&mut st.captured);
-    ProbePlan { launches, f64_end: st.f64_used, i32_end: st.i32_used }
+    ProbePlan { launches, f64_end: st.f64_used, i32_end: st.i32_used, probes: CAPTURED_PROBES.swap(0, Ordering::Relaxed) }
 }
 
 /// Replay a captured step (`launch` queues the graph) and hand its
@@ -493,5 +598,33 @@ mod tests {
             assert!(rows(n) <= 1025, "n = {}: {} rows", n, rows(n));
         }
         assert_eq!(pieces(0).count(), 0);
+    }
+
+    #[test]
+    fn a_view_is_judged_by_exactly_the_rows_that_hold_its_elements() {
+        // Each element's row, as the probes lay a tensor of n elements out.
+        let rows_of = |n: usize| -> Vec<usize> {
+            let mut out = Vec::new();
+            let mut row = 0;
+            for (_, g, c) in pieces(n) {
+                for r in 0..g {
+                    out.extend(std::iter::repeat_n(row + r, c));
+                }
+                row += g;
+            }
+            out
+        };
+        let whole = RangeSlots { lo: 10, hi: 5000, bad: 70, rows: 0 };
+        for n in [1, 7, 256, 300, 1000, 65537, 100_003] {
+            let row = rows_of(n);
+            let cuts = [0, 1, n / 3, n / 2, n - 1].map(|x| x.min(n - 1));
+            for a in cuts {
+                for b in cuts.iter().map(|b| b + 1).filter(|&b| b > a) {
+                    let v = whole.within(n, a, b);
+                    let (r0, r1) = (row[a], row[b - 1]);
+                    assert_eq!((v.lo, v.hi, v.bad, v.rows), (10 + r0, 5000 + r0, 70 + r0, r1 - r0 + 1), "n = {}, elements {}..{}", n, a, b);
+                }
+            }
+        }
     }
 }
