@@ -153,20 +153,6 @@ impl Tensor {
         }
     }
 
-    /// The whole arena chunk that holds `span` (see `backend::arena`), as
-    /// a tensor of `dtype`, and the span's byte offset in it: `None` when
-    /// no chunk of a step being captured or rehearsed holds it.
-    pub(crate) fn arena_chunk_holding(dev: &Device, span: crate::monitor::MemSpan, dtype: DType) -> Option<(Tensor, usize)> {
-        match dev {
-            #[cfg(feature = "cuda")]
-            Device::Cuda(c) => c.arena_chunk_holding(span).map(|(b, at)| (Tensor { shape: vec![b.bytes() / dtype.size_bytes()], dtype, storage: Storage::Cuda(b) }, at)),
-            _ => {
-                let _ = (span, dtype);
-                None
-            }
-        }
-    }
-
     /// The device bytes this tensor covers (`None` on the host).
     pub(crate) fn device_span(&self) -> Option<crate::monitor::MemSpan> {
         match &self.storage {

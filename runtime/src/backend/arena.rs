@@ -66,11 +66,6 @@ impl<C: Clone> Arena<C> {
         self.chunks.clear();
     }
 
-    /// The chunks, in the order placement fills them.
-    pub fn chunks(&self) -> &[C] {
-        &self.chunks
-    }
-
     /// Bytes held in chunks.
     pub fn capacity(&self, len: impl Fn(&C) -> usize) -> usize {
         self.chunks.iter().map(len).sum()

@@ -224,21 +224,6 @@ impl CudaBackend {
         })
     }
 
-    /// The arena chunk that holds `span` whole, as one buffer, and the
-    /// span's byte offset in it: the contract monitor measures many of a
-    /// captured step's tensors with one probe over their chunk.
-    pub(crate) fn arena_chunk_holding(self: &Arc<Self>, span: crate::monitor::MemSpan) -> Option<(DeviceBuf, usize)> {
-        if span.device != self.ordinal {
-            return None;
-        }
-        let arena = self.arena().ok()?;
-        arena.chunks().iter().find_map(|c| {
-            let base = c.device_ptr(&self.stream).0;
-            let inside = base <= span.start && span.start + span.bytes as u64 <= base + c.len() as u64;
-            inside.then(|| (DeviceBuf { mem: c.clone(), offset: 0, bytes: c.len(), backend: self.clone() }, (span.start - base) as usize))
-        })
-    }
-
     fn options(&self) -> Vec<String> {
         nvrtc_options(&self.arch, self.include.as_deref())
     }
@@ -390,9 +375,6 @@ impl DeviceBuf {
         self.backend.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))
     }
     /// `bytes` bytes from byte `offset` of this buffer, sharing its memory.
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
     pub(crate) fn view(&self, offset: usize, bytes: usize) -> Result<DeviceBuf> {
         if offset + bytes > self.bytes {
             return Err(Error::Tensor(format!("a view of bytes {}..{} of a {}-byte device buffer", offset, offset + bytes, self.bytes)));

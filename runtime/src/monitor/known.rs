@@ -47,8 +47,6 @@ pub(super) enum Known {
     /// `[lo, hi]` if the launch `producer` (an index into the launches
     /// waiting for their verdict) is covered; `None`: it was.
     Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
-    /// Waiting for its chunk's batched probe (`probe::Deferred`, by id).
-    Deferred(usize),
 }
 
 static KNOWN: Mutex<Vec<(MemSpan, &'static str, Known)>> = Mutex::new(Vec::new());
@@ -97,28 +95,13 @@ pub(super) fn remember(span: MemSpan, dtype: &'static str, fact: Known) {
     });
 }
 
-/// The batched probe of the deferred input `id` at `span` is queued: it
-/// is measured at `at` (`None`: no room, and nothing is known of it).
-pub(super) fn resolved(span: MemSpan, id: usize, at: Option<RangeSlots>) {
-    with(|k| {
-        k.retain(|(s, _, f)| !(*s == span && matches!(f, Known::Deferred(i) if *i == id) && at.is_none()));
-        for (s, _, f) in k.iter_mut() {
-            if *s == span && matches!(f, Known::Deferred(i) if *i == id) {
-                if let Some(at) = &at {
-                    *f = Known::Measured(at.clone());
-                }
-            }
-        }
-    });
-}
-
 /// The launches waiting for a verdict were judged (`covered(i)` for the
 /// i-th): facts whose producer was covered hold from now on, the others
 /// are dropped, and so are the measurements (their slots are reused).
 pub(super) fn settled(covered: impl Fn(usize) -> bool) {
     with(|k| {
         k.retain_mut(|(_, _, f)| match f {
-            Known::Measured(_) | Known::Deferred(_) => false,
+            Known::Measured(_) => false,
             Known::Proved { producer, .. } => match *producer {
                 Some(i) if !covered(i) => false,
                 _ => {

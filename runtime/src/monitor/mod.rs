@@ -389,7 +389,9 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
         // Not measurable here (a device without views, a dtype no probe
         // reads, no room while capturing): unmeasured, never covered.
         probe::Queued::Unmeasured(why) => {
-            note_unmeasured(k, &why);
+            if let Ok(mut cov) = COVERAGE.lock() {
+                cov.entry(k.info.name).or_default().why_unmeasured.get_or_insert(why);
+            }
             count(k, None)?;
             Ok(Ticket::Nothing)
         }
@@ -411,14 +413,6 @@ pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
         if let Some((_, lo, hi)) = k.info.ensures.iter().find(|e| e.0 == param.name) {
             known::remember(span, a.dtype().name(), known::Known::Proved { lo: *lo, hi: *hi, producer, kernel: k.info.name });
         }
-    }
-}
-
-/// Why a launch of `k` went unmeasured (the first reason per kernel is
-/// kept for the run's report).
-pub(crate) fn note_unmeasured(k: &KernelDef, why: &str) {
-    if let Ok(mut cov) = COVERAGE.lock() {
-        cov.entry(k.info.name).or_default().why_unmeasured.get_or_insert_with(|| why.to_string());
     }
 }
 

@@ -41,32 +41,20 @@ const F64_SLOTS: usize = 1 << 18;
 const I32_SLOTS: usize = 1 << 17;
 
 /// Where one input's range lands: `rows` minima from f64 slot `lo`,
-/// maxima from `hi`, non-finite counts from i32 slot `bad`, its elements
-/// laid out over the rows by `layout`.
+/// maxima from `hi`, non-finite counts from i32 slot `bad`.
 #[derive(Clone, Debug)]
 pub(super) struct RangeSlots {
     lo: usize,
     hi: usize,
     bad: usize,
     rows: usize,
-    layout: Layout,
-}
-
-/// Which elements each row of a measurement holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Layout {
-    /// A probe of the tensor itself: [`pieces`] of its length.
-    Pieces,
-    /// A batched probe of its arena chunk: this many elements per row,
-    /// from the tensor's first element.
-    Rows(usize),
 }
 
 impl RangeSlots {
     /// The slots of a measurement of `rows` rows from slot 0 (tests).
     #[cfg(test)]
     pub(super) fn for_test(rows: usize) -> RangeSlots {
-        RangeSlots { lo: 0, hi: rows, bad: 0, rows, layout: Layout::Pieces }
+        RangeSlots { lo: 0, hi: rows, bad: 0, rows }
     }
 
     /// The rows of this measurement of `n` elements that hold elements
@@ -77,9 +65,6 @@ impl RangeSlots {
     /// or a launch uncovered, never a launch covered that is not.
     pub(super) fn within(&self, n: usize, a: usize, b: usize) -> RangeSlots {
         let row = |i: usize| {
-            if let Layout::Rows(per_row) = self.layout {
-                return i / per_row;
-            }
             let mut r = 0;
             for (first, g, c) in pieces(n) {
                 if i < first + g * c {
@@ -90,7 +75,7 @@ impl RangeSlots {
             r - 1
         };
         let (r0, r1) = (row(a), row(b - 1));
-        RangeSlots { lo: self.lo + r0, hi: self.hi + r0, bad: self.bad + r0, rows: r1 - r0 + 1, layout: self.layout }
+        RangeSlots { lo: self.lo + r0, hi: self.hi + r0, bad: self.bad + r0, rows: r1 - r0 + 1 }
     }
 }
 
@@ -111,54 +96,6 @@ enum RangeSource {
     /// if that launch (`producer`, an earlier pending launch; `None`: one
     /// already judged) was covered.
     Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
-    /// Measured by the batched probe of a captured step's arena chunk, not
-    /// queued yet (see [`Deferred`]): this entry of the deferred list,
-    /// made [`RangeSource::Slots`] when the batch is queued.
-    Deferred(usize),
-}
-
-/// Rows of a batched probe: an arena placement's alignment, so that every
-/// tensor placed there starts on a row.
-const ROW_BYTES: usize = crate::backend::arena::ALIGN;
-
-/// An input of a captured launch whose range waits for the batched probe
-/// of the arena chunk that holds it ([`flush`]): one probe launch per
-/// chunk and dtype reads every such tensor of the step, instead of one
-/// (a node of the graph) per tensor. Only while a step is captured, and
-/// only for tensors that fill whole rows of the chunk (rows of other
-/// tensors, or of padding, are never read for them). Deferring is sound
-/// as long as nothing writes the tensor before the batch reads it: a
-/// write to it queues the batch first (`join_before_write`), and so do
-/// the end of the capture and every join.
-struct Deferred {
-    id: usize,
-    dev: Device,
-    /// The tensor (a view, which also keeps its chunk allocated).
-    tensor: Tensor,
-    span: MemSpan,
-    /// Its chunk as a tensor of its dtype, the chunk's address, and the
-    /// tensor's first row and rows in it.
-    chunk: Tensor,
-    chunk_start: u64,
-    first_row: usize,
-    rows: usize,
-}
-
-/// Can `t`'s probe wait for its chunk's batch? Its chunk, the chunk's
-/// address and its rows in the chunk, when it can.
-fn deferrable(dev: &Device, t: &Tensor) -> Option<(Tensor, u64, usize, usize)> {
-    if !Device::capturing() || range_kernel(t.dtype()).is_none() {
-        return None;
-    }
-    let span = t.device_span()?;
-    if span.bytes == 0 || span.bytes % ROW_BYTES != 0 {
-        return None;
-    }
-    let (chunk, at) = Tensor::arena_chunk_holding(dev, span, t.dtype())?;
-    if at % ROW_BYTES != 0 || chunk.size_bytes() % ROW_BYTES != 0 {
-        return None;
-    }
-    Some((chunk, span.start - at as u64, at / ROW_BYTES, span.bytes / ROW_BYTES))
 }
 
 /// A launch whose probes are queued: judged once its slots are read.
@@ -232,9 +169,6 @@ struct State {
     beside: Option<Beside>,
     /// A failed wait for the probes, reported at the next [`settle`].
     join_failed: Option<Error>,
-    /// Inputs waiting for their chunk's batched probe, and the next id.
-    deferred: Vec<Deferred>,
-    next_deferred: usize,
 }
 
 /// Probes queued beside a captured step and not yet waited for: their
@@ -245,84 +179,12 @@ struct Beside {
     reads: Vec<Tensor>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { slots: None, f64_used: 0, i32_used: 0, pending: Vec::new(), captured: Vec::new(), beside: None, join_failed: None, deferred: Vec::new(), next_deferred: 0 });
+static STATE: Mutex<State> = Mutex::new(State { slots: None, f64_used: 0, i32_used: 0, pending: Vec::new(), captured: Vec::new(), beside: None, join_failed: None });
 
-/// The step waits for the probes running beside it (the deferred ones
-/// queued first), then lets go of what they read.
+/// The step waits for the probes running beside it, then lets go of what
+/// they read.
 fn join(st: &mut State) -> Result<()> {
-    flush(st)?;
     st.beside.take().map_or(Ok(()), |b| b.dev.join_probes())
-}
-
-/// Queue the batched probes of the deferred inputs: per chunk and dtype,
-/// one launch over the rows from the first such tensor's to the last's,
-/// each row's range into its own slot; where the slots have no room for
-/// that, a probe per tensor; where they have none at all, the inputs stay
-/// unmeasured (their launches are counted so). Their launches' ranges and
-/// what is known of them then name the slots.
-fn flush(st: &mut State) -> Result<()> {
-    if st.deferred.is_empty() {
-        return Ok(());
-    }
-    let deferred = std::mem::take(&mut st.deferred);
-    let State { slots, f64_used, i32_used, captured, beside, .. } = st;
-    let Some(slots) = slots.as_ref() else { return Ok(()) };
-    let dev = deferred[0].dev.clone();
-    dev.fork_probes()?;
-    let mut reads = Vec::new();
-    let mut resolved: Vec<(usize, RangeSlots)> = Vec::new();
-    let mut groups: Vec<(u64, DType, Vec<&Deferred>)> = Vec::new();
-    for d in &deferred {
-        match groups.iter_mut().find(|g| g.0 == d.chunk_start && g.1 == d.tensor.dtype()) {
-            Some(g) => g.2.push(d),
-            None => groups.push((d.chunk_start, d.tensor.dtype(), vec![d])),
-        }
-    }
-    for (_, dtype, group) in groups {
-        let r0 = group.iter().map(|d| d.first_row).min().expect("a group is never empty");
-        let r1 = group.iter().map(|d| d.first_row + d.rows).max().expect("a group is never empty");
-        let n = r1 - r0;
-        let per_row = ROW_BYTES / dtype.size_bytes();
-        if *f64_used + 2 * n <= F64_SLOTS && *i32_used + n <= I32_SLOTS {
-            let base = RangeSlots { lo: *f64_used, hi: *f64_used + n, bad: *i32_used, rows: n, layout: Layout::Rows(per_row) };
-            *f64_used += 2 * n;
-            *i32_used += n;
-            let x = group[0].chunk.view(r0 * per_row, &[n, per_row])?;
-            let mut lo = slots.f64s.view(base.lo, &[n])?;
-            let mut hi = slots.f64s.view(base.hi, &[n])?;
-            let mut bad = slots.i32s.view(base.bad, &[n])?;
-            let kernel = range_kernel(dtype).expect("only dtypes a probe reads are deferred");
-            launch_probe(&dev, kernel, &mut [Arg::In(&x), Arg::Out(&mut lo), Arg::Out(&mut hi), Arg::Out(&mut bad)], true)?;
-            counted(true);
-            reads.push(x);
-            for d in group {
-                let skip = d.first_row - r0;
-                resolved.push((d.id, RangeSlots { lo: base.lo + skip, hi: base.hi + skip, bad: base.bad + skip, rows: d.rows, layout: base.layout }));
-            }
-        } else {
-            for d in group {
-                let r = rows(d.tensor.len());
-                if *f64_used + 2 * r <= F64_SLOTS && *i32_used + r <= I32_SLOTS {
-                    resolved.push((d.id, probe_range(&dev, slots, (&mut *f64_used, &mut *i32_used), &d.tensor, true, &mut reads)?));
-                }
-            }
-        }
-    }
-    beside.get_or_insert_with(|| Beside { dev: dev.clone(), reads: Vec::new() }).reads.extend(reads);
-    let find = |id: usize| resolved.iter().find(|r| r.0 == id).map(|r| r.1.clone());
-    for p in captured.iter_mut() {
-        for r in p.ranges.iter_mut() {
-            if let Some(RangeSource::Deferred(id)) = r {
-                if let Some(at) = find(*id) {
-                    *r = Some(RangeSource::Slots(at));
-                }
-            }
-        }
-    }
-    for d in &deferred {
-        known::resolved(d.span, d.id, find(d.id));
-    }
-    Ok(())
 }
 
 /// [`join`], a failure kept for the next [`settle`] (callers that cannot
@@ -350,15 +212,8 @@ pub(super) fn join_probes_or_defer() {
 /// step waits for the probes first (see [`join_or_defer`]).
 pub(super) fn join_before_write(spans: impl IntoIterator<Item = MemSpan>) {
     let Ok(mut st) = state() else { return };
-    let spans: Vec<MemSpan> = spans.into_iter().collect();
-    // A deferred input about to be written is measured first.
-    if st.deferred.iter().any(|d| spans.iter().any(|s| d.span.overlaps(s))) {
-        if let Err(e) = flush(&mut st) {
-            st.join_failed.get_or_insert(e);
-        }
-    }
     let Some(b) = &st.beside else { return };
-    let read = spans.iter().any(|span| b.reads.iter().any(|t| t.device_span().is_some_and(|s| s.overlaps(span))));
+    let read = spans.into_iter().any(|span| b.reads.iter().any(|t| t.device_span().is_some_and(|s| s.overlaps(&span))));
     if read {
         join_or_defer(&mut st);
     }
@@ -446,12 +301,10 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     // What is known already, and what the launch needs measured, checked
     // before anything is queued.
     let known: Vec<Option<Known>> = tensors.iter().zip(needed).map(|(t, n)| if *n { t.device_span().and_then(|s| known::lookup(s, t.dtype().name(), t.dtype().size_bytes())) } else { None }).collect();
-    // Unknown inputs whose probe can wait for their chunk's batch.
-    let defer: Vec<Option<(Tensor, u64, usize, usize)>> = tensors.iter().zip(needed).zip(&known).map(|((t, n), fact)| if *n && fact.is_none() { deferrable(dev, t) } else { None }).collect();
     let mut want_f64 = 0;
     let mut want_i32 = 0;
-    for (((t, n), fact), later) in tensors.iter().zip(needed).zip(&known).zip(&defer) {
-        if *n && fact.is_none() && later.is_none() {
+    for ((t, n), fact) in tensors.iter().zip(needed).zip(&known) {
+        if *n && fact.is_none() {
             if range_kernel(t.dtype()).is_none() {
                 return Ok(Queued::Unmeasured(format!("no probe reads {} data", t.dtype().name())));
             }
@@ -503,24 +356,12 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     let mut reads = Vec::new();
     let slots = st.slots.as_ref().expect("allocated above");
     let mut ranges = Vec::new();
-    for (((t, n), fact), later) in tensors.iter().zip(needed).zip(known).zip(defer) {
+    for ((t, n), fact) in tensors.iter().zip(needed).zip(known) {
         if !*n {
             ranges.push(None);
             continue;
         }
-        if let (None, Some((chunk, chunk_start, first_row, rows)), Some(span)) = (&fact, later, t.device_span()) {
-            let id = st.next_deferred;
-            st.next_deferred += 1;
-            st.deferred.push(Deferred { id, dev: dev.clone(), tensor: t.view(0, t.shape())?, span, chunk, chunk_start, first_row, rows });
-            known::remember(span, t.dtype().name(), Known::Deferred(id));
-            ranges.push(Some(RangeSource::Deferred(id)));
-            continue;
-        }
         match fact {
-            Some(Known::Deferred(id)) => {
-                ranges.push(Some(RangeSource::Deferred(id)));
-                continue;
-            }
             Some(Known::Measured(at)) => {
                 ranges.push(Some(RangeSource::Slots(at)));
                 continue;
@@ -572,7 +413,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
 /// and keep the views it reads in `reads`.
 fn probe_range(dev: &Device, slots: &Slots, used: (&mut usize, &mut usize), t: &Tensor, beside: bool, reads: &mut Vec<Tensor>) -> Result<RangeSlots> {
     let r = rows(t.len());
-    let at = RangeSlots { lo: *used.0, hi: *used.0 + r, bad: *used.1, rows: r, layout: Layout::Pieces };
+    let at = RangeSlots { lo: *used.0, hi: *used.0 + r, bad: *used.1, rows: r };
     *used.0 += 2 * r;
     *used.1 += r;
     let kernel = range_kernel(t.dtype()).ok_or_else(|| Error::Tensor(format!("no probe reads {} data", t.dtype().name())))?;
@@ -690,11 +531,8 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
     let mut covered = Vec::with_capacity(pending.len());
     for p in &pending {
         let verdict = judge_pending(p, &f64s, &i32s, &covered);
-        covered.push(verdict.as_ref().is_some_and(|v| v.outside.is_none()));
-        if verdict.is_none() {
-            super::note_unmeasured(&p.kernel, "the batched probe of its captured step found no free slots");
-        }
-        if let Err(e) = count(&p.kernel, verdict) {
+        covered.push(verdict.outside.is_none());
+        if let Err(e) = count(&p.kernel, Some(verdict)) {
             first_err.get_or_insert(match e {
                 Error::Contract { kernel, message } => Error::Contract { kernel, message: format!("{} (measured on the device before the launch, found when its step was read back)", message) },
                 other => other,
@@ -707,11 +545,7 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
 
 /// Judge a launch from its slots; `covered[i]`: was the i-th launch
 /// before it (in the same list) covered?
-fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64], covered: &[bool]) -> Option<Verdict> {
-    // An input whose batched probe found no room was never measured.
-    if p.ranges.iter().any(|r| matches!(r, Some(RangeSource::Deferred(_)))) {
-        return None;
-    }
+fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64], covered: &[bool]) -> Verdict {
     let mut producer_outside = None;
     let ranges: Vec<Option<(f64, f64)>> = p
         .ranges
@@ -733,7 +567,6 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64], covered: &[bool]) -> O
                     }
                     (*lo, *hi)
                 }
-                RangeSource::Deferred(_) => unreachable!("returned above"),
             })
         })
         .collect();
@@ -742,10 +575,10 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[f64], covered: &[bool]) -> O
         (n > 0.0).then(|| format!("the domain relation `{}` fails at {} elements", text, n))
     });
     let verdict = judge(&p.kernel, &p.bound, &ranges, broken.as_deref());
-    Some(match producer_outside {
+    match producer_outside {
         Some(why) if verdict.outside.is_none() => Verdict { outside: Some(why), bounds: Vec::new() },
         _ => verdict,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -768,17 +601,6 @@ mod tests {
     }
 
     #[test]
-    fn a_view_inside_a_batched_measurement_takes_the_rows_of_its_elements() {
-        let whole = RangeSlots { lo: 100, hi: 900, bad: 40, rows: 10, layout: Layout::Rows(128) };
-        let v = whole.within(1280, 130, 300);
-        assert_eq!((v.lo, v.hi, v.bad, v.rows, v.layout), (101, 901, 41, 2, Layout::Rows(128)), "elements 130..300 lie in rows 1 and 2");
-        let v = whole.within(1280, 0, 1280);
-        assert_eq!((v.lo, v.rows), (100, 10));
-        let v = whole.within(1280, 1279, 1280);
-        assert_eq!((v.lo, v.rows), (109, 1));
-    }
-
-    #[test]
     fn a_view_is_judged_by_exactly_the_rows_that_hold_its_elements() {
         // Each element's row, as the probes lay a tensor of n elements out.
         let rows_of = |n: usize| -> Vec<usize> {
@@ -792,7 +614,7 @@ mod tests {
             }
             out
         };
-        let whole = RangeSlots { lo: 10, hi: 5000, bad: 70, rows: 0, layout: Layout::Pieces };
+        let whole = RangeSlots { lo: 10, hi: 5000, bad: 70, rows: 0 };
         for n in [1, 7, 256, 300, 1000, 65537, 100_003] {
             let row = rows_of(n);
             let cuts = [0, 1, n / 3, n / 2, n - 1].map(|x| x.min(n - 1));
