@@ -105,9 +105,11 @@ fn main() {
             let mut times = Vec::new();
             let mut last = 0.0;
             let mut probes_before = 0;
+            let mut settle_before = (0.0, 0.0);
             for s in 0..steps + 3 {
                 if s == 3 {
                     probes_before = monitor::probe_launches();
+                    settle_before = monitor::settle_seconds();
                 }
                 let start = Instant::now();
                 last = t.step(&data).unwrap_or_else(|e| fail(e)).loss;
@@ -122,7 +124,9 @@ fn main() {
             // The monitor's probe launches per step: those each replay of
             // the captured step runs, else those launched one by one.
             let probes = t.captured_probes().unwrap_or(((monitor::probe_launches() - probes_before) / steps as u64) as usize);
-            println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5}; {} probe launches per step)", label, median, times.len(), times[0], last, probes);
+            let settle = monitor::settle_seconds();
+            let per_step_us = |now: f64, before: f64| (now - before) * 1e6 / steps as f64;
+            println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5}; {} probe launches per step; monitor read-back {:.0} us and judging {:.0} us per step)", label, median, times.len(), times[0], last, probes, per_step_us(settle.0, settle_before.0), per_step_us(settle.1, settle_before.1));
             json.insert(format!("{} probes", label), serde_json::json!(probes));
             json.insert(label.clone(), serde_json::json!(median));
             json.insert(format!("{} min", label), serde_json::json!(times[0]));

@@ -35,7 +35,7 @@ mod known;
 mod probe;
 pub use compose::{check_edges, Edge};
 pub use known::MemSpan;
-pub use probe::{join_probes, probe_launches, replay, settle, settle_reading, take_captured, ProbePlan};
+pub use probe::{join_probes, probe_launches, replay, settle, settle_reading, settle_seconds, take_captured, ProbePlan};
 
 /// Something is about to write `span` (a copy, an upload, a clear, a new
 /// allocation): what was known about it is gone, and probes that may still

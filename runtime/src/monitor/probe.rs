@@ -136,6 +136,18 @@ impl ProbePlan {
 static PROBE_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 static CAPTURED_PROBES: AtomicUsize = AtomicUsize::new(0);
 
+/// Time the host spent settling launches, in nanoseconds: waiting for and
+/// reading back the step with its slots, and judging the launches.
+static SETTLE_NANOS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Seconds the host has spent settling launches since the start: reading
+/// the step back (with the slots; the wait for the device included), and
+/// judging the launches from what it read (benchmarks).
+pub fn settle_seconds() -> (f64, f64) {
+    let read = |i: usize| SETTLE_NANOS[i].load(Ordering::Relaxed) as f64 * 1e-9;
+    (read(0), read(1))
+}
+
 fn counted(captured: bool) {
     PROBE_LAUNCHES.fetch_add(1, Ordering::Relaxed);
     if captured {
@@ -513,7 +525,9 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
         if let Some((f, i)) = &slot_views {
             read.extend([f, i]);
         }
+        let start = std::time::Instant::now();
         let values = Tensor::read_all(&read);
+        SETTLE_NANOS[0].fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         // The slots are free again unless a captured graph still writes them.
         if st.captured.is_empty() {
             st.f64_used = 0;
@@ -525,6 +539,7 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
     if pending.is_empty() {
         return Ok(values);
     }
+    let start = std::time::Instant::now();
     let i32s = values.pop().expect("the slots were read").to_f64();
     let f64s = values.pop().expect("the slots were read").to_f64();
     let mut first_err = None;
@@ -540,6 +555,7 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
         }
     }
     known::settled(|i| covered.get(i).copied().unwrap_or(false));
+    SETTLE_NANOS[1].fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
     first_err.map_or(Ok(values), Err)
 }
 
