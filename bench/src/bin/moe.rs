@@ -123,7 +123,10 @@ fn main() {
             let label = if monitors.len() > 1 { format!("{} {} ours-{} contracts={}", size, batch, mode.label(), contracts.name()) } else { format!("{} {} ours-{}", size, batch, mode.label()) };
             // The monitor's probe launches per step: those each replay of
             // the captured step runs, else those launched one by one.
-            let probes = t.captured_probes().unwrap_or(((monitor::probe_launches() - probes_before) / steps as u64) as usize);
+            let probes = t.captured_probes().map_or(((monitor::probe_launches() - probes_before) / steps as u64) as usize, |p| p.probes());
+            if let Some(p) = t.captured_probes().filter(|p| p.probes() > 0) {
+                println!("{:<28} the captured step's probes: {} launches, {} waits for them, {} f64 and {} i32 slots read back", label, p.probes(), p.joins(), p.slots().0, p.slots().1);
+            }
             let settle = monitor::settle_seconds();
             let per_step_us = |now: f64, before: f64| (now - before) * 1e6 / steps as f64;
             println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5}; {} probe launches per step; monitor read-back {:.0} us and judging {:.0} us per step)", label, median, times.len(), times[0], last, probes, per_step_us(settle.0, settle_before.0), per_step_us(settle.1, settle_before.1));

@@ -502,10 +502,10 @@ impl Trainer {
     /// (benchmarks: the device's own time per step). Each replay trains
     /// on the batch and schedule values last written. `false` when no step
     /// is captured.
-    /// How many probe launches the contract monitor put into the captured
-    /// step (`None`: no step is captured).
-    pub fn captured_probes(&self) -> Option<usize> {
-        self.capture.as_ref().map(|c| c.probes.probes())
+    /// The contract monitor's probes in the captured step (`None`: no
+    /// step is captured).
+    pub fn captured_probes(&self) -> Option<&crate::monitor::ProbePlan> {
+        self.capture.as_ref().map(|c| &c.probes)
     }
 
     pub fn replay_captured(&mut self, n: usize) -> Result<bool> {

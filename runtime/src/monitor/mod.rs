@@ -26,14 +26,15 @@ use crate::launch::{Arg, Bound};
 use crate::abi::tk_info::KernelInfo;
 use crate::{Error, KernelDef, Result};
 use std::collections::BTreeMap;
-use tokitai_contracts::fp::Format;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 mod compose;
+mod judge;
 mod known;
 mod probe;
 pub use compose::{check_edges, Edge};
+pub use judge::{judge, Verdict};
 pub use known::MemSpan;
 pub use probe::{join_probes, probe_launches, replay, settle, settle_reading, settle_seconds, take_captured, ProbePlan};
 
@@ -274,75 +275,6 @@ fn all_hold(t: &Buf, s: &Buf, factor: f64) -> bool {
     }
 }
 
-/// What the monitor found for one launch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    /// `None`: covered; else why not, in words.
-    pub outside: Option<String>,
-    /// Each output's bound at this launch `(output, abs, rel)` when covered.
-    pub bounds: Vec<(&'static str, f64, f64)>,
-}
-
-/// Judge one launch from its inputs' ranges: `ranges[i]` is `(min, max)`
-/// of the i-th tensor parameter (`None` for outputs and integer tensors);
-/// `relations_outside` says which domain relation the inputs break, if
-/// one does ([`relation_violation`]).
-pub fn judge(k: &KernelDef, bound: &Bound, ranges: &[Option<(f64, f64)>], relations_outside: Option<&str>) -> Verdict {
-    let info = k.info;
-    // Each domain input's observed `(min, max)` and dtype.
-    let observed = |name: &str| -> (Option<(f64, f64)>, &'static str) {
-        match info.tensors.iter().position(|t| t.name == name) {
-            Some(i) => (ranges.get(i).copied().flatten(), info.tensors[i].dtype),
-            None => match info.scalars.iter().position(|s| s.0 == name) {
-                Some(i) => (bound.scalars.get(i).map(|v| (*v, *v)), info.scalars[i].1),
-                None => (None, "f64"),
-            },
-        }
-    };
-    let at = info.symbol_values(&bound.dims, &|name| observed(name).0.map(|(min, max)| min.abs().max(max.abs())));
-    let mut outside = None;
-    for (name, lo, hi) in info.domain {
-        let (Some((min, max)), dtype) = observed(name) else { continue };
-        let magnitude = info.magnitudes.iter().any(|m| m.0 == *name);
-        let inside = if magnitude {
-            min.is_finite() && max.is_finite() && (*lo < 0.0 || min >= 0.0)
-        } else {
-            // As the proofs take a numeric domain: widened by one rounding
-            // into the input's dtype (a literal `1e-5` stored as an f32 is
-            // still inside `[1e-5, 1e-5]`).
-            let r = Format::from_name(dtype).unwrap_or(Format::F64).stored_range(*lo, *hi);
-            r.lo <= min && max <= r.hi
-        };
-        if !inside {
-            let domain = if magnitude { format!("[{}, X] (finite)", if *lo >= 0.0 { "0" } else { "-X" }) } else { format!("[{}, {}]", lo, hi) };
-            outside = Some(format!("input `{}` has values in [{}, {}], outside its domain {}", name, min, max, domain));
-            break;
-        }
-    }
-    if outside.is_none() {
-        outside = relations_outside.map(str::to_string);
-    }
-    if outside.is_none() {
-        for (poly, limit, what) in info.conditions {
-            let v = eval_poly(poly, &at);
-            // NaN (an input not measured) is not below the limit either.
-            if v.is_nan() || v > *limit {
-                outside = Some(format!("the bound needs {} to stay finite: its reach {:e} is above {:e}", what, v, limit));
-                break;
-            }
-        }
-    }
-    let mut bounds = Vec::new();
-    if outside.is_none() {
-        for (out, _, _) in info.tolerance {
-            if let Some((abs, rel)) = info.tolerance_at(out, &at) {
-                bounds.push((*out, abs, rel));
-            }
-        }
-    }
-    Verdict { outside, bounds }
-}
-
 /// The inputs a kernel's bounds depend on: `needed[i]` for the i-th tensor
 /// parameter (an input with a domain).
 pub(crate) fn needed(info: &KernelInfo) -> Vec<bool> {
@@ -419,32 +351,45 @@ pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
 /// Count one launch's verdict (`None`: its inputs were not measured); in
 /// strict mode a launch outside its bounds is an error.
 pub(crate) fn count(k: &KernelDef, verdict: Option<Verdict>) -> Result<()> {
+    count_all([(k, verdict)])
+}
+
+/// Count launches' verdicts in order, under one lock (a step's launches
+/// judged when it is read back); in strict mode the first launch outside
+/// its bounds is the error, after every launch is counted.
+pub(crate) fn count_all<'a>(verdicts: impl IntoIterator<Item = (&'a KernelDef, Option<Verdict>)>) -> Result<()> {
     let m = mode();
-    let name = k.info.name;
-    let mut first = None;
-    if let Ok(mut cov) = COVERAGE.lock() {
-        let c = cov.entry(name).or_default();
-        c.launches += 1;
-        match &verdict {
-            None => c.unmeasured += 1,
-            Some(Verdict { outside: None, .. }) => c.covered += 1,
-            Some(Verdict { outside: Some(why), .. }) => {
-                if c.first_outside.is_none() {
-                    c.first_outside = Some(why.clone());
-                    first = Some(why.clone());
+    let mut first_err = None;
+    let mut newly_named = Vec::new();
+    {
+        let mut cov = COVERAGE.lock().ok();
+        for (k, verdict) in verdicts {
+            let name = k.info.name;
+            if let Some(cov) = cov.as_mut() {
+                let c = cov.entry(name).or_default();
+                c.launches += 1;
+                match &verdict {
+                    None => c.unmeasured += 1,
+                    Some(Verdict { outside: None, .. }) => c.covered += 1,
+                    Some(Verdict { outside: Some(why), .. }) => {
+                        if c.first_outside.is_none() {
+                            c.first_outside = Some(why.clone());
+                            newly_named.push((name, why.clone()));
+                        }
+                    }
                 }
             }
-        }
-    }
-    match (&verdict, m) {
-        (Some(Verdict { outside: Some(why), .. }), Mode::Strict) => Err(Error::Contract { kernel: name.into(), message: why.clone() }),
-        _ => {
-            if let (Some(why), Mode::Warn) = (first, m) {
-                eprintln!("warning: kernel `{}` launched outside its proved bound ({}); later launches are counted, not named", name, why);
+            if let (Some(Verdict { outside: Some(why), .. }), Mode::Strict) = (&verdict, m) {
+                first_err.get_or_insert(Error::Contract { kernel: name.into(), message: why.clone() });
             }
-            Ok(())
         }
     }
+    if m == Mode::Warn {
+        for (name, why) in newly_named {
+            eprintln!("warning: kernel `{}` launched outside its proved bound ({}); later launches are counted, not named", name, why);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
