@@ -25,6 +25,7 @@ pub mod format;
 pub mod interval;
 pub mod library;
 pub mod magpoly;
+pub mod matrix_unit;
 
 pub use bound::{AVal, Contribution, ErrBound, FpError, SourceId};
 pub use format::Format;
