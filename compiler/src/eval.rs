@@ -281,6 +281,19 @@ impl<'a> Ev<'a> {
                 butterfly(&mut lanes);
                 lanes[0]
             }
+            // Products on the matrix unit as its assumption describes it
+            // (f16 or bf16 operands: each product is exact in f64).
+            (Mode::Mirror, ReductionOrder::MatrixUnit { k, per_promotion }) if op == RedOp::Sum && tir::fma_operands(body).is_some() => {
+                let (a, b) = tir::fma_operands(body).expect("checked in the guard");
+                let products: Vec<f64> = (0..ext)
+                    .map(|i| {
+                        self.vars[var] = i as f64;
+                        self.eval(a) * self.eval(b)
+                    })
+                    .collect();
+                use tokitai_contracts::fp::matrix_unit::{emulate_sum, MIRROR_BLOCK};
+                emulate_sum(&products, k as usize, per_promotion as usize, MIRROR_BLOCK)
+            }
             _ => {
                 let mut acc = ident;
                 for k in 0..ext {

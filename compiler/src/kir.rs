@@ -286,6 +286,12 @@ pub enum ReductionOrder {
     /// Strided partials over `threads` threads, then a butterfly within each
     /// warp of `warp` lanes, then a butterfly over the warps' results.
     Block { threads: u32, warp: u32 },
+    /// On a matrix unit (tensor cores): `k` products per instruction,
+    /// `per_promotion` instructions chained through the unit's accumulator
+    /// from zero, each chain's result then added in f32 (to nearest) to
+    /// the thread's running sum, in index order. The unit's own rounding
+    /// is a named assumption (`tokitai_contracts::fp::matrix_unit`).
+    MatrixUnit { k: u32, per_promotion: u32 },
 }
 
 /// An execution variable a coverage witness assigns.

@@ -374,7 +374,11 @@ impl Walk<'_> {
                     None => self.computed(body)?,
                 };
                 let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
-                let (height, _) = summation_height(order, n_hi);
+                if let Some(why) = super::matrix_unit_operands(order, body) {
+                    return fail(why, e.span);
+                }
+                // Bounded by n times the largest term: the height for any signs.
+                let (height, _) = summation_height(order, n_hi, false);
                 let hu = height * fmt.unit_roundoff();
                 let gamma = if hu < 0.5 { up(hu / down(1.0 - hu)) } else { f64::INFINITY };
                 let exact = term.times_count(n_lo as f64, n_hi as f64);

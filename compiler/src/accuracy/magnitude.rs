@@ -425,6 +425,9 @@ impl Walk<'_> {
                     None => self.float(body)?,
                 };
                 let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
+                if let Some(why) = super::matrix_unit_operands(order, body) {
+                    return fail(why, e.span);
+                }
                 // Height of the summation tree, as a polynomial in `n`.
                 let height = match order {
                     ReductionOrder::Sequential => n.clone(),
@@ -432,8 +435,15 @@ impl Walk<'_> {
                         let levels = 2.0 * (warp as f64).log2().ceil();
                         n.scale(tokitai_contracts::fp::div_up(1.0, threads as f64)).add(&MagPoly::constant(1.0 + levels))
                     }
+                    // The unit's group error as roundings, then one per
+                    // promotion: ceil(n / (k q)) <= n / (k q) + 1.
+                    ReductionOrder::MatrixUnit { k, per_promotion } => {
+                        let c = tokitai_contracts::fp::matrix_unit::coefficients(k, per_promotion);
+                        let unit = if term.nonneg { c.relative } else { c.per_term };
+                        n.scale(tokitai_contracts::fp::div_up(1.0, (k * per_promotion) as f64)).add(&MagPoly::constant(add_up(unit, 1.0)))
+                    }
                 };
-                let (h_max, _) = summation_height(order, n_hi as i64);
+                let (h_max, _) = summation_height(order, n_hi as i64, term.nonneg);
                 let u = fmt.unit_roundoff();
                 let hu = mul_up(h_max, u);
                 if hu >= 0.5 {

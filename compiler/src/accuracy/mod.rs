@@ -691,7 +691,10 @@ impl<'a> Walk<'a> {
         self.memo.done.insert(mean, V::Float(m));
         let term = term?;
         let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
-        let (height, how) = summation_height(order, n_hi);
+        if let Some(why) = matrix_unit_operands(order, body) {
+            return fail(why, e.span);
+        }
+        let (height, how) = summation_height(order, n_hi, true);
         let s = self.src(format!("f32 summation of `sum({})` ({})", name, how), e.span);
         let mut v = term.sum(n_lo as f64, n_hi as f64, height, Format::F32, s).map_err(|er| (er.0, e.span))?;
         let (_, r) = v.err.total();
@@ -975,7 +978,10 @@ impl<'a> Walk<'a> {
                     None => self.float(body)?,
                 };
                 let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
-                let (height, how) = summation_height(order, n_hi);
+                if let Some(why) = matrix_unit_operands(order, body) {
+                    return fail(why, e.span);
+                }
+                let (height, how) = summation_height(order, n_hi, term.range.one_signed());
                 let s = self.src(format!("{} summation of `sum({})` ({})", fmt, name, how), e.span);
                 let v = term.sum(n_lo as f64, n_hi as f64, height, fmt, s).map_err(|er| (er.0, e.span))?;
                 Ok(V::Float(v))
@@ -986,7 +992,10 @@ impl<'a> Walk<'a> {
 
 /// The height of a summation tree of `n` terms in `order` (the most
 /// rounded additions any term passes through), and the order in words.
-pub(crate) fn summation_height(order: ReductionOrder, n: i64) -> (f64, String) {
+/// `one_signed`: the height is used relative to the sum of terms of one
+/// sign, not to `n` times the largest (it differs on a matrix unit only,
+/// whose truncations are bounded by the block's largest value).
+pub(crate) fn summation_height(order: ReductionOrder, n: i64, one_signed: bool) -> (f64, String) {
     match order {
         ReductionOrder::Sequential => (n as f64, format!("{} terms in sequence", n)),
         ReductionOrder::Block { threads, warp } => {
@@ -994,6 +1003,29 @@ pub(crate) fn summation_height(order: ReductionOrder, n: i64) -> (f64, String) {
             let levels = 2.0 * (warp as f64).log2().ceil();
             (per as f64 + levels, format!("{} per thread, then 2 x {} butterfly levels", per, levels / 2.0))
         }
+        ReductionOrder::MatrixUnit { k, per_promotion } => {
+            let (any, relative) = tokitai_contracts::fp::matrix_unit::heights(n.max(0) as u64, k, per_promotion);
+            let h = if one_signed { relative } else { any };
+            (h, format!("on the matrix unit, {} products per instruction, promoted to f32 every {}: as {:.1} roundings, assuming {}", k, per_promotion, h, tokitai_contracts::fp::matrix_unit::ASSUMPTION))
+        }
+    }
+}
+
+/// A sum on the matrix unit multiplies f16 or bf16 values: its products
+/// are exact only then (the assumption's first clause). `None` when the
+/// operands are such; else why not.
+pub(crate) fn matrix_unit_operands(order: ReductionOrder, body: &TExpr) -> Option<String> {
+    let ReductionOrder::MatrixUnit { .. } = order else { return None };
+    let narrow = |e: &TExpr| {
+        let inner = match &e.kind {
+            TExprKind::Cast(a) => a.as_ref(),
+            _ => e,
+        };
+        matches!(inner.ty, Dtype::F16 | Dtype::Bf16)
+    };
+    match tir::fma_operands(body) {
+        Some((a, b)) if narrow(a) && narrow(b) => None,
+        _ => Some("a sum on the matrix unit whose terms are not products of f16 or bf16 values".into()),
     }
 }
 

@@ -552,6 +552,21 @@ impl<'a> Gen<'a> {
                     res = result("acc")
                 )
             }
+            // The matrix unit as its assumption describes it (the products
+            // of f16 or bf16 operands are exact in f64).
+            (Mode::Mirror, ReductionOrder::MatrixUnit { k, per_promotion }) if fused.is_some() => {
+                let (a, b) = fused.as_ref().expect("checked in the guard");
+                format!(
+                    "{{ let mut products = Vec::new(); for {v} in 0..{ext} {{ products.push(({a}) as f64 * ({b}) as f64); }} tokitai_contracts::fp::matrix_unit::emulate_sum(&products, {k}, {q}, tokitai_contracts::fp::matrix_unit::MIRROR_BLOCK) as {bvt} }}",
+                    v = v,
+                    ext = ext,
+                    a = a,
+                    b = b,
+                    k = k,
+                    q = per_promotion,
+                    bvt = bvt
+                )
+            }
             _ => format!("{{ let mut acc = {init}; for {v} in 0..{ext} {{ {step} }} {res} }}", init = init, v = v, ext = ext, step = step("acc"), res = result("acc")),
         }
     }

@@ -128,8 +128,9 @@ impl MagPoly {
     /// max q) t`, `max q` taken at the upper ends of `q`'s symbols. A term
     /// of `other` that has symbols `m` lacks can also pay, when those
     /// symbols have positive lower bounds: `c m <= (c / min r) t` with
-    /// `t = m r`. The claim holds when every term of `other` pays at most
-    /// its coefficient. Each term goes to the term of its own monomial, or
+    /// `t = m r` (`min r` the product of their lower bounds). The claim
+    /// holds when every term of `other` pays at most its coefficient.
+    /// Each term goes to the term of its own monomial, or
     /// else to the payer with the most budget left after paying it.
     pub fn dominated_by(&self, other: &MagPoly, ranges: &[SymRange]) -> Option<Domination> {
         let mut charged: BTreeMap<&Monomial, f64> = BTreeMap::new();
@@ -196,8 +197,10 @@ fn cover_factor(m: &Monomial, t: &Monomial, ranges: &[SymRange]) -> Option<f64> 
                 if lo <= 0.0 {
                     return None;
                 }
-                // A symbol at least 1 only makes `t` larger: no factor.
-                if lo < 1.0 {
+                // `t = m r` with `r >= lo`: `m <= t / lo` (a factor below
+                // 1 where `lo > 1`: a sum of at least 64 terms pays a
+                // term in `K` from one in `K * K` at 1/64 of its cost).
+                if lo != 1.0 {
                     factor = mul_up(factor, super::div_up(1.0, lo));
                 }
                 j += 1;
@@ -292,6 +295,18 @@ mod tests {
         assert!(bound.dominated_by(&tol, &ranges).is_some());
         let tight = MagPoly::term(vec![0, 0, 1], 4e-10).add(&MagPoly::term(vec![0, 1], 8e-7)).add(&MagPoly::constant(3e-8));
         assert!(bound.dominated_by(&tight, &ranges).is_none(), "4.659e-10 E^2 A is paid by nothing that can afford it");
+    }
+
+    #[test]
+    fn a_lower_bound_above_one_pays_a_lower_degree_at_its_reciprocal() {
+        // K in [64, 4096], X unbounded: 1e-6 K X <= (1e-6 / 64) K K X, so
+        // 3e-8 K K X pays both it and 1e-8 K K X; with K from 1 it cannot.
+        let bound = MagPoly::term(vec![0, 0, 1], 1e-8).add(&MagPoly::term(vec![0, 1], 1e-6));
+        let tolerance = MagPoly::term(vec![0, 0, 1], 3e-8);
+        let d = bound.dominated_by(&tolerance, &[r(64.0, 4096.0), r(0.0, f64::INFINITY)]).expect("paid");
+        assert!((d.worst_share - (1e-8 + 1e-6 / 64.0) / 3e-8).abs() < 1e-9, "{}", d.worst_share);
+        assert!(bound.dominated_by(&tolerance, &[r(1.0, 4096.0), r(0.0, f64::INFINITY)]).is_none());
+        assert!(bound.dominated_by(&tolerance, &[r(32.0, 4096.0), r(0.0, f64::INFINITY)]).is_none(), "1e-8 + 1e-6 / 32 is above 3e-8");
     }
 
     #[test]

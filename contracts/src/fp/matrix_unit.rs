@@ -146,6 +146,25 @@ pub fn emulate_instruction(c: f64, products: &[f64], block: usize) -> f64 {
     run
 }
 
+/// The block size a mirror of the unit uses (the H100's, as later work
+/// reports; the bound takes the worst of every size).
+pub const MIRROR_BLOCK: usize = 16;
+
+/// A sum of `products` (exact products of f16 or bf16 values) as a schedule
+/// on the unit computes it under the assumption, with blocks of `block`:
+/// groups of `k * per_promotion` products chained through the unit from
+/// zero, each group's result added to an f32 running sum, to nearest.
+pub fn emulate_sum(products: &[f64], k: usize, per_promotion: usize, block: usize) -> f64 {
+    let group = (k * per_promotion).max(1);
+    products
+        .chunks(group)
+        .fold(0.0f32, |acc, g| {
+            let unit = g.chunks(k.max(1)).fold(0.0, |run, instruction| emulate_instruction(run, instruction, block));
+            acc + unit as f32
+        })
+        .into()
+}
+
 /// `floor(log2 |v|)` of a nonzero finite value.
 fn exponent(v: f64) -> i32 {
     ((v.abs().to_bits() >> 52) as i32) - 1023

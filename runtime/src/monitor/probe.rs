@@ -644,31 +644,29 @@ fn producer_outside(p: &Pending, covered: &[bool]) -> Option<String> {
     })
 }
 
-/// The smallest of finite values (a probe's row minima), in four lanes
-/// so that the loop vectorises; `+inf` for none.
+/// The smallest of finite values (a probe's row minima); `+inf` for none.
 fn smallest(v: &[f64]) -> f64 {
-    let mut lanes = [f64::INFINITY; 4];
-    let chunks = v.chunks_exact(4);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (l, &x) in lanes.iter_mut().zip(c) {
-            *l = if x < *l { x } else { *l };
-        }
-    }
-    rest.iter().chain(&lanes).fold(f64::INFINITY, |a, &b| a.min(b))
+    in_lanes(v, f64::INFINITY, |kept, x| if x < kept { x } else { kept })
 }
 
 /// The largest of finite values (a probe's row maxima); `-inf` for none.
 fn largest(v: &[f64]) -> f64 {
-    let mut lanes = [f64::NEG_INFINITY; 4];
+    in_lanes(v, f64::NEG_INFINITY, |kept, x| if x > kept { x } else { kept })
+}
+
+/// `v` folded by `keep` from `none`, in four lanes so that the loop
+/// vectorises (`keep` picks one of two finite values: any order gives the
+/// same result).
+fn in_lanes(v: &[f64], none: f64, keep: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut lanes = [none; 4];
     let chunks = v.chunks_exact(4);
     let rest = chunks.remainder();
     for c in chunks {
         for (l, &x) in lanes.iter_mut().zip(c) {
-            *l = if x > *l { x } else { *l };
+            *l = keep(*l, x);
         }
     }
-    rest.iter().chain(&lanes).fold(f64::NEG_INFINITY, |a, &b| a.max(b))
+    rest.iter().chain(&lanes).fold(none, |a, &b| keep(a, b))
 }
 
 #[cfg(test)]

@@ -1,0 +1,103 @@
+//! The matrix unit's accumulation order in the tolerance proof (issue 19):
+//! a contraction whose `KernelIr` records `ReductionOrder::MatrixUnit` is
+//! bounded by the unit's named assumption (`fp::matrix_unit`), the mirror
+//! oracle computes it as the assumption describes, and a sum whose terms
+//! are not products of f16 or bf16 values is refused. The declared
+//! `linear_fwd` tolerance admits the unit for long sums only: truncation
+//! errs twice what rounding to nearest does, so a short sum is where the
+//! unit loses to the sequential loop.
+
+use tokitai_compiler::accuracy::magnitude::{self, Verdict};
+use tokitai_compiler::build::{compile_source, Artifacts, BuildError};
+use tokitai_compiler::eval::{self, Mode};
+use tokitai_compiler::kir::{KernelIr, ReductionOrder};
+use tokitai_compiler::span::SourceFile;
+use tokitai_compiler::target::Target;
+
+fn linear(k_at_least: u32, operand: &str) -> String {
+    format!(
+        "kernel lin(x: {t}[M, K], w: {t}[K, N]) -> (y: f16[M, N])\n    requires M >= 1, N >= 1, K >= {k}, K <= 4096, M * K <= 1000000000, K * N <= 1000000000, M * N <= 1000000000\n    domain   x in [-X, X], w in [-W, W]\n    tolerance y: abs 6e-8 * K * K * X * W + 3e-8, rel 1e-3\n{{\n    y[m, n] = f16(sum(k) f32(x[m, k]) * f32(w[k, n]));\n}}\n",
+        t = operand,
+        k = k_at_least
+    )
+}
+
+fn compile(text: &str) -> Artifacts {
+    match compile_source(SourceFile::new("lin.tk", text), &Target::default_cuda()) {
+        Ok(a) => a,
+        Err(BuildError::Source { rendered, .. }) => panic!("{}", rendered),
+        Err(e) => panic!("{:?}", e),
+    }
+}
+
+/// The kernel's IR with its contraction on the unit.
+fn on_unit(ir: &KernelIr, per_promotion: u32) -> KernelIr {
+    let mut ir = ir.clone();
+    assert!(!ir.reduction_order.is_empty());
+    for order in ir.reduction_order.values_mut() {
+        *order = ReductionOrder::MatrixUnit { k: 16, per_promotion };
+    }
+    ir
+}
+
+fn verdict(arts: &Artifacts, ir: &KernelIr) -> (Verdict, Vec<String>) {
+    let a = magnitude::analyze(&arts.program.kernels[0], ir);
+    let o = &a.outputs[0];
+    assert!(o.failure.is_none(), "{:?}", o.failure);
+    (o.verdict.clone().expect("a verdict"), a.symbols.clone())
+}
+
+#[test]
+fn the_declared_linear_tolerance_admits_the_unit_for_long_sums_only() {
+    // For every K >= 1 the sequential schedule is proved (the build did)
+    // but the unit is refuted, at a short sum.
+    let all = compile(&linear(1, "f16"));
+    let (v, symbols) = verdict(&all, &on_unit(&all.kernels[0], 1));
+    let Verdict::Exceeds { at, .. } = v else { panic!("the unit was not refuted for K >= 1: {:?}", v) };
+    let k = at[symbols.iter().position(|s| s == "K").expect("a symbol K")];
+    assert!(k < 36.0, "refuted at K = {}", k);
+    // From K = 64 on, a promotion after every instruction is within it
+    // (a height of at most 32 + K/16 + 1) ...
+    let long = compile(&linear(64, "f16"));
+    let (v, _) = verdict(&long, &on_unit(&long.kernels[0], 1));
+    assert!(matches!(v, Verdict::Within(_)), "{:?}", v);
+    // ... but not a promotion every second instruction (64 + K/32 + 1 is
+    // above K at K = 64).
+    let (v, _) = verdict(&long, &on_unit(&long.kernels[0], 2));
+    assert!(matches!(v, Verdict::Exceeds { .. }), "{:?}", v);
+}
+
+#[test]
+fn a_sum_on_the_unit_must_multiply_f16_or_bf16_values() {
+    let wide = compile(&linear(64, "f32"));
+    let a = magnitude::analyze(&wide.program.kernels[0], &on_unit(&wide.kernels[0], 1));
+    let why = a.outputs[0].failure.as_ref().map(|f| f.0.clone()).unwrap_or_default();
+    assert!(why.contains("not products of f16 or bf16"), "{:?}", a.outputs[0]);
+    let bf = compile(&linear(64, "bf16"));
+    assert!(magnitude::analyze(&bf.program.kernels[0], &on_unit(&bf.kernels[0], 1)).outputs[0].failure.is_none());
+}
+
+#[test]
+fn the_mirror_computes_the_sum_as_the_assumption_describes() {
+    use tokitai_contracts::fp::matrix_unit::{emulate_sum, MIRROR_BLOCK};
+    let arts = compile(&linear(1, "f16"));
+    let k = &arts.program.kernels[0];
+    let ir = on_unit(&arts.kernels[0], 1);
+    // One row of x, one column of w, K = 48: 16 products of 1 - 2^-11,
+    // then 32 of 15 * 2^-24 (each below the lsb of a run in [8, 16), so
+    // a chained unit would drop them; promoted after every instruction
+    // they are summed in a group of their own).
+    let big = 1.0 - 2f64.powi(-11);
+    let small = 15.0 * 2f64.powi(-24);
+    let x: Vec<f64> = (0..48).map(|i| if i < 16 { big } else { small }).collect();
+    let w = vec![1.0; 48];
+    let products: Vec<f64> = x.clone();
+    let dims = [1, 48, 1];
+    let got = eval::run(k, &ir, Mode::Mirror, &dims, &[], &[x.clone(), w.clone()]).expect("runs")[0][0];
+    let want = half::f16::from_f64(emulate_sum(&products, 16, 1, MIRROR_BLOCK)).to_f64();
+    assert_eq!(got, want);
+    // Chained through the unit, the small products are lost whole.
+    let chained = emulate_sum(&products, 16, 4, MIRROR_BLOCK);
+    assert_eq!(chained, 16.0 * big);
+    assert!(emulate_sum(&products, 16, 1, MIRROR_BLOCK) > chained);
+}
