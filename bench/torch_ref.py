@@ -75,6 +75,13 @@ def workloads():
         a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
         label = "linear_fwd f16 4096^3" if m == k == nn else f"linear_fwd f16 {m}x{k}x{nn}"
         w[label] = (lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b))
+    # cuBLAS through torch.matmul beside our tensor-core schedule (issue 19).
+    for dt, name in [(h, "f16"), (torch.bfloat16, "bf16")]:
+        shapes = [(4096, 4096, 4096), (16384, 1024, 1024), (4096, 2048, 2048)] if dt == h else [(4096, 4096, 4096)]
+        for m, k, nn in shapes:
+            a, b = rand((m, k), dt), rand((k, nn), dt)
+            label = f"matmul_{name} tc 4096^3" if m == k == nn else f"matmul_{name} tc {m}x{k}x{nn}"
+            w[label] = (lambda a=a, b=b: torch.matmul(a, b))
     return w
 
 def main():

@@ -197,6 +197,46 @@ pub enum KStmt {
     SharedSet { arr: SharedId, index: IExpr, value: VExpr },
     /// Block-wide barrier (`__syncthreads()`).
     Barrier,
+    /// One warp instruction of the matrix unit: `acc[acc_at ..] += A * B`
+    /// for one `shape` tile, each lane loading its fragments of `a` and `b`
+    /// from shared memory and holding its accumulator slots as the
+    /// instruction lays them out (`schedule::tensor_core`). Warp-collective:
+    /// every lane of the warp runs it.
+    Mma { shape: MmaShape, a: MmaOperand, b: MmaOperand, acc: LocalId, acc_at: IExpr },
+}
+
+/// The matrix unit's warp instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MmaShape {
+    /// NVIDIA `mma.sync.aligned.m16n8k16.row.col.f32` with f16 or bf16
+    /// operands (sm_80 and later): A 16 x 16, B 16 x 8, C 16 x 8.
+    M16N8K16,
+}
+
+impl MmaShape {
+    /// `(m, n, k)` of one instruction.
+    pub fn mnk(self) -> (i64, i64, i64) {
+        match self {
+            MmaShape::M16N8K16 => (16, 8, 16),
+        }
+    }
+    /// Registers per lane of A, B and the accumulator.
+    pub fn regs(self) -> (u32, u32, u32) {
+        match self {
+            MmaShape::M16N8K16 => (8, 4, 4),
+        }
+    }
+}
+
+/// Where an operand of an `Mma` lives: its element `(r, c)` (A is m x k,
+/// B is k x n) at `tile[base + r * row_stride + c * col_stride]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MmaOperand {
+    pub tile: SharedId,
+    pub base: IExpr,
+    pub row_stride: i64,
+    pub col_stride: i64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -264,6 +304,9 @@ pub enum Schedule {
     /// Shared-memory tiled contraction (SIMT), `bm x bn` tiles, `bk` deep,
     /// `tm x tn` outputs per thread.
     Contraction { bm: u32, bn: u32, bk: u32, tm: u32, tn: u32 },
+    /// Shared-memory tiled contraction on the matrix unit: `bm x bn` tiles,
+    /// `bk` deep, four warps of `bm / 2 x bn / 2`, `shape` instructions.
+    TensorCore { bm: u32, bn: u32, bk: u32, shape: MmaShape },
 }
 
 impl Schedule {
@@ -273,6 +316,7 @@ impl Schedule {
             Schedule::Gather => "gather",
             Schedule::RowReduction { .. } => "row-reduction",
             Schedule::Contraction { .. } => "contraction",
+            Schedule::TensorCore { .. } => "tensor-core contraction",
         }
     }
 }

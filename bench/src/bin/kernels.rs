@@ -64,7 +64,7 @@ fn main() {
             continue;
         }
         let gbs = moved as f64 / (ms * 1e-3) / 1e9;
-        let flops = if k.info.schedule == "contraction" { 2.0 * w.dims.iter().map(|(_, v)| *v as f64).product::<f64>() } else { 0.0 };
+        let flops = if k.info.schedule.contains("contraction") { 2.0 * w.dims.iter().map(|(_, v)| *v as f64).product::<f64>() } else { 0.0 };
         let tflops = flops / (ms * 1e-3) / 1e12;
         println!("{:<34} {:>10.4} {:>10.0} {:>7.1}% {:>9.1}", w.label, ms, gbs, 100.0 * gbs / copy_gbs, tflops);
         rows.push(serde_json::json!({"label": w.label, "kernel": w.kernel, "ms": ms, "bytes": moved, "gbs": gbs, "copy_share": gbs / copy_gbs, "tflops": tflops}));

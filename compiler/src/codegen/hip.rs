@@ -249,7 +249,47 @@ impl<'a> Printer<'a> {
                 self.line(&l);
             }
             KStmt::Barrier => self.line("__syncthreads();"),
+            KStmt::Mma { shape, a, b, acc, acc_at } => self.mma(*shape, a, b, *acc, acc_at),
         }
+    }
+
+    /// One matrix-unit instruction: each lane packs its fragments from
+    /// shared memory by the layout of `schedule::tensor_core`, two 16-bit
+    /// elements per 32-bit register, and the warp runs the instruction.
+    /// (NVIDIA only: the schedule is not chosen for other targets.)
+    fn mma(&mut self, shape: MmaShape, a: &MmaOperand, b: &MmaOperand, acc: LocalId, acc_at: &IExpr) {
+        use crate::schedule::tensor_core::{element, registers, Fragment};
+        let lane = IExpr::Tid.rem(IExpr::c(32));
+        let ty = self.ir.shared[a.tile].ty;
+        let (pair, make, ptx) = match ty {
+            Dtype::Bf16 => ("__nv_bfloat162", "__halves2bfloat162", "bf16"),
+            _ => ("__half2", "__halves2half2", "f16"),
+        };
+        self.line("{");
+        self.indent += 1;
+        let mut regs = Vec::new();
+        for (which, op, name) in [(Fragment::A, a, "tk_a"), (Fragment::B, b, "tk_b")] {
+            let tile = self.ir.shared[op.tile].name.clone();
+            for j in 0..registers(shape, which) as i64 / 2 {
+                let at = |reg: i64| {
+                    let (r, c) = element(shape, which, &lane, &IExpr::c(reg));
+                    op.base.clone().add(r.mul(IExpr::c(op.row_stride))).add(c.mul(IExpr::c(op.col_stride)))
+                };
+                let (lo, hi) = (self.iexpr(&at(2 * j)), self.iexpr(&at(2 * j + 1)));
+                self.line(&format!("const {} {}{} = {}({}[{}], {}[{}]);", pair, name, j, make, tile, lo, tile, hi));
+                regs.push(format!("\"r\"(*reinterpret_cast<const unsigned*>(&{}{}))", name, j));
+            }
+        }
+        let accs: Vec<String> = (0..registers(shape, Fragment::Acc) as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &acc_at.clone().add(IExpr::c(i))))).collect();
+        let MmaShape::M16N8K16 = shape;
+        self.line(&format!(
+            "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\" : {} : {});",
+            accs.join(", "),
+            regs.join(", "),
+            t = ptx
+        ));
+        self.indent -= 1;
+        self.line("}");
     }
 
     fn array_elem(&self, arr: LocalId, index: &IExpr) -> String {
@@ -330,6 +370,7 @@ fn describe(s: &Schedule) -> String {
         Schedule::Gather => "gather (indirect reads)".into(),
         Schedule::RowReduction { rows_rank } => format!("row reduction, one block per row (rank-{} rows)", rows_rank),
         Schedule::Contraction { bm, bn, bk, tm, tn } => format!("contraction, {}x{} tiles, k-slabs of {}, {}x{} per thread", bm, bn, bk, tm, tn),
+        Schedule::TensorCore { bm, bn, bk, shape } => format!("tensor-core contraction, {}x{} tiles, k-slabs of {}, {:?} instructions", bm, bn, bk, shape),
     }
 }
 

@@ -31,7 +31,7 @@ pub struct Tile {
 }
 
 impl Tile {
-    fn threads(self) -> u32 {
+    pub(super) fn threads(self) -> u32 {
         (self.bm / self.tm) * (self.bn / self.tn)
     }
 }
@@ -50,14 +50,14 @@ pub const SMALL_TILES: &[(Tile, &str, i64, i64)] = &[
 ];
 
 pub struct Plan<'k> {
-    reduce: &'k TExpr,
-    kvar: VarId,
-    a: &'k TExpr,
-    b: &'k TExpr,
+    pub(super) reduce: &'k TExpr,
+    pub(super) kvar: VarId,
+    pub(super) a: &'k TExpr,
+    pub(super) b: &'k TExpr,
     /// Is k the contiguous (last) index of the A operand's tensor?
-    a_k_contiguous: bool,
-    b_k_contiguous: bool,
-    acc_ty: Dtype,
+    pub(super) a_k_contiguous: bool,
+    pub(super) b_k_contiguous: bool,
+    pub(super) acc_ty: Dtype,
 }
 
 /// Vars an expression reads tensors with (plain index variables only).
@@ -222,7 +222,7 @@ fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b:
 /// `x` the tile's output-axis offset. The thread-to-element map makes the
 /// fastest-varying thread index follow the operand's contiguous axis.
 #[allow(clippy::too_many_arguments)]
-fn tile_load(
+pub(super) fn tile_load(
     b: &mut Builder,
     t: Tile,
     operand: &TExpr,

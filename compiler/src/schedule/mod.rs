@@ -13,6 +13,7 @@ mod contraction;
 mod lower;
 mod pointwise;
 mod row;
+pub mod tensor_core;
 
 pub use lower::{Builder, Env};
 
@@ -80,6 +81,9 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
 
 pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     if let Some(plan) = contraction::detect(k) {
+        if tensor_core::admits(k, target, &plan) {
+            return tensor_core::schedule(k, target, plan);
+        }
         return contraction::schedule(k, target, plan);
     }
     let ranks: Vec<usize> = k.stmts.iter().map(|s| s.vars.len()).collect();

@@ -134,7 +134,14 @@ pub struct Barrier {
     /// Every enclosing condition and loop bound, thread-uniform?
     pub uniform: bool,
     pub why_not: String,
+    /// What must be reached: a barrier, or a warp-collective instruction
+    /// (asked the same, which is stronger than it needs).
+    pub what: &'static str,
 }
+
+/// An integer variable id no `KernelIr` uses: the register of a fragment
+/// while an `Mma`'s loads are recorded.
+const FRAGMENT_REGISTER: IVar = usize::MAX;
 
 /// An integer operation to check for overflow or a defined division.
 #[derive(Clone, Debug)]
@@ -532,6 +539,10 @@ impl<'a> Exec<'a> {
                     self.uninit.insert(*arr);
                 }
                 self.slot_writes.insert(*arr, Vec::new());
+                // A step of the sequence of its own: an array declared in
+                // a loop's iteration is not one declared before the loop
+                // (the accumulators a reduction loop must update whole).
+                self.slot_seq += 1;
                 self.declared_at.insert(*arr, self.slot_seq);
             }
             KStmt::Assign { value, local } => {
@@ -662,7 +673,39 @@ impl<'a> Exec<'a> {
             KStmt::Barrier => {
                 self.lists[list].barriers.push(index);
                 let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
-                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default() });
+                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "barrier" });
+            }
+            KStmt::Mma { shape, a, b, acc, acc_at } => {
+                use crate::schedule::tensor_core::{element, registers, Fragment};
+                // Each lane's fragment loads, at a symbolic register: the
+                // same map the printer unrolls.
+                let lane = IExpr::Tid.rem(IExpr::c(32));
+                for (which, op) in [(Fragment::A, a), (Fragment::B, b)] {
+                    self.fresh += 1;
+                    let reg = Term::var(format!("frag#{}", self.fresh));
+                    self.env.insert(FRAGMENT_REGISTER, reg.clone());
+                    let (r, c) = element(*shape, which, &lane, &IExpr::Var(FRAGMENT_REGISTER));
+                    let index = op.base.clone().add(r.mul(IExpr::c(op.row_stride))).add(c.mul(IExpr::c(op.col_stride)));
+                    let saved = (self.path.len(), self.cover_path.len());
+                    self.path.push(reg.within(Term::c(0), Term::c(registers(*shape, which) as i64)));
+                    let t = self.iterm(&index);
+                    self.record(Target::Shared(op.tile), false, t, 1, None, None);
+                    self.path.truncate(saved.0);
+                    self.cover_path.truncate(saved.1);
+                    self.env.remove(&FRAGMENT_REGISTER);
+                }
+                // The lane's accumulator slots, read and written.
+                let len = self.array_len(*acc);
+                for i in 0..registers(*shape, Fragment::Acc) as i64 {
+                    let t = self.iterm(&acc_at.clone().add(IExpr::c(i)));
+                    self.record(Target::Array(*acc, len), false, t.clone(), 1, None, None);
+                    self.read_slot(*acc, t.clone(), vec![], None);
+                    self.record(Target::Array(*acc, len), true, t.clone(), 1, None, None);
+                    self.write_slots(*acc, Some(t), 1);
+                }
+                // Warp-collective: every lane must reach it.
+                let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
+                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction" });
             }
         }
     }

@@ -252,7 +252,7 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
         }
     }
     // A skipped k-block: the contraction's slab loop starts one slab late.
-    if let Schedule::Contraction { bk, .. } = ir.schedule {
+    if let Schedule::Contraction { bk, .. } | Schedule::TensorCore { bk, .. } = ir.schedule {
         for site in &list {
             let mut m = ir.clone();
             if let Some(KStmt::For { var, start, .. }) = at(&mut m.body, site) {

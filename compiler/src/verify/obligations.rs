@@ -386,9 +386,9 @@ impl<'a> Gen<'a> {
                 let ob = Obligation {
                     kind: ObligationKind::BarrierUniform,
                     description: if b.uniform {
-                        "every thread of the block reaches this barrier (its conditions and loop bounds are thread-uniform)".into()
+                        format!("every thread of the block reaches this {} (its conditions and loop bounds are thread-uniform)", b.what)
                     } else {
-                        format!("every thread of the block reaches this barrier, but {} depends on the thread", b.why_not)
+                        format!("every thread of the block reaches this {}, but {} depends on the thread", b.what, b.why_not)
                     },
                     origin: (k.span.lo, k.span.hi),
                     hypotheses: vec![],

@@ -1,0 +1,291 @@
+//! Tensor-core contractions (issue 19): the matrix unit's fragment layouts.
+//!
+//! A warp instruction of the unit (`KStmt::Mma`) spreads its operands and
+//! its accumulator over the warp's 32 lanes in a fixed layout. The layouts
+//! live here, once: the HIP printer loads each lane's fragments by them,
+//! and the verifier reads the same maps to prove every fragment load in
+//! bounds and race-free. For `m16n8k16` (NVIDIA's PTX ISA, "Matrix
+//! Fragments for mma.m16n8k16 with floating point type"), with
+//! `g = lane / 4` and `t = lane % 4`:
+//!
+//! - A (16 x 16, row-major): register `i` of 8 holds `(g + 8 ((i / 2) % 2),
+//!   2 t + i % 2 + 8 (i / 4))`;
+//! - B (16 x 8, column-major): register `i` of 4 holds `(2 t + i % 2 + 8 (i
+//!   / 2), g)`;
+//! - C and D (16 x 8): register `i` of 4 holds `(g + 8 (i / 2), 2 t + i % 2)`.
+//!
+//! Each map is a bijection from (lane, register) onto its tile: the tests
+//! below check it over every lane and register.
+//!
+//! The schedule ([`schedule`]): a block of four warps owns a 64 x 64 output
+//! tile; the k loop walks 16-deep slabs of both operands, loaded into
+//! shared memory as f16 or bf16 (guarded, zero-padded: the SIMT schedule's
+//! loader); each warp owns 32 x 32 of the tile, 2 x 4 instructions per
+//! 16 of k, each into a fresh accumulator that is then added in f32 to the
+//! warp's running sums (a promotion per instruction: the order
+//! `ReductionOrder::MatrixUnit { k: 16, per_promotion: 1 }` whose bound the
+//! tolerance proof derives from the unit's named assumption). The epilogue
+//! stores each lane's sums where the accumulator layout puts them, guarded
+//! by M and N. It is chosen only where the proof can hold: NVIDIA sm_80 and
+//! later, both operands f16 (or both bf16), and `requires` keeping the
+//! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
+//! what a sequential sum's tolerance allows).
+
+use super::contraction::{tile_load, Plan, Tile};
+use super::lower::{node_key, Builder, Env};
+use super::extent_expr;
+use crate::diag::Diagnostic;
+use crate::kir::*;
+use crate::target::Target;
+use crate::tir::{Kernel, TExpr, TExprKind};
+use crate::types::Dtype;
+
+/// The shortest sum the schedule takes (see the module's documentation).
+pub const MIN_K: i64 = 64;
+
+/// Output tile and slab depth: 64 x 64 per block, 16 of k per slab (at 32
+/// the loader's race-freedom took Z3 13-17 s instead of 0.5 s).
+const BM: u32 = 64;
+const BN: u32 = 64;
+const BK: u32 = 16;
+/// Each warp's share: 32 x 32, as 2 x 4 instructions of 16 x 8.
+const WM: i64 = 32;
+const WN: i64 = 32;
+
+/// The operand of a fragment map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fragment {
+    A,
+    B,
+    Acc,
+}
+
+/// `(row, column)` of the element that `lane`'s register `reg` holds in
+/// `which` operand of `shape` (terms over the lane and the register, so
+/// that a symbolic lane gives the verifier its terms and constants give
+/// the printer its indices).
+pub fn element(shape: MmaShape, which: Fragment, lane: &IExpr, reg: &IExpr) -> (IExpr, IExpr) {
+    let MmaShape::M16N8K16 = shape;
+    let g = lane.clone().div(IExpr::c(4));
+    let t = lane.clone().rem(IExpr::c(4));
+    let low = reg.clone().rem(IExpr::c(2));
+    let pair_col = t.mul(IExpr::c(2)).add(low);
+    match which {
+        Fragment::A => {
+            let row = g.add(reg.clone().div(IExpr::c(2)).rem(IExpr::c(2)).mul(IExpr::c(8)));
+            (row, pair_col.add(reg.clone().div(IExpr::c(4)).mul(IExpr::c(8))))
+        }
+        Fragment::B => (pair_col.add(reg.clone().div(IExpr::c(2)).mul(IExpr::c(8))), g),
+        Fragment::Acc => (g.add(reg.clone().div(IExpr::c(2)).mul(IExpr::c(8))), pair_col),
+    }
+}
+
+/// The registers per lane of `which` operand.
+pub fn registers(shape: MmaShape, which: Fragment) -> u32 {
+    let (a, b, acc) = shape.regs();
+    match which {
+        Fragment::A => a,
+        Fragment::B => b,
+        Fragment::Acc => acc,
+    }
+}
+
+/// `(rows, columns)` of `which` operand's tile.
+pub fn tile(shape: MmaShape, which: Fragment) -> (i64, i64) {
+    let (m, n, k) = shape.mnk();
+    match which {
+        Fragment::A => (m, k),
+        Fragment::B => (k, n),
+        Fragment::Acc => (m, n),
+    }
+}
+
+/// A constant term's value (the maps of constant lanes and registers fold
+/// to constants).
+pub fn constant(e: &IExpr) -> Option<i64> {
+    match e {
+        IExpr::Const(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// The dtype both operands are read in, when each is a plain f16 or bf16
+/// value widened (the unit multiplies those exactly).
+fn operand_dtype(a: &TExpr, b: &TExpr) -> Option<Dtype> {
+    let narrow = |e: &TExpr| match &e.kind {
+        TExprKind::Cast(inner) if matches!(inner.ty, Dtype::F16 | Dtype::Bf16) => Some(inner.ty),
+        _ => None,
+    };
+    match (narrow(a), narrow(b)) {
+        (Some(x), Some(y)) if x == y => Some(x),
+        _ => None,
+    }
+}
+
+/// Does the tensor-core schedule fit this contraction on this target?
+pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
+    let sm80 = matches!(target, Target::Cuda { sm } if *sm >= 80);
+    let long = match k.vars[p.kvar].extent {
+        crate::tir::Dim::Sym(d) => crate::accuracy::dim_bounds(k, d).0 >= MIN_K,
+        crate::tir::Dim::Lit(v) => v >= MIN_K,
+    };
+    sm80 && long && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
+}
+
+/// The schedule (see the module's documentation); the caller checked
+/// [`admits`].
+pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    let shape = MmaShape::M16N8K16;
+    let (in_m, in_n, in_k) = shape.mnk();
+    let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
+    // The SIMT loader's view of the tile: 128 threads.
+    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 4, tn: 8 };
+    let mut b = Builder::new(k, target, Schedule::TensorCore { bm: BM, bn: BN, bk: BK, shape }, t.threads());
+    b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: in_k as u32, per_promotion: 1 });
+    let s = &k.stmts[0];
+    let (mvar, nvar) = (s.vars[0], s.vars[1]);
+    let mext = extent_expr(k.vars[mvar].extent);
+    let next = extent_expr(k.vars[nvar].extent);
+    let kext = extent_expr(k.vars[p.kvar].extent);
+    let a_sh = b.shared("a_tile", ty, BK * BM);
+    let b_sh = b.shared("b_tile", ty, BK * BN);
+    let (m0_v, n0_v, wm_v, wn_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wm"), b.ivar("wn"));
+    let (m0, n0, wm, wn) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wm_v), IExpr::Var(wn_v));
+    let warp = IExpr::Tid.div(IExpr::c(32));
+    let mut body = vec![
+        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
+        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
+        KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(2)) },
+        KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(2)) },
+    ];
+    let (tiles_m, tiles_n) = (WM / in_m, WN / in_n);
+    let acc_regs = super::tensor_core::registers(shape, Fragment::Acc) as i64;
+    let acc = b.local("acc", Dtype::F32);
+    body.push(KStmt::DeclArray { arr: acc, len: (tiles_m * tiles_n * acc_regs) as u32, init: Some(VExpr::zero(Dtype::F32)) });
+    let k0_v = b.ivar("k0");
+    let k0 = IExpr::Var(k0_v);
+    let mut kbody = Vec::new();
+    // Slabs: A as a_tile[kk * BM + m], B as b_tile[kk * BN + n].
+    tile_load(&mut b, t, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    tile_load(&mut b, t, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    kbody.push(KStmt::Barrier);
+    // Each 16 of k: every instruction of the warp's share (`q`: row `q / 4`,
+    // column `q % 4` of them), each into a fresh accumulator promoted to
+    // the running sums `acc[q * 4 + r]`.
+    let (kq_v, q_v, ti_v, tj_v, r_v) = (b.ivar("kq"), b.ivar("q"), b.ivar("ti"), b.ivar("tj"), b.ivar("r"));
+    let (kq, q, ti, tj, r) = (IExpr::Var(kq_v), IExpr::Var(q_v), IExpr::Var(ti_v), IExpr::Var(tj_v), IExpr::Var(r_v));
+    let part = b.local("part", Dtype::F32);
+    let kk = kq.clone().mul(IExpr::c(in_k));
+    let a_op = MmaOperand { tile: a_sh, base: kk.clone().mul(IExpr::c(BM as i64)).add(wm.clone().mul(IExpr::c(WM))).add(ti.mul(IExpr::c(in_m))), row_stride: 1, col_stride: BM as i64 };
+    let b_op = MmaOperand { tile: b_sh, base: kk.mul(IExpr::c(BN as i64)).add(wn.clone().mul(IExpr::c(WN))).add(tj.mul(IExpr::c(in_n))), row_stride: BN as i64, col_stride: 1 };
+    let running = q.clone().mul(IExpr::c(acc_regs)).add(r.clone());
+    let promote = KStmt::ArraySet {
+        arr: acc,
+        index: running.clone(),
+        value: VExpr::new(
+            VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(VExpr::new(VKind::ArrayGet { arr: acc, index: running }, Dtype::F32)), Box::new(VExpr::new(VKind::ArrayGet { arr: part, index: r }, Dtype::F32))),
+            Dtype::F32,
+        ),
+    };
+    let instruction = vec![
+        KStmt::LetInt { var: ti_v, value: q.clone().div(IExpr::c(tiles_n)) },
+        KStmt::LetInt { var: tj_v, value: q.rem(IExpr::c(tiles_n)) },
+        KStmt::DeclArray { arr: part, len: acc_regs as u32, init: Some(VExpr::zero(Dtype::F32)) },
+        KStmt::Mma { shape, a: a_op, b: b_op, acc: part, acc_at: IExpr::c(0) },
+        KStmt::unrolled(r_v, acc_regs as u32, vec![promote]),
+    ];
+    let per_slab = (BK as i64) / in_k;
+    kbody.push(KStmt::unrolled(kq_v, per_slab as u32, vec![KStmt::unrolled(q_v, (tiles_m * tiles_n) as u32, instruction)]));
+    kbody.push(KStmt::Barrier);
+    let kname = b.k.vars[p.kvar].name.clone();
+    b.ir.reduction_loops.push(ReductionLoop { var: kq_v, extent: IExpr::c(per_slab), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
+    b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span });
+    body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(BK as i64), unroll: false, body: kbody });
+    // Epilogue: the statement with the sum replaced by the lane's sums.
+    let (ei_v, ej_v, er_v) = (b.ivar("ti"), b.ivar("tj"), b.ivar("r"));
+    let gm = b.ivar(&k.vars[mvar].name.clone());
+    let gn = b.ivar(&k.vars[nvar].name.clone());
+    let mut env = Env::default();
+    env.vars.insert(mvar, IExpr::Var(gm));
+    env.vars.insert(nvar, IExpr::Var(gn));
+    let here = IExpr::Var(ei_v).mul(IExpr::c(tiles_n)).add(IExpr::Var(ej_v)).mul(IExpr::c(acc_regs)).add(IExpr::Var(er_v));
+    env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: here }, Dtype::F32).cast(p.reduce.ty));
+    let mut store = Vec::new();
+    let value = b.lower(&s.value, &mut env, &mut store)?;
+    let access = b.store(s, value, &env, &mut store);
+    let lane = IExpr::Tid.rem(IExpr::c(32));
+    let (row, col) = element(shape, Fragment::Acc, &lane, &IExpr::Var(er_v));
+    // Output element (m, n): its block, warp, instruction tile, lane and
+    // register, from the layout's inverse (see the tests).
+    let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
+    let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
+    let warp_of = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(WM)).mul(IExpr::c(2)).add(n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(WN)));
+    let lane_of = m.clone().rem(IExpr::c(8)).mul(IExpr::c(4)).add(n.clone().rem(IExpr::c(in_n)).div(IExpr::c(2)));
+    let assign = vec![
+        (Witness::BlockIdx(1), m.clone().div(IExpr::c(BM as i64))),
+        (Witness::BlockIdx(0), n.clone().div(IExpr::c(BN as i64))),
+        (Witness::Tid, warp_of.mul(IExpr::c(32)).add(lane_of)),
+        (Witness::Var(ei_v), m.clone().rem(IExpr::c(WM)).div(IExpr::c(in_m))),
+        (Witness::Var(ej_v), n.clone().rem(IExpr::c(WN)).div(IExpr::c(in_n))),
+        (Witness::Var(er_v), m.rem(IExpr::c(in_m)).div(IExpr::c(8)).mul(IExpr::c(2)).add(n.rem(IExpr::c(2)))),
+    ];
+    b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
+    let guarded = vec![
+        KStmt::LetInt { var: gm, value: m0.add(wm.mul(IExpr::c(WM))).add(IExpr::Var(ei_v).mul(IExpr::c(in_m))).add(row) },
+        KStmt::LetInt { var: gn, value: n0.add(wn.mul(IExpr::c(WN))).add(IExpr::Var(ej_v).mul(IExpr::c(in_n))).add(col) },
+        KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
+    ];
+    body.push(KStmt::unrolled(ei_v, tiles_m as u32, vec![KStmt::unrolled(ej_v, tiles_n as u32, vec![KStmt::unrolled(er_v, acc_regs as u32, guarded)])]));
+    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
+    b.ir.body = body;
+    Ok(b.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fragment_map_is_a_bijection_onto_its_tile() {
+        let shape = MmaShape::M16N8K16;
+        for which in [Fragment::A, Fragment::B, Fragment::Acc] {
+            let (rows, cols) = tile(shape, which);
+            let mut owner = vec![None; (rows * cols) as usize];
+            for lane in 0..32 {
+                for reg in 0..registers(shape, which) as i64 {
+                    let (r, c) = element(shape, which, &IExpr::c(lane), &IExpr::c(reg));
+                    let (r, c) = (constant(&r).expect("constant"), constant(&c).expect("constant"));
+                    assert!((0..rows).contains(&r) && (0..cols).contains(&c), "{:?} lane {} reg {}: ({}, {})", which, lane, reg, r, c);
+                    let slot = &mut owner[(r * cols + c) as usize];
+                    assert!(slot.is_none(), "{:?}: ({}, {}) held by {:?} and by lane {} reg {}", which, r, c, slot, lane, reg);
+                    *slot = Some((lane, reg));
+                }
+            }
+            assert!(owner.iter().all(Option::is_some), "{:?}: an element no lane holds", which);
+        }
+    }
+
+    #[test]
+    fn registers_pair_along_the_contiguous_axis() {
+        // Registers 2j and 2j + 1 are neighbours along k for A and B (so
+        // that a lane packs them into one 32-bit register), and along n
+        // for the accumulator.
+        let shape = MmaShape::M16N8K16;
+        for lane in 0..32 {
+            for (which, along_rows) in [(Fragment::A, false), (Fragment::B, true), (Fragment::Acc, false)] {
+                for j in 0..registers(shape, which) as i64 / 2 {
+                    let at = |reg: i64| {
+                        let (r, c) = element(shape, which, &IExpr::c(lane), &IExpr::c(reg));
+                        (constant(&r).unwrap(), constant(&c).unwrap())
+                    };
+                    let ((r0, c0), (r1, c1)) = (at(2 * j), at(2 * j + 1));
+                    if along_rows {
+                        assert_eq!((r1, c1), (r0 + 1, c0), "{:?} lane {} pair {}", which, lane, j);
+                    } else {
+                        assert_eq!((r1, c1), (r0, c0 + 1), "{:?} lane {} pair {}", which, lane, j);
+                    }
+                }
+            }
+        }
+    }
+}
