@@ -134,8 +134,8 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     let k0 = IExpr::Var(k0_v);
     let mut kbody = Vec::new();
     // Operand tiles: A[bk][bm] from a(m, k), B[bk][bn] from b(k, n).
-    tile_load(&mut b, t, p.a, a_sh, mvar, p.kvar, bm, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    tile_load(&mut b, t, p.b, b_sh, nvar, p.kvar, bn, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    tile_load(&mut b, t, SlabLayout::KMajor { stride: bm }, p.a, a_sh, mvar, p.kvar, bm, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    tile_load(&mut b, t, SlabLayout::KMajor { stride: bn }, p.b, b_sh, nvar, p.kvar, bn, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     kbody.push(KStmt::Barrier);
     let kk_v = b.ivar("kk");
     let kk = IExpr::Var(kk_v);
@@ -218,13 +218,25 @@ fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b:
     KStmt::unrolled(i_v, tm, vec![KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }])])
 }
 
-/// Load one operand slab into shared memory as `tile[kk * width + x]`,
-/// `x` the tile's output-axis offset. The thread-to-element map makes the
-/// fastest-varying thread index follow the operand's contiguous axis.
+/// How a slab sits in shared memory: `tile[kk * stride + x]` (k-major, the
+/// SIMT schedule's with `stride` the tile's width: a thread's micro-tile
+/// reads along x), or `tile[x * stride + kk]` (k contiguous). A stride
+/// padded past the width keeps a warp's matrix-unit fragment reads off
+/// each other's banks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlabLayout {
+    KMajor { stride: u32 },
+    KContiguous { stride: u32 },
+}
+
+/// Load one operand slab into shared memory in `layout`, `x` the tile's
+/// output-axis offset. The thread-to-element map makes the fastest-varying
+/// thread index follow the operand's contiguous axis.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tile_load(
     b: &mut Builder,
     t: Tile,
+    layout: SlabLayout,
     operand: &TExpr,
     tile: SharedId,
     out_var: VarId,
@@ -255,7 +267,10 @@ pub(super) fn tile_load(
     let mut then = Vec::new();
     let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
     operand_cover(b, t, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0);
-    let index = IExpr::Var(kk_v).mul(IExpr::c(width as i64)).add(IExpr::Var(x_v));
+    let index = match layout {
+        SlabLayout::KMajor { stride } => IExpr::Var(kk_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(x_v)),
+        SlabLayout::KContiguous { stride } => IExpr::Var(x_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(kk_v)),
+    };
     then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
     let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
     let body = vec![
