@@ -123,8 +123,9 @@ fn main() {
             let label = if monitors.len() > 1 { format!("{} {} ours-{} contracts={}", size, batch, mode.label(), contracts.name()) } else { format!("{} {} ours-{}", size, batch, mode.label()) };
             // The monitor's probe launches per step: those each replay of
             // the captured step runs, else those launched one by one.
-            let probes = t.captured_probes().map_or(((monitor::probe_launches() - probes_before) / steps as u64) as usize, |p| p.probes());
-            if let Some(p) = t.captured_probes().filter(|p| p.probes() > 0) {
+            let plan = t.captured_probes();
+            let probes = plan.map_or(((monitor::probe_launches() - probes_before) / steps as u64) as usize, |p| p.probes());
+            if let Some(p) = plan.filter(|p| p.probes() > 0) {
                 println!("{:<28} the captured step's probes: {} launches, {} waits for them, {} f64 and {} i32 slots read back", label, p.probes(), p.joins(), p.slots().0, p.slots().1);
             }
             let settle = monitor::settle_seconds();

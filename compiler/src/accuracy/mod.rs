@@ -1011,20 +1011,14 @@ pub(crate) fn summation_height(order: ReductionOrder, n: i64, one_signed: bool) 
     }
 }
 
-/// A sum on the matrix unit multiplies f16 or bf16 values: its products
+/// A sum on the matrix unit multiplies f16 or bf16 values (both of one
+/// dtype, widened, as the schedule's instruction takes them): its products
 /// are exact only then (the assumption's first clause). `None` when the
 /// operands are such; else why not.
 pub(crate) fn matrix_unit_operands(order: ReductionOrder, body: &TExpr) -> Option<String> {
     let ReductionOrder::MatrixUnit { .. } = order else { return None };
-    let narrow = |e: &TExpr| {
-        let inner = match &e.kind {
-            TExprKind::Cast(a) => a.as_ref(),
-            _ => e,
-        };
-        matches!(inner.ty, Dtype::F16 | Dtype::Bf16)
-    };
     match tir::fma_operands(body) {
-        Some((a, b)) if narrow(a) && narrow(b) => None,
+        Some((a, b)) if crate::schedule::tensor_core::operand_dtype(a, b).is_some() => None,
         _ => Some("a sum on the matrix unit whose terms are not products of f16 or bf16 values".into()),
     }
 }

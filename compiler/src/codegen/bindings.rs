@@ -85,9 +85,12 @@ pub mod tk_info {
         /// then for each domain entry the largest |value| of its input,
         /// given by `largest(name)` (infinite when unknown).
         pub fn symbol_values(&self, dims: &[i64], largest: &dyn Fn(&str) -> Option<f64>) -> Vec<f64> {
-            let mut at: Vec<f64> = (0..self.dims.len()).map(|d| dims[self.dim_class[d]] as f64).collect();
-            at.extend(self.domain.iter().map(|d| largest(d.0).unwrap_or(f64::INFINITY)));
-            at
+            self.symbols(dims, self.domain.iter().map(|d| largest(d.0).unwrap_or(f64::INFINITY))).collect()
+        }
+        /// The symbols' values in their order: the dims (each by its
+        /// class), then `largest`, one value per domain entry in order.
+        pub fn symbols<'a>(&'a self, dims: &'a [i64], largest: impl Iterator<Item = f64> + 'a) -> impl Iterator<Item = f64> + 'a {
+            (0..self.dims.len()).map(move |d| dims[self.dim_class[d]] as f64).chain(largest)
         }
         /// An output's tolerance `(abs, rel)` at symbol values `at`: the
         /// formula where the bound is in magnitudes, else the constants.

@@ -110,18 +110,10 @@ pub fn tile(shape: MmaShape, which: Fragment) -> (i64, i64) {
     }
 }
 
-/// A constant term's value (the maps of constant lanes and registers fold
-/// to constants).
-pub fn constant(e: &IExpr) -> Option<i64> {
-    match e {
-        IExpr::Const(v) => Some(*v),
-        _ => None,
-    }
-}
-
 /// The dtype both operands are read in, when each is a plain f16 or bf16
-/// value widened (the unit multiplies those exactly).
-fn operand_dtype(a: &TExpr, b: &TExpr) -> Option<Dtype> {
+/// value widened (the unit multiplies those exactly; the tolerance proof
+/// asks the same of a sum on the unit).
+pub(crate) fn operand_dtype(a: &TExpr, b: &TExpr) -> Option<Dtype> {
     let narrow = |e: &TExpr| match &e.kind {
         TExprKind::Cast(inner) if matches!(inner.ty, Dtype::F16 | Dtype::Bf16) => Some(inner.ty),
         _ => None,
@@ -255,6 +247,15 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A constant term's value (the maps of constant lanes and registers
+    /// fold to constants).
+    fn constant(e: &IExpr) -> Option<i64> {
+        match e {
+            IExpr::Const(v) => Some(*v),
+            _ => None,
+        }
+    }
 
     #[test]
     fn every_fragment_map_is_a_bijection_onto_its_tile() {

@@ -498,16 +498,16 @@ impl Trainer {
         Ok(stats)
     }
 
-    /// Replay the captured step `n` times without reading anything back
-    /// (benchmarks: the device's own time per step). Each replay trains
-    /// on the batch and schedule values last written. `false` when no step
-    /// is captured.
     /// The contract monitor's probes in the captured step (`None`: no
     /// step is captured).
     pub fn captured_probes(&self) -> Option<&crate::monitor::ProbePlan> {
         self.capture.as_ref().map(|c| &c.probes)
     }
 
+    /// Replay the captured step `n` times without reading anything back
+    /// (benchmarks: the device's own time per step). Each replay trains
+    /// on the batch and schedule values last written. `false` when no step
+    /// is captured.
     pub fn replay_captured(&mut self, n: usize) -> Result<bool> {
         let Some(c) = &self.capture else { return Ok(false) };
         for _ in 0..n {

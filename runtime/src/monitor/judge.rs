@@ -116,7 +116,7 @@ impl Judge {
         // Every symbol's value: the dims (each by its class), then each
         // domain entry's largest |value| (infinite when not observed).
         // (On the stack where they fit: a step judges each launch.)
-        let symbols = (0..info.dims.len()).map(|d| bound.dims[info.dim_class[d]] as f64).chain(self.domain.iter().map(|c| observed(c).map_or(f64::INFINITY, |(min, max)| min.abs().max(max.abs()))));
+        let symbols = info.symbols(&bound.dims, self.domain.iter().map(|c| observed(c).map_or(f64::INFINITY, |(min, max)| min.abs().max(max.abs()))));
         let n = info.dims.len() + self.domain.len();
         let (mut stack, heap): ([f64; 16], Vec<f64>);
         let at: &[f64] = if n <= 16 {
