@@ -261,6 +261,20 @@ pub struct SharedArray {
     pub name: String,
     pub ty: Dtype,
     pub len: u32,
+    /// Where the data lies, when rows are padded (`None`: every slot).
+    pub footprint: Option<Footprint>,
+}
+
+/// A padded slab: `rows` rows of `width` data slots, `stride` apart. The
+/// slots past `width` in each row are padding (it spreads a lane group's
+/// reads over distinct banks); the verifier proves that no access touches
+/// them, so a read shifted into the padding (in bounds, but reading what
+/// nobody wrote) is refuted like one past the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    pub rows: u32,
+    pub width: u32,
+    pub stride: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

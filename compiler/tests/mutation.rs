@@ -98,3 +98,25 @@ fn redact_thread(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// The padding of a tensor-core slab is data to the bounds check: without
+/// the footprint obligation, an instruction's fragment read shifted one
+/// tile along n (into the padding of `b_tile`'s rows) stays in bounds and
+/// survives; with it, the mutant is refuted.
+#[test]
+fn a_fragment_read_shifted_into_the_padding_is_refuted_by_the_footprint_only() {
+    use tokitai_compiler::verify::{first_refutation, mutate::mutants};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
+    assert!(ir.shared.iter().any(|s| s.footprint.is_some()), "the schedule pads its slabs");
+    let shifted = mutants(k, ir).into_iter().find(|m| m.description.contains("`tj` is computed one too high")).expect("the mutant exists");
+    let cfg = Config { timeout_ms: 5_000 };
+    let refuted = first_refutation(k, &shifted.ir, &cfg).expect("refuted with the footprint");
+    assert!(refuted.obligation.description.contains("in the data of its rows"), "refuted by {}", refuted.obligation.description);
+    let mut blind = shifted.ir.clone();
+    for s in &mut blind.shared {
+        s.footprint = None;
+    }
+    assert!(first_refutation(k, &blind, &cfg).is_none(), "without the footprint the shifted read must survive");
+}

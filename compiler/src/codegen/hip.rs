@@ -129,7 +129,10 @@ impl<'a> Printer<'a> {
         self.line("{");
         self.indent += 1;
         for s in &ir.shared {
-            let decl = format!("__shared__ {} {}[{}];", s.ty.hip_type(), s.name, s.len);
+            let mut decl = format!("__shared__ {} {}[{}];", s.ty.hip_type(), s.name, s.len);
+            if let Some(f) = s.footprint {
+                decl += &format!(" // {} rows of {}, each padded to {} (the padding is never touched)", f.rows, f.width, f.stride);
+            }
             self.line(&decl);
         }
         self.block(&ir.body);

@@ -111,8 +111,18 @@ impl<'k> Builder<'k> {
 
     pub fn shared(&mut self, name: &str, ty: Dtype, len: u32) -> SharedId {
         let name = format!("{}_{}", name, self.ir.shared.len());
-        self.ir.shared.push(SharedArray { name, ty, len });
+        self.ir.shared.push(SharedArray { name, ty, len, footprint: None });
         self.ir.shared.len() - 1
+    }
+
+    /// A shared slab of `rows` rows of `width` elements, each row padded to
+    /// `stride` (see [`Footprint`]).
+    pub fn shared_padded(&mut self, name: &str, ty: Dtype, rows: u32, width: u32, stride: u32) -> SharedId {
+        let id = self.shared(name, ty, rows * stride);
+        if stride > width {
+            self.ir.shared[id].footprint = Some(Footprint { rows, width, stride });
+        }
+        id
     }
 
     pub fn buf(&self, t: TensorId) -> BufId {

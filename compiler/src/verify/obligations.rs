@@ -216,10 +216,20 @@ impl<'a> Gen<'a> {
             if w > 1 {
                 goal.push(a.index.clone().rem(Term::c(w)).eq(Term::c(0)));
             }
+            // A padded slab: the access stays within one row's data.
+            let footprint = match &a.target {
+                Target::Shared(s) => self.exec.ir.shared[*s].footprint,
+                _ => None,
+            };
+            let data = footprint.map(|f| {
+                goal.push(a.index.clone().rem(Term::c(f.stride as i64)).add(Term::c(w)).le(Term::c(f.width as i64)));
+                format!(", in the data of its rows ({} of {} slots)", f.width, f.stride)
+            });
+            let data = data.unwrap_or_default();
             let desc = if w > 1 {
-                format!("{} of {} elements at {} stays within {} (and is {}-aligned)", what, w, a.index, len_text, w)
+                format!("{} of {} elements at {} stays within {}{} (and is {}-aligned)", what, w, a.index, len_text, data, w)
             } else {
-                format!("{} at {} stays within {}", what, a.index, len_text)
+                format!("{} at {} stays within {}{}", what, a.index, len_text, data)
             };
             self.push(ObligationKind::InBounds, desc, span, &a.path, Formula::and(goal), vec![("__index".into(), "index".into())]);
         }
