@@ -197,12 +197,28 @@ pub enum KStmt {
     SharedSet { arr: SharedId, index: IExpr, value: VExpr },
     /// Block-wide barrier (`__syncthreads()`).
     Barrier,
+    /// One instruction's fragment of operand `which` (A or B), loaded from
+    /// shared memory into the lane's registers `dst[dst_at ..]` as the
+    /// instruction lays it out (`schedule::tensor_core::element`).
+    /// Warp-collective. `rows`: loaded as 8-element rows (`ldmatrix`, its
+    /// `.trans` form for B), each row 16-byte aligned (the verifier proves
+    /// it); otherwise element by element.
+    FragmentLoad { shape: MmaShape, which: Fragment, src: MmaOperand, dst: LocalId, dst_at: IExpr, rows: bool },
     /// One warp instruction of the matrix unit: `acc[acc_at ..] += A * B`
-    /// for one `shape` tile, each lane loading its fragments of `a` and `b`
-    /// from shared memory and holding its accumulator slots as the
-    /// instruction lays them out (`schedule::tensor_core`). Warp-collective:
-    /// every lane of the warp runs it.
-    Mma { shape: MmaShape, a: MmaOperand, b: MmaOperand, acc: LocalId, acc_at: IExpr },
+    /// for one `shape` tile, A and B from the lane's fragment registers
+    /// `a[a_at ..]` and `b[b_at ..]`, the accumulator slots laid out as the
+    /// instruction lays them. Warp-collective: every lane of the warp runs
+    /// it.
+    Mma { shape: MmaShape, a: LocalId, a_at: IExpr, b: LocalId, b_at: IExpr, acc: LocalId, acc_at: IExpr },
+}
+
+/// The operands of a matrix-unit instruction (their fragment layouts are
+/// in `schedule::tensor_core`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fragment {
+    A,
+    B,
+    Acc,
 }
 
 /// The matrix unit's warp instructions.

@@ -9,6 +9,7 @@ use std::path::Path;
 use tokitai_compiler::build::compile_source;
 use tokitai_compiler::span::SourceFile;
 use tokitai_compiler::target::Target;
+use tokitai_compiler::verify::first_refutation;
 use tokitai_compiler::verify::mutate::run_all;
 use tokitai_contracts::z3_backend::Config;
 
@@ -64,7 +65,7 @@ fn a_weakened_verifier_lets_mutants_survive() {
 /// obligation and the index nobody visits.
 #[test]
 fn a_reduction_mutant_is_reported_with_its_counterexample() {
-    use tokitai_compiler::verify::{first_refutation, mutate::mutants, KernelProofs};
+    use tokitai_compiler::verify::{mutate::mutants, KernelProofs};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/softmax.tk");
     let src = SourceFile::new("examples/ops/softmax.tk".to_string(), std::fs::read_to_string(&path).unwrap());
     let arts = compile_source(src.clone(), &Target::default_cuda()).unwrap();
@@ -100,23 +101,54 @@ fn redact_thread(text: &str) -> String {
 }
 
 /// The padding of a tensor-core slab is data to the bounds check: without
-/// the footprint obligation, an instruction's fragment read shifted one
-/// tile along n (into the padding of `b_tile`'s rows) stays in bounds and
-/// survives; with it, the mutant is refuted.
+/// the footprint obligation, the B fragments shifted one instruction tile
+/// along n (the last warp's into the padding of `b_tile`'s rows) stay in
+/// bounds and survive; with it, the shift is refuted.
 #[test]
 fn a_fragment_read_shifted_into_the_padding_is_refuted_by_the_footprint_only() {
-    use tokitai_compiler::verify::{first_refutation, mutate::mutants};
+    use tokitai_compiler::kir::{Fragment, IExpr};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
     let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
-    let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
-    assert!(ir.shared.iter().any(|s| s.footprint.is_some()), "the schedule pads its slabs");
-    let shifted = mutants(k, ir).into_iter().find(|m| m.description.contains("`tj` is computed one too high")).expect("the mutant exists");
+    let (k, mut shifted) = (&arts.program.kernels[0], arts.kernels[0].clone());
+    assert!(shifted.shared.iter().any(|s| s.footprint.is_some()), "the schedule pads its slabs");
+    assert!(edit_fragment_loads(&mut shifted.body, Fragment::B, &|base| base.add(IExpr::c(8))), "the schedule loads B fragments");
     let cfg = Config { timeout_ms: 5_000 };
-    let refuted = first_refutation(k, &shifted.ir, &cfg).expect("refuted with the footprint");
+    let refuted = first_refutation(k, &shifted, &cfg).expect("refuted with the footprint");
     assert!(refuted.obligation.description.contains("in the data of its rows"), "refuted by {}", refuted.obligation.description);
-    let mut blind = shifted.ir.clone();
-    for s in &mut blind.shared {
+    for s in &mut shifted.shared {
         s.footprint = None;
     }
-    assert!(first_refutation(k, &blind, &cfg).is_none(), "without the footprint the shifted read must survive");
+    assert!(first_refutation(k, &shifted, &cfg).is_none(), "without the footprint the shifted read must survive");
+}
+
+/// Rewrite the base of every fragment load of operand `which`.
+fn edit_fragment_loads(body: &mut [tokitai_compiler::kir::KStmt], which: tokitai_compiler::kir::Fragment, f: &dyn Fn(tokitai_compiler::kir::IExpr) -> tokitai_compiler::kir::IExpr) -> bool {
+    use tokitai_compiler::kir::KStmt;
+    let mut any = false;
+    for s in body {
+        any |= match s {
+            KStmt::FragmentLoad { src, which: w, .. } if *w == which => {
+                src.base = f(src.base.clone());
+                true
+            }
+            KStmt::For { body, .. } => edit_fragment_loads(body, which, f),
+            KStmt::If { then, els, .. } => edit_fragment_loads(then, which, f) | edit_fragment_loads(els, which, f),
+            _ => false,
+        };
+    }
+    any
+}
+
+/// A fragment loaded by rows (`ldmatrix`) reads 16-byte rows: an A
+/// fragment base one element off is refuted by the bounds obligation of
+/// its rows (aligned to 8 elements, inside the slab's data).
+#[test]
+fn a_misaligned_fragment_row_is_refuted() {
+    use tokitai_compiler::kir::{Fragment, IExpr};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let (k, mut ir) = (&arts.program.kernels[0], arts.kernels[0].clone());
+    assert!(edit_fragment_loads(&mut ir.body, Fragment::A, &|base| base.add(IExpr::c(1))), "the schedule loads A fragments");
+    let refuted = first_refutation(k, &ir, &Config { timeout_ms: 5_000 }).expect("refuted");
+    assert!(refuted.obligation.description.contains("8-aligned"), "refuted by {}", refuted.obligation.description);
 }

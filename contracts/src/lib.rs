@@ -6,6 +6,7 @@
 //! report writers. It knows nothing about kernels: the compiler turns a
 //! kernel into obligations and hands them here.
 
+pub mod divmod;
 pub mod fp;
 pub mod obligation;
 pub mod poly;

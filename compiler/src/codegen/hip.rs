@@ -48,20 +48,40 @@ struct Printer<'a> {
     out: String,
     indent: usize,
     vec_arrays: HashSet<LocalId>,
+    /// Shared arrays that fragments are loaded from by rows (`ldmatrix`).
+    row_tiles: HashSet<SharedId>,
 }
 
 pub fn print_kernel(ir: &KernelIr) -> String {
     let mut vec_arrays = HashSet::new();
     collect_vec_arrays(&ir.body, &mut vec_arrays);
-    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays };
+    let mut row_tiles = HashSet::new();
+    collect_row_tiles(&ir.body, &mut row_tiles);
+    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles };
     p.kernel();
     p.out
+}
+
+fn collect_row_tiles(body: &[KStmt], out: &mut HashSet<SharedId>) {
+    for s in body {
+        match s {
+            KStmt::FragmentLoad { src, rows, .. } if crate::schedule::tensor_core::loads_rows(*rows, src) => {
+                out.insert(src.tile);
+            }
+            KStmt::For { body, .. } => collect_row_tiles(body, out),
+            KStmt::If { then, els, .. } => {
+                collect_row_tiles(then, out);
+                collect_row_tiles(els, out);
+            }
+            _ => {}
+        }
+    }
 }
 
 fn collect_vec_arrays(body: &[KStmt], out: &mut HashSet<LocalId>) {
     for s in body {
         match s {
-            KStmt::VecLoad { arr, .. } | KStmt::VecStore { arr, .. } => {
+            KStmt::VecLoad { arr, .. } | KStmt::VecStore { arr, .. } | KStmt::FragmentLoad { dst: arr, .. } => {
                 out.insert(*arr);
             }
             KStmt::For { body, .. } => collect_vec_arrays(body, out),
@@ -128,8 +148,11 @@ impl<'a> Printer<'a> {
         self.indent -= 1;
         self.line("{");
         self.indent += 1;
-        for s in &ir.shared {
-            let mut decl = format!("__shared__ {} {}[{}];", s.ty.hip_type(), s.name, s.len);
+        for (i, s) in ir.shared.iter().enumerate() {
+            // Slabs read by rows of 16 bytes start 16-byte aligned (the
+            // verifier proves each row's offset a multiple of 8 elements).
+            let align = if self.row_tiles.contains(&i) { "alignas(16) " } else { "" };
+            let mut decl = format!("__shared__ {}{} {}[{}];", align, s.ty.hip_type(), s.name, s.len);
             if let Some(f) = s.footprint {
                 decl += &format!(" // {} rows of {}, each padded to {} (the padding is never touched)", f.rows, f.width, f.stride);
             }
@@ -252,35 +275,71 @@ impl<'a> Printer<'a> {
                 self.line(&l);
             }
             KStmt::Barrier => self.line("__syncthreads();"),
-            KStmt::Mma { shape, a, b, acc, acc_at } => self.mma(*shape, a, b, *acc, acc_at),
+            KStmt::FragmentLoad { shape, which, src, dst, dst_at, rows } => self.fragment_load(*shape, *which, src, *dst, dst_at, *rows),
+            KStmt::Mma { shape, a, a_at, b, b_at, acc, acc_at } => self.mma(*shape, (*a, a_at), (*b, b_at), *acc, acc_at),
         }
     }
 
-    /// One matrix-unit instruction: each lane packs its fragments from
-    /// shared memory by the layout of `schedule::tensor_core`, two 16-bit
-    /// elements per 32-bit register, and the warp runs the instruction.
-    /// (NVIDIA only: the schedule is not chosen for other targets.)
-    fn mma(&mut self, shape: MmaShape, a: &MmaOperand, b: &MmaOperand, acc: LocalId, acc_at: &IExpr) {
-        use crate::schedule::tensor_core::{element, registers, Fragment};
+    /// One instruction's fragment into the lane's registers: by `ldmatrix`
+    /// (8-element rows, 16-byte aligned: proved), or element by element
+    /// from the layout of `schedule::tensor_core`. (NVIDIA only: the
+    /// schedule is not chosen for other targets.)
+    fn fragment_load(&mut self, shape: MmaShape, which: Fragment, src: &MmaOperand, dst: LocalId, dst_at: &IExpr, by_rows: bool) {
+        use crate::schedule::tensor_core::{element, loads_rows, registers, tile};
         let lane = IExpr::Tid.rem(IExpr::c(32));
-        let ty = self.ir.shared[a.tile].ty;
-        let (pair, make, ptx) = match ty {
-            Dtype::Bf16 => ("__nv_bfloat162", "__halves2bfloat162", "bf16"),
-            _ => ("__half2", "__halves2half2", "f16"),
+        let tile_name = self.ir.shared[src.tile].name.clone();
+        let n = registers(shape, which) as i64;
+        if loads_rows(by_rows, src) {
+            // Lane l gives the address of row l % rows, chunk l / rows of
+            // the 8 x 8 matrices in the order the fragment's registers hold
+            // them: A's four are (rows 0-7, k 0-7), (8-15, 0-7), (0-7,
+            // 8-15), (8-15, 8-15); B's two (k 0-7), (k 8-15), transposed
+            // (lanes 16-31 give addresses `.x2` ignores). The "memory"
+            // clobber keeps the read after the slab's plain stores and
+            // the barrier.
+            let (rows, _) = tile(shape, which);
+            let r = lane.clone().rem(IExpr::c(rows));
+            let chunk = lane.div(IExpr::c(rows));
+            let at = src.base.clone().add(r.mul(IExpr::c(src.row_stride))).add(chunk.mul(IExpr::c(8)));
+            let words = n / 2;
+            let (count, trans) = match which {
+                Fragment::B => (words, ".trans"),
+                _ => (words, ""),
+            };
+            let outs: Vec<String> = (0..words).map(|j| format!("\"=r\"(*reinterpret_cast<unsigned*>(&{}))", self.array_elem(dst, &dst_at.clone().add(IExpr::c(2 * j))))).collect();
+            let slots: Vec<String> = (0..words).map(|j| format!("%{}", j)).collect();
+            self.line(&format!(
+                "asm volatile(\"ldmatrix.sync.aligned.m8n8.x{}{}.shared.b16 {{{}}}, [%{}];\" : {} : \"r\"((unsigned)__cvta_generic_to_shared(&{}[{}])) : \"memory\");",
+                count,
+                trans,
+                slots.join(", "),
+                words,
+                outs.join(", "),
+                tile_name,
+                self.iexpr(&at)
+            ));
+            return;
+        }
+        for reg in 0..n {
+            let (r, c) = element(shape, which, &lane, &IExpr::c(reg));
+            let at = src.base.clone().add(r.mul(IExpr::c(src.row_stride))).add(c.mul(IExpr::c(src.col_stride)));
+            let l = format!("{} = {}[{}];", self.array_elem(dst, &dst_at.clone().add(IExpr::c(reg))), tile_name, self.iexpr(&at));
+            self.line(&l);
+        }
+    }
+
+    /// One matrix-unit instruction on the lane's fragment registers, two
+    /// 16-bit elements per 32-bit register.
+    fn mma(&mut self, shape: MmaShape, a: (LocalId, &IExpr), b: (LocalId, &IExpr), acc: LocalId, acc_at: &IExpr) {
+        use crate::schedule::tensor_core::registers;
+        let ptx = match self.ir.locals[a.0].ty {
+            Dtype::Bf16 => "bf16",
+            _ => "f16",
         };
-        self.line("{");
-        self.indent += 1;
         let mut regs = Vec::new();
-        for (which, op, name) in [(Fragment::A, a, "tk_a"), (Fragment::B, b, "tk_b")] {
-            let tile = self.ir.shared[op.tile].name.clone();
+        for (which, (arr, at)) in [(Fragment::A, a), (Fragment::B, b)] {
             for j in 0..registers(shape, which) as i64 / 2 {
-                let at = |reg: i64| {
-                    let (r, c) = element(shape, which, &lane, &IExpr::c(reg));
-                    op.base.clone().add(r.mul(IExpr::c(op.row_stride))).add(c.mul(IExpr::c(op.col_stride)))
-                };
-                let (lo, hi) = (self.iexpr(&at(2 * j)), self.iexpr(&at(2 * j + 1)));
-                self.line(&format!("const {} {}{} = {}({}[{}], {}[{}]);", pair, name, j, make, tile, lo, tile, hi));
-                regs.push(format!("\"r\"(*reinterpret_cast<const unsigned*>(&{}{}))", name, j));
+                regs.push(format!("\"r\"(*reinterpret_cast<const unsigned*>(&{}))", self.array_elem(arr, &at.clone().add(IExpr::c(2 * j)))));
             }
         }
         let accs: Vec<String> = (0..registers(shape, Fragment::Acc) as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &acc_at.clone().add(IExpr::c(i))))).collect();
@@ -291,8 +350,6 @@ impl<'a> Printer<'a> {
             regs.join(", "),
             t = ptx
         ));
-        self.indent -= 1;
-        self.line("}");
     }
 
     fn array_elem(&self, arr: LocalId, index: &IExpr) -> String {
@@ -462,7 +519,7 @@ fn const_literal(c: Const, ty: Dtype) -> String {
 impl KernelIr {
     /// Launch geometry as human-readable formulas, for the manifest.
     pub fn grid_formulas(&self) -> Vec<String> {
-        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new() };
+        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new() };
         self.grid
             .iter()
             .map(|g| match g {

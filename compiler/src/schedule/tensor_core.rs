@@ -17,16 +17,20 @@
 //! Each map is a bijection from (lane, register) onto its tile: the tests
 //! below check it over every lane and register.
 //!
-//! The schedule ([`schedule`]): a block of four warps owns a 64 x 64 output
-//! tile; the k loop walks 16-deep slabs of both operands, loaded into
-//! shared memory as f16 or bf16 (guarded, zero-padded: the SIMT schedule's
-//! loader); each warp owns 32 x 32 of the tile, 2 x 4 instructions per
-//! 16 of k, each into a fresh accumulator that is then added in f32 to the
-//! warp's running sums (a promotion per instruction: the order
-//! `ReductionOrder::MatrixUnit { k: 16, per_promotion: 1 }` whose bound the
-//! tolerance proof derives from the unit's named assumption). The epilogue
-//! stores each lane's sums where the accumulator layout puts them, guarded
-//! by M and N. It is chosen only where the proof can hold: NVIDIA sm_80 and
+//! The schedule ([`schedule`]): a block of eight warps owns a 128 x 128
+//! output tile; the k loop walks 16-deep slabs of both operands, loaded
+//! into shared memory as f16 or bf16 (guarded, zero-padded: the SIMT
+//! schedule's loader) with each row padded by 16 bytes; each warp owns
+//! 64 x 32 of the tile. Per 16 of k a warp loads its four A fragments and
+//! four B fragments once (`KStmt::FragmentLoad`, printed as `ldmatrix`,
+//! its rows proved 16-byte aligned and inside the slab's data) and runs
+//! its 4 x 4 instructions on them, each into a fresh accumulator that is
+//! then added in f32 to the warp's running sums (a promotion per
+//! instruction: the order `ReductionOrder::MatrixUnit { k: 16,
+//! per_promotion: 1 }` whose bound the tolerance proof derives from the
+//! unit's named assumption). The epilogue stores each lane's sums where
+//! the accumulator layout puts them, guarded by M and N. It is chosen
+//! only where the proof can hold: NVIDIA sm_80 and
 //! later, both operands f16 (or both bf16), and `requires` keeping the
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
@@ -36,6 +40,7 @@ use super::lower::{node_key, Builder, Env};
 use super::extent_expr;
 use crate::diag::Diagnostic;
 use crate::kir::*;
+pub use crate::kir::Fragment;
 use crate::target::Target;
 use crate::tir::{Kernel, TExpr, TExprKind};
 use crate::types::Dtype;
@@ -43,31 +48,24 @@ use crate::types::Dtype;
 /// The shortest sum the schedule takes (see the module's documentation).
 pub const MIN_K: i64 = 64;
 
-/// Output tile and slab depth: 64 x 64 per block, 16 of k per slab (at 32
-/// the loader's race-freedom took Z3 13-17 s instead of 0.5 s).
-const BM: u32 = 64;
-const BN: u32 = 64;
+/// Output tile and slab depth: 128 x 128 per block, 16 of k per slab.
+const BM: u32 = 128;
+const BN: u32 = 128;
 const BK: u32 = 16;
-/// Each warp's share: 32 x 32, as 2 x 4 instructions of 16 x 8.
-const WM: i64 = 32;
+/// Eight warps, 2 along m by 4 along n; each owns 64 x 32 of the tile, as
+/// 4 x 4 instructions of 16 x 8 (per 16 of k: four A fragments and four B
+/// fragments loaded once, each used by four instructions).
+const WARPS_N: i64 = 4;
+const WM: i64 = 64;
 const WN: i64 = 32;
-/// Shared slabs: A with k contiguous, rows of 16 padded to 24, so that a
-/// lane group's fragment reads (8 rows 12 words apart, 4 words along k)
-/// fall on 32 distinct banks; B k-major, rows of 64 padded to 72 for the
-/// same reason (41 TFLOP/s at 4096^3 against 34 unpadded, measured). The
-/// padding is a [`Footprint`]: the verifier proves no access touches it, so
-/// a fragment read shifted into it is refuted (it would be in bounds).
-/// (B k-contiguous reads alike, but its loader's race-freedom took Z3 14 s.)
+/// Shared slabs, each row padded by 8 elements (16 bytes) so that the 8
+/// rows of an `ldmatrix` (16 bytes each) fall on distinct banks: A with k
+/// contiguous (rows of 16 padded to 24: rows 48 bytes apart), B k-major
+/// (rows of 128 padded to 136: 272 bytes apart). The padding is a
+/// [`Footprint`]: the verifier proves no access touches it, so a fragment
+/// read shifted into it is refuted (it would be in bounds).
 const A_STRIDE: u32 = BK + 8;
 const B_STRIDE: u32 = BN + 8;
-
-/// The operand of a fragment map.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fragment {
-    A,
-    B,
-    Acc,
-}
 
 /// `(row, column)` of the element that `lane`'s register `reg` holds in
 /// `which` operand of `shape` (terms over the lane and the register, so
@@ -97,6 +95,13 @@ pub fn registers(shape: MmaShape, which: Fragment) -> u32 {
         Fragment::B => b,
         Fragment::Acc => acc,
     }
+}
+
+/// Is a fragment loaded as 8-element rows (`ldmatrix`)? Asked for, and
+/// possible: the rows must run along the slab's contiguous axis. The
+/// printer and the verifier both ask here.
+pub fn loads_rows(rows: bool, src: &MmaOperand) -> bool {
+    rows && src.col_stride == 1
 }
 
 /// `(rows, columns)` of `which` operand's tile.
@@ -139,8 +144,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let shape = MmaShape::M16N8K16;
     let (in_m, in_n, in_k) = shape.mnk();
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
-    // The SIMT loader's view of the tile: 128 threads.
-    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 4, tn: 8 };
+    // The SIMT loader's view of the tile: 256 threads.
+    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8 };
     let mut b = Builder::new(k, target, Schedule::TensorCore { bm: BM, bn: BN, bk: BK, shape }, t.threads());
     b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: in_k as u32, per_promotion: 1 });
     let s = &k.stmts[0];
@@ -156,11 +161,11 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mut body = vec![
         KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
         KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
-        KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(2)) },
-        KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(2)) },
+        KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(WARPS_N)) },
+        KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(WARPS_N)) },
     ];
     let (tiles_m, tiles_n) = (WM / in_m, WN / in_n);
-    let acc_regs = super::tensor_core::registers(shape, Fragment::Acc) as i64;
+    let (a_regs, b_regs, acc_regs) = (registers(shape, Fragment::A) as i64, registers(shape, Fragment::B) as i64, registers(shape, Fragment::Acc) as i64);
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: (tiles_m * tiles_n * acc_regs) as u32, init: Some(VExpr::zero(Dtype::F32)) });
     let k0_v = b.ivar("k0");
@@ -170,16 +175,19 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
     tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     kbody.push(KStmt::Barrier);
-    // Each 16 of k: every instruction of the warp's share (`q`: row `q / 4`,
-    // column `q % 4` of them), each into a fresh accumulator promoted to
-    // the running sums `acc[q * 4 + r]`.
-    let (kq_v, q_v, ti_v, tj_v, r_v) = (b.ivar("kq"), b.ivar("q"), b.ivar("ti"), b.ivar("tj"), b.ivar("r"));
+    // Each 16 of k: the warp's A fragments (one per row of instructions)
+    // and B fragments (one per column), then every instruction of the
+    // warp's share (`q`: row `q / tiles_n`, column `q % tiles_n`), each into
+    // a fresh accumulator that is promoted to the running sums
+    // `acc[q * 4 + r]`.
+    let (kq_v, fi_v, fj_v, q_v, ti_v, tj_v, r_v) = (b.ivar("kq"), b.ivar("fi"), b.ivar("fj"), b.ivar("q"), b.ivar("ti"), b.ivar("tj"), b.ivar("r"));
     let (kq, q, ti, tj, r) = (IExpr::Var(kq_v), IExpr::Var(q_v), IExpr::Var(ti_v), IExpr::Var(tj_v), IExpr::Var(r_v));
-    let part = b.local("part", Dtype::F32);
+    let (fi, fj) = (IExpr::Var(fi_v), IExpr::Var(fj_v));
+    let (a_frag, b_frag, part) = (b.local("a_frag", ty), b.local("b_frag", ty), b.local("part", Dtype::F32));
     let kk = kq.clone().mul(IExpr::c(in_k));
     let (sa, sb) = (A_STRIDE as i64, B_STRIDE as i64);
-    let a_op = MmaOperand { tile: a_sh, base: wm.clone().mul(IExpr::c(WM)).add(ti.mul(IExpr::c(in_m))).mul(IExpr::c(sa)).add(kk.clone()), row_stride: sa, col_stride: 1 };
-    let b_op = MmaOperand { tile: b_sh, base: kk.mul(IExpr::c(sb)).add(wn.clone().mul(IExpr::c(WN))).add(tj.mul(IExpr::c(in_n))), row_stride: sb, col_stride: 1 };
+    let a_src = MmaOperand { tile: a_sh, base: wm.clone().mul(IExpr::c(WM)).add(fi.clone().mul(IExpr::c(in_m))).mul(IExpr::c(sa)).add(kk.clone()), row_stride: sa, col_stride: 1 };
+    let b_src = MmaOperand { tile: b_sh, base: kk.mul(IExpr::c(sb)).add(wn.clone().mul(IExpr::c(WN))).add(fj.clone().mul(IExpr::c(in_n))), row_stride: sb, col_stride: 1 };
     let running = q.clone().mul(IExpr::c(acc_regs)).add(r.clone());
     let promote = KStmt::ArraySet {
         arr: acc,
@@ -193,11 +201,18 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         KStmt::LetInt { var: ti_v, value: q.clone().div(IExpr::c(tiles_n)) },
         KStmt::LetInt { var: tj_v, value: q.rem(IExpr::c(tiles_n)) },
         KStmt::DeclArray { arr: part, len: acc_regs as u32, init: Some(VExpr::zero(Dtype::F32)) },
-        KStmt::Mma { shape, a: a_op, b: b_op, acc: part, acc_at: IExpr::c(0) },
+        KStmt::Mma { shape, a: a_frag, a_at: ti.mul(IExpr::c(a_regs)), b: b_frag, b_at: tj.mul(IExpr::c(b_regs)), acc: part, acc_at: IExpr::c(0) },
         KStmt::unrolled(r_v, acc_regs as u32, vec![promote]),
     ];
+    let step = vec![
+        KStmt::DeclArray { arr: a_frag, len: (tiles_m * a_regs) as u32, init: None },
+        KStmt::DeclArray { arr: b_frag, len: (tiles_n * b_regs) as u32, init: None },
+        KStmt::unrolled(fi_v, tiles_m as u32, vec![KStmt::FragmentLoad { shape, which: Fragment::A, src: a_src, dst: a_frag, dst_at: fi.mul(IExpr::c(a_regs)), rows: true }]),
+        KStmt::unrolled(fj_v, tiles_n as u32, vec![KStmt::FragmentLoad { shape, which: Fragment::B, src: b_src, dst: b_frag, dst_at: fj.mul(IExpr::c(b_regs)), rows: true }]),
+        KStmt::unrolled(q_v, (tiles_m * tiles_n) as u32, instruction),
+    ];
     let per_slab = (BK as i64) / in_k;
-    kbody.push(KStmt::unrolled(kq_v, per_slab as u32, vec![KStmt::unrolled(q_v, (tiles_m * tiles_n) as u32, instruction)]));
+    kbody.push(KStmt::unrolled(kq_v, per_slab as u32, step));
     kbody.push(KStmt::Barrier);
     let kname = b.k.vars[p.kvar].name.clone();
     b.ir.reduction_loops.push(ReductionLoop { var: kq_v, extent: IExpr::c(per_slab), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
@@ -221,7 +236,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // register, from the layout's inverse (see the tests).
     let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
-    let warp_of = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(WM)).mul(IExpr::c(2)).add(n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(WN)));
+    let warp_of = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(WM)).mul(IExpr::c(WARPS_N)).add(n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(WN)));
     let lane_of = m.clone().rem(IExpr::c(8)).mul(IExpr::c(4)).add(n.clone().rem(IExpr::c(in_n)).div(IExpr::c(2)));
     let assign = vec![
         (Witness::BlockIdx(1), m.clone().div(IExpr::c(BM as i64))),

@@ -140,7 +140,7 @@ pub struct Barrier {
 }
 
 /// An integer variable id no `KernelIr` uses: the register of a fragment
-/// while an `Mma`'s loads are recorded.
+/// while a `FragmentLoad`'s reads are recorded.
 const FRAGMENT_REGISTER: IVar = usize::MAX;
 
 /// An integer operation to check for overflow or a defined division.
@@ -675,24 +675,54 @@ impl<'a> Exec<'a> {
                 let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
                 self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "barrier" });
             }
-            KStmt::Mma { shape, a, b, acc, acc_at } => {
-                use crate::schedule::tensor_core::{element, registers, Fragment};
-                // Each lane's fragment loads, at a symbolic register: the
-                // same map the printer unrolls.
-                let lane = IExpr::Tid.rem(IExpr::c(32));
-                for (which, op) in [(Fragment::A, a), (Fragment::B, b)] {
+            KStmt::FragmentLoad { shape, which, src, dst, dst_at, rows } => {
+                use crate::schedule::tensor_core::{element, loads_rows, registers, tile};
+                let saved = (self.path.len(), self.cover_path.len());
+                if loads_rows(*rows, src) {
+                    // The warp reads the tile as 8-element rows, each from
+                    // one lane's address: every row (r, 8 j), 8 wide (the
+                    // bounds obligation asks it 8-aligned, so 16 bytes).
+                    let (nr, nc) = tile(*shape, *which);
+                    self.fresh += 1;
+                    let (r, j) = (Term::var(format!("frag_row#{}", self.fresh)), Term::var(format!("frag_chunk#{}", self.fresh)));
+                    self.path.push(r.clone().within(Term::c(0), Term::c(nr)));
+                    self.path.push(j.clone().within(Term::c(0), Term::c(nc / 8)));
+                    let t = self.iterm(&src.base).add(r.mul(Term::c(src.row_stride))).add(j.mul(Term::c(8)));
+                    self.record(Target::Shared(src.tile), false, t, 8, None, None);
+                } else {
+                    // Each lane's elements, at a symbolic register: the
+                    // same map the printer unrolls.
+                    let lane = IExpr::Tid.rem(IExpr::c(32));
                     self.fresh += 1;
                     let reg = Term::var(format!("frag#{}", self.fresh));
                     self.env.insert(FRAGMENT_REGISTER, reg.clone());
-                    let (r, c) = element(*shape, which, &lane, &IExpr::Var(FRAGMENT_REGISTER));
-                    let index = op.base.clone().add(r.mul(IExpr::c(op.row_stride))).add(c.mul(IExpr::c(op.col_stride)));
-                    let saved = (self.path.len(), self.cover_path.len());
-                    self.path.push(reg.within(Term::c(0), Term::c(registers(*shape, which) as i64)));
+                    let (r, c) = element(*shape, *which, &lane, &IExpr::Var(FRAGMENT_REGISTER));
+                    let index = src.base.clone().add(r.mul(IExpr::c(src.row_stride))).add(c.mul(IExpr::c(src.col_stride)));
+                    self.path.push(reg.within(Term::c(0), Term::c(registers(*shape, *which) as i64)));
                     let t = self.iterm(&index);
-                    self.record(Target::Shared(op.tile), false, t, 1, None, None);
-                    self.path.truncate(saved.0);
-                    self.cover_path.truncate(saved.1);
+                    self.record(Target::Shared(src.tile), false, t, 1, None, None);
                     self.env.remove(&FRAGMENT_REGISTER);
+                }
+                self.path.truncate(saved.0);
+                self.cover_path.truncate(saved.1);
+                // The lane's registers: a whole, aligned run of the array
+                // (pairs of 16-bit elements travel as 32-bit registers).
+                let n = registers(*shape, *which);
+                let (len, at) = (self.array_len(*dst), self.iterm(dst_at));
+                self.record(Target::Array(*dst, len), true, at.clone(), n, None, None);
+                self.write_slots(*dst, Some(at), n);
+                self.warp_collective();
+            }
+            KStmt::Mma { shape, a, a_at, b, b_at, acc, acc_at } => {
+                use crate::schedule::tensor_core::registers;
+                // The fragments, read whole from the lane's registers.
+                for (which, arr, at) in [(Fragment::A, a, a_at), (Fragment::B, b, b_at)] {
+                    let n = registers(*shape, which);
+                    let (len, at) = (self.array_len(*arr), self.iterm(at));
+                    self.record(Target::Array(*arr, len), false, at.clone(), n, None, None);
+                    self.fresh += 1;
+                    let slot = Term::var(format!("slot#{}", self.fresh));
+                    self.read_slot(*arr, slot.clone(), vec![slot.within(at.clone(), at.add(Term::c(n as i64)))], None);
                 }
                 // The lane's accumulator slots, read and written.
                 let len = self.array_len(*acc);
@@ -703,11 +733,16 @@ impl<'a> Exec<'a> {
                     self.record(Target::Array(*acc, len), true, t.clone(), 1, None, None);
                     self.write_slots(*acc, Some(t), 1);
                 }
-                // Warp-collective: every lane must reach it.
-                let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
-                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction" });
+                self.warp_collective();
             }
         }
+    }
+
+    /// A warp-collective instruction: every lane must reach it (asked as
+    /// of a barrier: every thread of the block, which is stronger).
+    fn warp_collective(&mut self) {
+        let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
+        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction" });
     }
 
     fn write_slots(&mut self, arr: LocalId, index: Option<Term>, width: u32) {
@@ -763,11 +798,17 @@ impl<'a> Exec<'a> {
         let exited: Vec<String> = w.loops.iter().filter(|l| !self.loop_stack.contains(l)).map(|l| self.loops[*l].var.clone()).collect();
         let (sub, slot_eq) = match &w.index {
             None => (vec![], slot.clone().within(Term::c(0), Term::c(w.width as i64))),
-            Some(index) => match solve_slot(index, &exited, slot) {
-                // The write at the solved iteration hits exactly `slot`.
-                Some(sub) => (sub, index.clone().eq(slot.clone())),
-                None => (vec![], index.clone().eq(slot.clone())),
-            },
+            Some(index) => {
+                // A run of `width` slots starts at a multiple of the width
+                // (the bounds obligation proves it), so it holds `slot`
+                // exactly when it starts where `slot`'s aligned run does.
+                let target = if w.width > 1 { slot.clone().sub(slot.clone().rem(Term::c(w.width as i64))) } else { slot.clone() };
+                match solve_slot(index, &exited, &target) {
+                    // The write at the solved iteration hits exactly `slot`.
+                    Some(sub) => (sub, index.clone().eq(target)),
+                    None => (vec![], index.clone().eq(target)),
+                }
+            }
         };
         let mut parts = w.path.clone();
         parts.push(slot_eq);
@@ -805,6 +846,9 @@ fn solve_slot(t: &Term, vars: &[String], slot: &Term) -> Option<Vec<(String, Ter
     };
     if let Some(v) = var(t) {
         return Some(vec![(v, slot.clone())]);
+    }
+    if let Some((v, k)) = scaled(t) {
+        return Some(vec![(v, slot.clone().div(Term::c(k)))]);
     }
     let Term::Add(a, b) = t else { return None };
     for (x, y) in [(a, b), (b, a)] {

@@ -475,7 +475,11 @@ impl<'a> Gen<'a> {
                     f.vars(&mut v);
                     v.iter().any(|n| n.starts_with("load."))
                 }).cloned());
-                self.push(ObligationKind::Coverage, format!("{}: element e is reached by the {} the schedule assigns to it", cover.what, what), span, &hyps, Formula::and(goal), vec![("elem".into(), "element".into())]);
+                // The witness inverts a thread layout: fold its divisions
+                // first (the element is non-negative: `range` says so).
+                let elem_bounds = |n: &str| if n == "elem" || n.starts_with("elem.") { (Some(0), None) } else { (None, None) };
+                let goal = tokitai_contracts::divmod::fold(&Formula::and(goal), &elem_bounds);
+                self.push(ObligationKind::Coverage, format!("{}: element e is reached by the {} the schedule assigns to it", cover.what, what), span, &hyps, goal, vec![("elem".into(), "element".into())]);
             }
             self.push(ObligationKind::Coverage, format!("{}: the witness cases cover every element", cover.what), span, &[range], Formula::or(whens), vec![("elem".into(), "element".into())]);
         }
