@@ -190,11 +190,16 @@ pub enum KStmt {
     /// `axes` is the element's multi-index (the flat `index` is their
     /// row-major image); the prover reasons per axis where it can.
     Store { buf: BufId, index: IExpr, axes: Vec<IExpr>, value: VExpr, access: AccessId },
-    /// Load `width` consecutive elements starting at `base` into array `arr`.
-    VecLoad { arr: LocalId, buf: BufId, base: IExpr, width: u32, access: AccessId },
+    /// Load `width` consecutive elements starting at `base` into array `arr`;
+    /// `axes`, when given, the first element's multi-index (`base` its
+    /// row-major image), the run lying along the last axis.
+    VecLoad { arr: LocalId, buf: BufId, base: IExpr, axes: Vec<IExpr>, width: u32, access: AccessId },
     /// Store array `arr` to `width` consecutive elements starting at `base`.
     VecStore { buf: BufId, base: IExpr, width: u32, arr: LocalId, access: AccessId },
     SharedSet { arr: SharedId, index: IExpr, value: VExpr },
+    /// Store array `src` to `width` consecutive elements of shared `arr`
+    /// from `base` (one 16-byte store for eight 16-bit elements).
+    SharedVecStore { arr: SharedId, base: IExpr, width: u32, src: LocalId },
     /// Block-wide barrier (`__syncthreads()`).
     Barrier,
     /// One instruction's fragment of operand `which` (A or B), loaded from

@@ -152,3 +152,49 @@ fn a_misaligned_fragment_row_is_refuted() {
     let refuted = first_refutation(k, &ir, &Config { timeout_ms: 5_000 }).expect("refuted");
     assert!(refuted.obligation.description.contains("8-aligned"), "refuted by {}", refuted.obligation.description);
 }
+
+/// The slab loader's 16-byte vector reads: one that starts an element off,
+/// and one taken without asking that rows be whole runs (`K % 8 == 0`),
+/// are each refuted by the vector read's bounds and alignment.
+#[test]
+fn vector_reads_of_the_slab_loader_must_be_whole_aligned_runs() {
+    use tokitai_compiler::kir::{Cond, IExpr, KStmt};
+    fn edit(body: &mut [KStmt], f: &dyn Fn(&mut KStmt) -> bool) -> bool {
+        body.iter_mut().any(|s| {
+            f(s) || match s {
+                KStmt::For { body, .. } => edit(body, f),
+                KStmt::If { then, els, .. } => edit(then, f) || edit(els, f),
+                _ => false,
+            }
+        })
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
+    let cfg = Config { timeout_ms: 5_000 };
+    let mut off = ir.clone();
+    assert!(edit(&mut off.body, &|s| match s {
+        KStmt::VecLoad { base, axes, .. } => {
+            *base = base.clone().add(IExpr::c(1));
+            let last = axes.len() - 1;
+            axes[last] = axes[last].clone().add(IExpr::c(1));
+            true
+        }
+        _ => false,
+    }));
+    let refuted = first_refutation(k, &off, &cfg).expect("an unaligned run is refuted");
+    assert!(refuted.obligation.description.contains("8-aligned"), "refuted by {}", refuted.obligation.description);
+    let mut unasked = ir.clone();
+    assert!(edit(&mut unasked.body, &|s| match s {
+        KStmt::LetInt { value: IExpr::Select(cond, ..), .. } => match &mut **cond {
+            Cond::And(aligned, _) => {
+                **cond = (**aligned).clone();
+                true
+            }
+            _ => false,
+        },
+        _ => false,
+    }));
+    let refuted = first_refutation(k, &unasked, &cfg).expect("runs over rows not known whole are refuted");
+    assert!(refuted.obligation.description.contains("8-aligned"), "refuted by {}", refuted.obligation.description);
+}

@@ -81,7 +81,7 @@ fn collect_row_tiles(body: &[KStmt], out: &mut HashSet<SharedId>) {
 fn collect_vec_arrays(body: &[KStmt], out: &mut HashSet<LocalId>) {
     for s in body {
         match s {
-            KStmt::VecLoad { arr, .. } | KStmt::VecStore { arr, .. } | KStmt::FragmentLoad { dst: arr, .. } => {
+            KStmt::VecLoad { arr, .. } | KStmt::VecStore { arr, .. } | KStmt::FragmentLoad { dst: arr, .. } | KStmt::SharedVecStore { src: arr, .. } => {
                 out.insert(*arr);
             }
             KStmt::For { body, .. } => collect_vec_arrays(body, out),
@@ -268,6 +268,11 @@ impl<'a> Printer<'a> {
                     self.iexpr(base),
                     self.local(*arr)
                 );
+                self.line(&l);
+            }
+            KStmt::SharedVecStore { arr, base, width, src } => {
+                let sh = &self.ir.shared[*arr];
+                let l = format!("*reinterpret_cast<tk_vec<{}, {}>*>(&{}[{}]) = {};", sh.ty.hip_type(), width, sh.name, self.iexpr(base), self.local(*src));
                 self.line(&l);
             }
             KStmt::SharedSet { arr, index, value } => {

@@ -329,3 +329,123 @@ fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, out_var: 
     let what = format!("every element of `{}` is loaded into a tile (every tile, every k)", b.k.tensors[*tensor].name);
     b.ir.coverage.push(Cover { buf, elem: axes.to_vec(), cases: vec![CoverCase { when: Cond::True, access, assign }], what });
 }
+
+/// The plain tensor an operand reads, `t[o, k]` (o first) or `t[k, o]`,
+/// under casts: `(tensor, o_first)`.
+pub(super) fn plain_operand(operand: &TExpr, out_var: VarId, kvar: VarId) -> Option<(tir::TensorId, bool)> {
+    let mut inner = operand;
+    while let TExprKind::Cast(a) = &inner.kind {
+        inner = a;
+    }
+    let TExprKind::Load { tensor, index } = &inner.kind else { return None };
+    match index.iter().map(|i| i.as_var()).collect::<Vec<_>>().as_slice() {
+        [Some(a), Some(c)] if *a == out_var && *c == kvar => Some((*tensor, true)),
+        [Some(a), Some(c)] if *a == kvar && *c == out_var => Some((*tensor, false)),
+        _ => None,
+    }
+}
+
+/// Elements per vector of the vectorised slab loader: 16 bytes of 16-bit
+/// elements.
+pub const VECTOR: u32 = 8;
+
+/// [`tile_load`] with a vector path: where `vectors` (a thread-uniform
+/// variable) is 1, each thread moves runs of [`VECTOR`] elements along
+/// the operand's contiguous axis with one 16-byte load and one 16-byte
+/// shared store (zeros past M, N or K); elsewhere the element loader runs.
+/// The caller sets `vectors` to 1 only where the operand's last dim is a
+/// multiple of [`VECTOR`] and its buffer 16-byte aligned (the verifier
+/// asks both of every vector read). Taken only when the slab keeps the
+/// operand's contiguous axis contiguous and the operand is a plain load
+/// of the slab's dtype (else the element loader alone).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tile_load_vectorized(
+    b: &mut Builder,
+    t: Tile,
+    layout: SlabLayout,
+    operand: &TExpr,
+    tile: SharedId,
+    out_var: VarId,
+    kvar: VarId,
+    width: u32,
+    k_contiguous: bool,
+    origin: &IExpr,
+    k0: &IExpr,
+    out_ext: &IExpr,
+    kext: &IExpr,
+    vectors: IVar,
+    out: &mut Vec<KStmt>,
+) -> Result<(), Diagnostic> {
+    let bk = t.bk;
+    let plain = plain_operand(operand, out_var, kvar);
+    let covers = b.ir.coverage.len();
+    let mut elements = Vec::new();
+    tile_load(b, t, layout, operand, tile, out_var, kvar, width, k_contiguous, origin, k0, out_ext, kext, &mut elements)?;
+    let lined_up = matches!((layout, k_contiguous), (SlabLayout::KContiguous { .. }, true) | (SlabLayout::KMajor { .. }, false));
+    let (Some((tensor, o_first)), true, IExpr::Var(k0_v)) = (plain, lined_up, k0.clone()) else {
+        out.extend(elements);
+        return Ok(());
+    };
+    let ty = b.ir.shared[tile].ty;
+    let along = if k_contiguous { bk } else { width };
+    if b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || b.ir.coverage.len() != covers + 1 {
+        out.extend(elements);
+        return Ok(());
+    }
+    let per = (along / VECTOR) as i64;
+    let w = VECTOR as i64;
+    let (l_v, x_v, kk_v) = (b.ivar("l"), b.ivar("x"), b.ivar("kk"));
+    let l = IExpr::Var(l_v);
+    let (xo, kko) = if k_contiguous { (l.clone().div(IExpr::c(per)), l.clone().rem(IExpr::c(per)).mul(IExpr::c(w))) } else { (l.clone().rem(IExpr::c(per)).mul(IExpr::c(w)), l.clone().div(IExpr::c(per))) };
+    let g_v = b.ivar(&b.k.vars[out_var].name.clone());
+    let gk_v = b.ivar(&b.k.vars[kvar].name.clone());
+    let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
+    let axes = if o_first { vec![g.clone(), gk.clone()] } else { vec![gk.clone(), g.clone()] };
+    let last_dim = extent_expr(b.k.tensors[tensor].shape[1]);
+    let base = axes[0].clone().mul(last_dim).add(axes[1].clone());
+    let buf = b.buf(tensor);
+    let access = b.access(buf, AccessKind::Read, b.k.tensors[tensor].span, format!("vector read of `{}`", b.k.tensors[tensor].name));
+    let index = match layout {
+        SlabLayout::KMajor { stride } => IExpr::Var(kk_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(x_v)),
+        SlabLayout::KContiguous { stride } => IExpr::Var(x_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(kk_v)),
+    };
+    let name = b.k.tensors[tensor].name.clone();
+    let (run, zeros) = (b.local(&format!("{}_run", name), ty), b.local(&format!("{}_zeros", name), ty));
+    let then = vec![
+        KStmt::DeclArray { arr: run, len: VECTOR, init: None },
+        KStmt::VecLoad { arr: run, buf, base, axes, width: VECTOR, access },
+        KStmt::SharedVecStore { arr: tile, base: index.clone(), width: VECTOR, src: run },
+    ];
+    let els = vec![KStmt::DeclArray { arr: zeros, len: VECTOR, init: Some(VExpr::zero(ty)) }, KStmt::SharedVecStore { arr: tile, base: index, width: VECTOR, src: zeros }];
+    let body = vec![
+        KStmt::LetInt { var: x_v, value: xo },
+        KStmt::LetInt { var: kk_v, value: kko },
+        KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x_v)) },
+        KStmt::LetInt { var: gk_v, value: k0.clone().add(IExpr::Var(kk_v)) },
+        KStmt::If { cond: g.lt(out_ext.clone()).and(gk.lt(kext.clone())), then, els },
+    ];
+    let vector_loop = KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64 / w), step: IExpr::c(t.threads() as i64), unroll: false, body };
+    let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
+    out.push(KStmt::If { cond: on.clone(), then: vec![vector_loop], els: elements });
+    // Coverage: the element loader's witness where vectors are off; where
+    // on, element (o, k) is in the run that starts at its rounded-down
+    // contiguous coordinate, at the loader position of that run.
+    let cover = b.ir.coverage.last_mut().expect("tile_load's coverage");
+    let mut case = cover.cases[0].clone();
+    cover.cases[0].when = Cond::Not(Box::new(on.clone()));
+    let (e_o, e_k) = if o_first { (IExpr::Var(cover.elem[0]), IExpr::Var(cover.elem[1])) } else { (IExpr::Var(cover.elem[1]), IExpr::Var(cover.elem[0])) };
+    let (xo, kk) = (e_o.rem(IExpr::c(width as i64)), e_k.rem(IExpr::c(bk as i64)));
+    let lw = if k_contiguous { xo.mul(IExpr::c(per)).add(kk.div(IExpr::c(w))) } else { kk.mul(IExpr::c(per)).add(xo.div(IExpr::c(w))) };
+    case.when = on;
+    case.access = access;
+    for (wit, value) in &mut case.assign {
+        if let Witness::Var(v) = wit {
+            if *v != k0_v {
+                *v = l_v;
+                *value = lw.clone();
+            }
+        }
+    }
+    cover.cases.push(case);
+    Ok(())
+}

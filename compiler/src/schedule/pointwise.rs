@@ -118,7 +118,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
         let span = k.tensors[t].span;
         let access = b.access(buf, AccessKind::Read, span, format!("vector read of `{}`", k.tensors[t].name));
         out.push(KStmt::DeclArray { arr, len: w, init: None });
-        out.push(KStmt::VecLoad { arr, buf, base: base.clone(), width: w, access });
+        out.push(KStmt::VecLoad { arr, buf, base: base.clone(), axes: Vec::new(), width: w, access });
         env.lane_arrays.insert(t, arr);
     }
     let mut results = Vec::new();

@@ -35,7 +35,7 @@
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
 
-use super::contraction::{tile_load, Plan, SlabLayout, Tile};
+use super::contraction::{plain_operand, tile_load_vectorized, Plan, SlabLayout, Tile, VECTOR};
 use super::lower::{node_key, Builder, Env};
 use super::extent_expr;
 use crate::diag::Diagnostic;
@@ -164,6 +164,21 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(WARPS_N)) },
         KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(WARPS_N)) },
     ];
+    // Vector loads where every operand's rows are whole 16-byte runs and
+    // its buffer 16-byte aligned (decided once, the same for every thread).
+    let vectors = b.ivar("vectors");
+    let mut whole_runs = Cond::True;
+    let mut bufs = Vec::new();
+    for (operand, out_var) in [(p.a, mvar), (p.b, nvar)] {
+        if let Some((tensor, _)) = plain_operand(operand, out_var, p.kvar) {
+            let last = extent_expr(k.tensors[tensor].shape[1]);
+            whole_runs = whole_runs.and(Cond::Eq(last.rem(IExpr::c(VECTOR as i64)), IExpr::c(0)));
+            bufs.push(b.buf(tensor));
+        }
+    }
+    bufs.dedup();
+    let use_vectors = Cond::Aligned(bufs, 16).and(whole_runs);
+    body.push(KStmt::LetInt { var: vectors, value: IExpr::Select(Box::new(use_vectors), Box::new(IExpr::c(1)), Box::new(IExpr::c(0))) });
     let (tiles_m, tiles_n) = (WM / in_m, WN / in_n);
     let (a_regs, b_regs, acc_regs) = (registers(shape, Fragment::A) as i64, registers(shape, Fragment::B) as i64, registers(shape, Fragment::Acc) as i64);
     let acc = b.local("acc", Dtype::F32);
@@ -172,8 +187,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let k0 = IExpr::Var(k0_v);
     let mut kbody = Vec::new();
     // Slabs: A as a_tile[m * A_STRIDE + kk], B as b_tile[kk * B_STRIDE + n].
-    tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    tile_load_vectorized(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, vectors, &mut kbody)?;
+    tile_load_vectorized(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, vectors, &mut kbody)?;
     kbody.push(KStmt::Barrier);
     // Each 16 of k: the warp's A fragments (one per row of instructions)
     // and B fragments (one per column), then every instruction of the

@@ -652,10 +652,21 @@ impl<'a> Exec<'a> {
                     last.axes = axes;
                 }
             }
-            KStmt::VecLoad { buf, base, width, access, arr } => {
+            KStmt::VecLoad { buf, base, axes, width, access, arr } => {
                 let t = self.iterm(base);
+                let axes: Vec<Term> = axes.iter().map(|a| self.iterm(a)).collect();
                 self.record(Target::Global(*buf), false, t, *width, Some(*access), None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.axes = axes;
+                }
                 self.write_slots(*arr, None, *width);
+            }
+            KStmt::SharedVecStore { arr, base, width, src } => {
+                let t = self.iterm(base);
+                self.record(Target::Shared(*arr), true, t, *width, None, None);
+                self.fresh += 1;
+                let slot = Term::var(format!("slot#{}", self.fresh));
+                self.read_slot(*src, slot.clone(), vec![slot.within(Term::c(0), Term::c(*width as i64))], None);
             }
             KStmt::VecStore { buf, base, width, access, arr } => {
                 let t = self.iterm(base);

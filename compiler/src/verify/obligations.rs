@@ -194,14 +194,29 @@ impl<'a> Gen<'a> {
                 let shape = self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.clone();
                 let mut goal = Vec::new();
                 let mut horner = Term::c(0);
+                let w = a.width as i64;
+                let last = a.axes.len().saturating_sub(1);
                 for (j, (ax, d)) in a.axes.iter().zip(&shape).enumerate() {
                     let dt = exec::dim_term(self.exec.k, *d);
-                    goal.push(ax.clone().within(Term::c(0), dt.clone()));
+                    if j == last && w > 1 {
+                        // A run along the last axis: all of it inside, and
+                        // aligned: its start a multiple of the width, and
+                        // so every row's (the last dim a multiple too).
+                        goal.push(Term::c(0).le(ax.clone()));
+                        goal.push(ax.clone().add(Term::c(w)).le(dt.clone()));
+                        goal.push(ax.clone().rem(Term::c(w)).eq(Term::c(0)));
+                        if a.axes.len() > 1 {
+                            goal.push(dt.clone().rem(Term::c(w)).eq(Term::c(0)));
+                        }
+                    } else {
+                        goal.push(ax.clone().within(Term::c(0), dt.clone()));
+                    }
                     horner = if j == 0 { ax.clone() } else { horner.mul(dt).add(ax.clone()) };
                 }
                 if !a.axes.is_empty() {
                     goal.push(a.index.clone().eq(horner));
-                    let desc = format!("{} at ({}) stays within every axis of `{}`", what, a.axes.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "), self.exec.ir.bufs[*b].name);
+                    let run = if w > 1 { format!(" ({} elements along the last axis, {}-aligned)", w, w) } else { String::new() };
+                    let desc = format!("{} at ({}) stays within every axis of `{}`{}", what, a.axes.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "), self.exec.ir.bufs[*b].name, run);
                     self.push(ObligationKind::InBounds, desc, span, &a.path, Formula::and(goal), vec![]);
                     continue;
                 }
@@ -453,8 +468,16 @@ impl<'a> Gen<'a> {
                 let mut goal: Vec<Formula> = acc.cover_path.iter().map(sub).collect();
                 goal.extend(self.exec.base.iter().map(sub));
                 if per_axis && acc.axes.len() == elems.len() {
-                    for (a, (_, e)) in acc.axes.iter().zip(&elems) {
-                        goal.push(a.subst(&|n| map.get(n).cloned()).eq(e.clone()));
+                    let last = elems.len() - 1;
+                    for (j, (a, (_, e))) in acc.axes.iter().zip(&elems).enumerate() {
+                        let a = a.subst(&|n| map.get(n).cloned());
+                        if j == last && acc.width > 1 {
+                            // A run along the last axis covers `width` of it.
+                            goal.push(a.clone().le(e.clone()));
+                            goal.push(e.clone().lt(a.add(Term::c(acc.width as i64))));
+                        } else {
+                            goal.push(a.eq(e.clone()));
+                        }
                     }
                 } else {
                     // The flat element: the row-major image of the axes.

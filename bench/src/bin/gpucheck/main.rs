@@ -36,9 +36,13 @@ fn main() {
     if let Some(n) = opt("--soundness").and_then(|v| v.parse::<u64>().ok()) {
         std::process::exit(soundness(&dev, n, opt("--json")));
     }
+    // `--only <text>`: the kernels and workloads whose name holds it (and
+    // no model check), for runs under compute-sanitizer.
+    let only = opt("--only");
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let mut rows = Vec::new();
     let mut failed = 0;
-    for k in kernels::all() {
+    for k in kernels::all().into_iter().filter(|k| wanted(k.info.name)) {
         // The exact oracle runs on the CPU: keep contractions to sizes it
         // finishes quickly.
         let scales: &[i64] = if k.info.schedule.contains("contraction") { &[3, 61, 333] } else { &[3, 61, 333, 1500] };
@@ -62,9 +66,34 @@ fn main() {
             }
         }
     }
+    // Tensor-core schedules take 16-byte vector loads only where every
+    // operand's rows are whole runs of 8 (the last dims multiples of 8):
+    // ragged shapes that are (tiles not full, vectors on) beside the
+    // random ones above (mostly vectors off).
+    for k in kernels::all().into_iter().filter(|k| wanted(k.info.name) && k.info.schedule.contains("tensor-core")) {
+        for (i, shape) in [[200i64, 72, 136], [136, 264, 200], [8, 64, 8]].iter().enumerate() {
+            let named: Vec<(&str, i64)> = k.info.dims.iter().zip(shape).map(|(d, v)| (*d, *v)).collect();
+            let mut rng = Rng::new(0x7EC7 ^ i as u64);
+            match tokitai_runtime::check::case_for(k, &mut rng, &named).and_then(|case| check(&dev, k, &case)) {
+                Ok(out) => {
+                    let ok = out.passed();
+                    failed += !ok as usize;
+                    println!("{:<22} {:<5} dims {:<28} elements {:>9}  worst/tol {:>8.3}  {}", out.kernel, if ok { "ok" } else { "FAIL" }, format!("{:?}", out.dims), out.elements, out.worst_ratio, if ok { "(vector loads)".to_string() } else { out.worst.clone() });
+                    rows.push(serde_json::json!({"kernel": out.kernel, "dims": out.dims, "elements": out.elements, "worst_ratio": out.worst_ratio, "passed": ok, "vector_loads": true}));
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("{:<22} ERROR {}", k.info.name, e);
+                    rows.push(serde_json::json!({"kernel": k.info.name, "error": e.to_string(), "passed": false}));
+                }
+            }
+        }
+    }
     // One check per benchmark workload at its full size (contractions at
     // 1024^3: their exact oracle runs on the CPU).
-    for w in tokitai_bench::WORKLOADS {
+    // (`--small`: none, for runs under compute-sanitizer.)
+    let small = args.iter().any(|a| a == "--small");
+    for w in tokitai_bench::WORKLOADS.iter().filter(|w| wanted(w.label) && !small) {
         let Some(k) = kernels::by_name(w.kernel) else { continue };
         let dims: Vec<(&str, i64)> = if k.info.schedule == "contraction" { w.dims.iter().map(|(n, _)| (*n, 1024)).collect() } else { w.dims.to_vec() };
         if k.info.schedule == "contraction" && rows.iter().any(|r| r["kernel"] == k.info.name && r["large"] == true) {
@@ -87,7 +116,8 @@ fn main() {
     }
     // The MoE forward pass (nano and tiny, sparse and dense dispatch) on
     // this device against the same model on the CPU backend.
-    for (size, batch) in [(tokitai_runtime::moe::config::Size::Nano, 128usize), (tokitai_runtime::moe::config::Size::Tiny, 512)] {
+    let models = if only.is_some() { &[][..] } else { &[(tokitai_runtime::moe::config::Size::Nano, 128usize), (tokitai_runtime::moe::config::Size::Tiny, 512)][..] };
+    for &(size, batch) in models {
         match model_check(&dev, size, batch) {
             Ok((worst, routing_diff)) => {
                 let ok = worst <= 2e-2 && routing_diff * 50 <= batch;
