@@ -453,6 +453,10 @@ pub struct KernelIr {
     pub params: Vec<KParam>,
     /// Threads per block (1-D blocks).
     pub block: u32,
+    /// Blocks the schedule wants resident per multiprocessor (a register
+    /// cap for the device compiler: `__launch_bounds__`'s second value);
+    /// 1 asks nothing.
+    pub min_blocks: u32,
     pub grid: Vec<GridDim>,
     pub shared: Vec<SharedArray>,
     pub locals: Vec<LocalDecl>,
@@ -479,6 +483,7 @@ impl KernelIr {
             dims: vec![],
             params: vec![],
             block: 1,
+            min_blocks: 1,
             grid: vec![],
             shared: vec![],
             locals: vec![],

@@ -139,7 +139,8 @@ impl<'a> Printer<'a> {
                 KParam::Dim(d) => format!("{} {}", ir.index_ty.hip_type(), cpp_name(&ir.dims[d])),
             });
         }
-        self.line(&format!("extern \"C\" __global__ void __launch_bounds__({}) {}(", ir.block, cpp_name(&ir.name)));
+        let bounds = if ir.min_blocks > 1 { format!("{}, {}", ir.block, ir.min_blocks) } else { ir.block.to_string() };
+        self.line(&format!("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, cpp_name(&ir.name)));
         self.indent += 1;
         let n = params.len();
         for (i, p) in params.into_iter().enumerate() {

@@ -349,103 +349,125 @@ pub(super) fn plain_operand(operand: &TExpr, out_var: VarId, kvar: VarId) -> Opt
 /// elements.
 pub const VECTOR: u32 = 8;
 
-/// [`tile_load`] with a vector path: where `vectors` (a thread-uniform
-/// variable) is 1, each thread moves runs of [`VECTOR`] elements along
-/// the operand's contiguous axis with one 16-byte load and one 16-byte
-/// shared store (zeros past M, N or K); elsewhere the element loader runs.
-/// The caller sets `vectors` to 1 only where the operand's last dim is a
-/// multiple of [`VECTOR`] and its buffer 16-byte aligned (the verifier
-/// asks both of every vector read). Taken only when the slab keeps the
-/// operand's contiguous axis contiguous and the operand is a plain load
-/// of the slab's dtype (else the element loader alone).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn tile_load_vectorized(
-    b: &mut Builder,
-    t: Tile,
-    layout: SlabLayout,
-    operand: &TExpr,
+/// One operand's slab moved by 16-byte vectors through registers, one run
+/// of [`VECTOR`] elements per thread: [`VectorSlab::fetch`] reads the run
+/// of slab `k_s` into the thread's registers, [`VectorSlab::store`] writes
+/// them into shared memory (zeros past M, N or K). Between the two the
+/// thread may run the matrix unit on the previous slab, so the global
+/// read's latency hides behind it (the schedule's software pipeline).
+/// The caller takes vectors only where the operand's last dim is a
+/// multiple of [`VECTOR`] and its buffer 16-byte aligned: the verifier
+/// asks both of every vector read.
+pub(super) struct VectorSlab {
+    tensor: tir::TensorId,
+    o_first: bool,
+    k_contiguous: bool,
+    buf: BufId,
     tile: SharedId,
+    layout: SlabLayout,
     out_var: VarId,
     kvar: VarId,
     width: u32,
-    k_contiguous: bool,
-    origin: &IExpr,
-    k0: &IExpr,
-    out_ext: &IExpr,
-    kext: &IExpr,
-    vectors: IVar,
-    out: &mut Vec<KStmt>,
-) -> Result<(), Diagnostic> {
-    let bk = t.bk;
-    let plain = plain_operand(operand, out_var, kvar);
-    let covers = b.ir.coverage.len();
-    let mut elements = Vec::new();
-    tile_load(b, t, layout, operand, tile, out_var, kvar, width, k_contiguous, origin, k0, out_ext, kext, &mut elements)?;
-    let lined_up = matches!((layout, k_contiguous), (SlabLayout::KContiguous { .. }, true) | (SlabLayout::KMajor { .. }, false));
-    let (Some((tensor, o_first)), true, IExpr::Var(k0_v)) = (plain, lined_up, k0.clone()) else {
-        out.extend(elements);
-        return Ok(());
-    };
-    let ty = b.ir.shared[tile].ty;
-    let along = if k_contiguous { bk } else { width };
-    if b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || b.ir.coverage.len() != covers + 1 {
-        out.extend(elements);
-        return Ok(());
-    }
-    let per = (along / VECTOR) as i64;
-    let w = VECTOR as i64;
-    let (l_v, x_v, kk_v) = (b.ivar("l"), b.ivar("x"), b.ivar("kk"));
-    let l = IExpr::Var(l_v);
-    let (xo, kko) = if k_contiguous { (l.clone().div(IExpr::c(per)), l.clone().rem(IExpr::c(per)).mul(IExpr::c(w))) } else { (l.clone().rem(IExpr::c(per)).mul(IExpr::c(w)), l.clone().div(IExpr::c(per))) };
-    let g_v = b.ivar(&b.k.vars[out_var].name.clone());
-    let gk_v = b.ivar(&b.k.vars[kvar].name.clone());
-    let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
-    let axes = if o_first { vec![g.clone(), gk.clone()] } else { vec![gk.clone(), g.clone()] };
-    let last_dim = extent_expr(b.k.tensors[tensor].shape[1]);
-    let base = axes[0].clone().mul(last_dim).add(axes[1].clone());
-    let buf = b.buf(tensor);
-    let access = b.access(buf, AccessKind::Read, b.k.tensors[tensor].span, format!("vector read of `{}`", b.k.tensors[tensor].name));
-    let index = match layout {
-        SlabLayout::KMajor { stride } => IExpr::Var(kk_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(x_v)),
-        SlabLayout::KContiguous { stride } => IExpr::Var(x_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(kk_v)),
-    };
-    let name = b.k.tensors[tensor].name.clone();
-    let (run, zeros) = (b.local(&format!("{}_run", name), ty), b.local(&format!("{}_zeros", name), ty));
-    let then = vec![
-        KStmt::DeclArray { arr: run, len: VECTOR, init: None },
-        KStmt::VecLoad { arr: run, buf, base, axes, width: VECTOR, access },
-        KStmt::SharedVecStore { arr: tile, base: index.clone(), width: VECTOR, src: run },
-    ];
-    let els = vec![KStmt::DeclArray { arr: zeros, len: VECTOR, init: Some(VExpr::zero(ty)) }, KStmt::SharedVecStore { arr: tile, base: index, width: VECTOR, src: zeros }];
-    let body = vec![
-        KStmt::LetInt { var: x_v, value: xo },
-        KStmt::LetInt { var: kk_v, value: kko },
-        KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x_v)) },
-        KStmt::LetInt { var: gk_v, value: k0.clone().add(IExpr::Var(kk_v)) },
-        KStmt::If { cond: g.lt(out_ext.clone()).and(gk.lt(kext.clone())), then, els },
-    ];
-    let vector_loop = KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64 / w), step: IExpr::c(t.threads() as i64), unroll: false, body };
-    let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
-    out.push(KStmt::If { cond: on.clone(), then: vec![vector_loop], els: elements });
-    // Coverage: the element loader's witness where vectors are off; where
-    // on, element (o, k) is in the run that starts at its rounded-down
-    // contiguous coordinate, at the loader position of that run.
-    let cover = b.ir.coverage.last_mut().expect("tile_load's coverage");
-    let mut case = cover.cases[0].clone();
-    cover.cases[0].when = Cond::Not(Box::new(on.clone()));
-    let (e_o, e_k) = if o_first { (IExpr::Var(cover.elem[0]), IExpr::Var(cover.elem[1])) } else { (IExpr::Var(cover.elem[1]), IExpr::Var(cover.elem[0])) };
-    let (xo, kk) = (e_o.rem(IExpr::c(width as i64)), e_k.rem(IExpr::c(bk as i64)));
-    let lw = if k_contiguous { xo.mul(IExpr::c(per)).add(kk.div(IExpr::c(w))) } else { kk.mul(IExpr::c(per)).add(xo.div(IExpr::c(w))) };
-    case.when = on;
-    case.access = access;
-    for (wit, value) in &mut case.assign {
-        if let Witness::Var(v) = wit {
-            if *v != k0_v {
-                *v = l_v;
-                *value = lw.clone();
-            }
+    bk: u32,
+    x: IVar,
+    kk: IVar,
+    /// The tile's first index along the operand's output axis, and the
+    /// extents of that axis and of k.
+    origin: IExpr,
+    out_ext: IExpr,
+    kext: IExpr,
+}
+
+impl VectorSlab {
+    /// The thread's run (`x`, `kk` from the thread id) and its registers;
+    /// `None` where the slab's contiguous axis is not the operand's, the
+    /// operand is not a plain load of the slab's dtype, or the runs are
+    /// not one per thread.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(b: &mut Builder, t: Tile, layout: SlabLayout, operand: &TExpr, tile: SharedId, (out_var, kvar): (VarId, VarId), width: u32, (origin, out_ext, kext): (&IExpr, &IExpr, &IExpr), out: &mut Vec<KStmt>) -> Option<VectorSlab> {
+        let (tensor, o_first) = plain_operand(operand, out_var, kvar)?;
+        let k_contiguous = o_first;
+        let lined_up = matches!((layout, k_contiguous), (SlabLayout::KContiguous { .. }, true) | (SlabLayout::KMajor { .. }, false));
+        let ty = b.ir.shared[tile].ty;
+        let along = if k_contiguous { t.bk } else { width };
+        if !lined_up || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || width * t.bk / VECTOR != t.threads() {
+            return None;
         }
+        let per = (along / VECTOR) as i64;
+        let (x, kk) = (b.ivar("x"), b.ivar("kk"));
+        let tid = IExpr::Tid;
+        let (xo, kko) = if k_contiguous { (tid.clone().div(IExpr::c(per)), tid.rem(IExpr::c(per)).mul(IExpr::c(VECTOR as i64))) } else { (tid.clone().rem(IExpr::c(per)).mul(IExpr::c(VECTOR as i64)), tid.div(IExpr::c(per))) };
+        out.push(KStmt::LetInt { var: x, value: xo });
+        out.push(KStmt::LetInt { var: kk, value: kko });
+        let buf = b.buf(tensor);
+        Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, x, kk, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
     }
-    cover.cases.push(case);
-    Ok(())
+
+    /// Registers for one run, declared where its fetch and store both see
+    /// it (in the loop, one per iteration: the registers carry a slab from
+    /// its fetch to its store, not a sum across iterations).
+    pub(super) fn registers(&self, b: &mut Builder, out: &mut Vec<KStmt>) -> LocalId {
+        let name = format!("{}_run", b.k.tensors[self.tensor].name);
+        let run = b.local(&name, b.ir.shared[self.tile].ty);
+        out.push(KStmt::DeclArray { arr: run, len: VECTOR, init: None });
+        run
+    }
+
+    /// Read the thread's run of slab `k_s` into its registers, zeros where
+    /// the run lies past the operand's end (so the store needs no guard of
+    /// its own); the read's access id, for coverage.
+    pub(super) fn fetch(&self, b: &mut Builder, run: LocalId, k_s: &IExpr, out: &mut Vec<KStmt>) -> AccessId {
+        let (origin, out_ext, kext) = (&self.origin, &self.out_ext, &self.kext);
+        let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
+        let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
+        out.push(KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(self.x)) });
+        out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(self.kk)) });
+        let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
+        let inside = g.clone().lt(out_ext.clone()).and(gk.clone().lt(kext.clone()));
+        let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
+        let base = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
+        let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("vector read of `{}`", b.k.tensors[self.tensor].name));
+        let e = b.ivar("e");
+        let ty = b.ir.shared[self.tile].ty;
+        let zero = KStmt::unrolled(e, VECTOR, vec![KStmt::ArraySet { arr: run, index: IExpr::Var(e), value: VExpr::zero(ty) }]);
+        out.push(KStmt::If { cond: inside, then: vec![KStmt::VecLoad { arr: run, buf: self.buf, base, axes, width: VECTOR, access }], els: vec![zero] });
+        access
+    }
+
+    /// Write the thread's registers (fetched for the next slab) into the
+    /// slab.
+    pub(super) fn store(&self, run: LocalId, out: &mut Vec<KStmt>) {
+        let index = match self.layout {
+            SlabLayout::KMajor { stride } => IExpr::Var(self.kk).mul(IExpr::c(stride as i64)).add(IExpr::Var(self.x)),
+            SlabLayout::KContiguous { stride } => IExpr::Var(self.x).mul(IExpr::c(stride as i64)).add(IExpr::Var(self.kk)),
+        };
+        out.push(KStmt::SharedVecStore { arr: self.tile, base: index, width: VECTOR, src: run });
+    }
+
+    /// Coverage of the operand when vectors are on (`on`): element (o, k)
+    /// of slab 0 is read by the fetch before the loop (`first`), of slab
+    /// j > 0 by the fetch in the loop's iteration j - 1 (`ahead`, in loop
+    /// `k0`), each by the thread whose run holds it. Added as cases to
+    /// the element loader's coverage (the last one pushed), whose own case
+    /// then holds where vectors are off.
+    pub(super) fn cover(&self, b: &mut Builder, on: Cond, first: AccessId, ahead: AccessId, k0: IVar) {
+        let Some(cover) = b.ir.coverage.last_mut() else { return };
+        let Some(base) = cover.cases.first().cloned() else { return };
+        cover.cases[0].when = Cond::Not(Box::new(on.clone()));
+        let (e_o, e_k) = if self.o_first { (IExpr::Var(cover.elem[0]), IExpr::Var(cover.elem[1])) } else { (IExpr::Var(cover.elem[1]), IExpr::Var(cover.elem[0])) };
+        let (w, bk) = (VECTOR as i64, self.bk as i64);
+        let per = (if self.k_contiguous { self.bk } else { self.width } / VECTOR) as i64;
+        let (xo, kk) = (e_o.rem(IExpr::c(self.width as i64)), e_k.clone().rem(IExpr::c(bk)));
+        let tid = if self.k_contiguous { xo.mul(IExpr::c(per)).add(kk.div(IExpr::c(w))) } else { kk.mul(IExpr::c(per)).add(xo.div(IExpr::c(w))) };
+        let blocks: Vec<(Witness, IExpr)> = base.assign.iter().filter(|(wit, _)| matches!(wit, Witness::BlockIdx(_))).cloned().collect();
+        let slab = e_k.div(IExpr::c(bk));
+        let first_slab = Cond::Lt(slab.clone(), IExpr::c(1));
+        let mut first_assign = blocks.clone();
+        first_assign.push((Witness::Tid, tid.clone()));
+        let mut ahead_assign = blocks;
+        ahead_assign.push((Witness::Tid, tid));
+        ahead_assign.push((Witness::Var(k0), slab.sub(IExpr::c(1)).mul(IExpr::c(bk))));
+        cover.cases.push(CoverCase { when: on.clone().and(first_slab.clone()), access: first, assign: first_assign });
+        cover.cases.push(CoverCase { when: on.and(Cond::Not(Box::new(first_slab))), access: ahead, assign: ahead_assign });
+    }
 }

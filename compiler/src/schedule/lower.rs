@@ -78,6 +78,7 @@ impl<'k> Builder<'k> {
             dims: k.dims.iter().map(|d| d.name.clone()).collect(),
             params,
             block,
+            min_blocks: 1,
             grid: Vec::new(),
             shared: Vec::new(),
             locals: Vec::new(),
