@@ -284,6 +284,27 @@ pub struct SharedArray {
     pub len: u32,
     /// Where the data lies, when rows are padded (`None`: every slot).
     pub footprint: Option<Footprint>,
+    /// The array's place in a ring of slabs, if it is one.
+    pub ring: Option<Ring>,
+}
+
+/// A ring of `stages` slabs in one array, `stage_len` elements each, that
+/// a pipelined loop `of` (stepping by `step`) cycles through: iteration
+/// `of` reads the stage of slab `of` and fills the stage of slab
+/// `of + step`, where slab `j` lives in stage `(j / step) % stages`
+/// (elements `stage * stage_len ..`); before the loop only stage 0 is
+/// filled (slab 0), and nothing outside the loop reads the ring. The
+/// verifier proves every access of the array obeys this (the ring
+/// obligation), so a read of a stage before its slab has been stored
+/// there, or a fill of the stage being read, is refuted; with
+/// race-freedom and the loads' coverage, each iteration reads its own
+/// slab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ring {
+    pub stages: u32,
+    pub stage_len: i64,
+    pub of: IVar,
+    pub step: i64,
 }
 
 /// A padded slab: `rows` rows of `width` data slots, `stride` apart. The

@@ -39,7 +39,7 @@ fn every_injected_bug_is_refuted() {
     println!("kill rate: {}/{}", results.len() - survivors.len(), results.len());
     assert!(results.len() >= 100, "only {} mutants", results.len());
     // Every operator the issue names is exercised.
-    for op in ["off-by-one bound", "off-by-one index", "dropped guard", "wrong stride", "swapped dims", "missing barrier", "misplaced barrier", "overlapping tiles", "skipped k-block"] {
+    for op in ["off-by-one bound", "off-by-one index", "dropped guard", "wrong stride", "swapped dims", "missing barrier", "misplaced barrier", "overlapping tiles", "skipped k-block", "swapped stage"] {
         assert!(per_operator.get(op).is_some_and(|(n, _)| *n > 0), "no mutant of kind `{}`", op);
     }
     assert!(survivors.is_empty(), "{} mutants survived:\n{}", survivors.len(), survivors.join("\n"));
@@ -197,4 +197,42 @@ fn vector_reads_of_the_slab_loader_must_be_whole_aligned_runs() {
     }));
     let refuted = first_refutation(k, &unasked, &cfg).expect("runs over rows not known whole are refuted");
     assert!(refuted.obligation.description.contains("8-aligned"), "refuted by {}", refuted.obligation.description);
+}
+
+/// The pipeline's protocol: with the ring's stages swapped consistently
+/// (the stage read and the stage refilled both the other one), each
+/// iteration reads the stage its slab has not reached yet (the first
+/// reads a stage nothing has filled) and fills the one its slab is in. No
+/// two threads race on it, so only the ring obligation refutes it: without
+/// the ring annotation the mutant survives. (Swapping only the stage read
+/// makes it the one being refilled: a race, refuted as such.)
+#[test]
+fn a_swapped_stage_of_the_ring_is_refuted_by_the_ring_obligation_only() {
+    use tokitai_compiler::kir::{IExpr, KStmt};
+    fn swap(body: &mut [KStmt], vars: &[usize]) -> usize {
+        body.iter_mut()
+            .map(|s| match s {
+                KStmt::LetInt { var, value } if vars.contains(var) => {
+                    *value = IExpr::c(1).sub(value.clone());
+                    1
+                }
+                KStmt::For { body, .. } => swap(body, vars),
+                KStmt::If { then, els, .. } => swap(then, vars) + swap(els, vars),
+                _ => 0,
+            })
+            .sum()
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
+    let vars: Vec<usize> = ir.ivars.iter().enumerate().filter(|(_, n)| *n == "stage" || *n == "refill").map(|(i, _)| i).collect();
+    let mut swapped = ir.clone();
+    assert_eq!(swap(&mut swapped.body, &vars), 2, "the ring has a stage read and a stage refilled");
+    let cfg = Config { timeout_ms: 5_000 };
+    let refuted = first_refutation(k, &swapped, &cfg).expect("a swapped ring is refuted");
+    assert!(refuted.obligation.description.contains("ring of 2 slabs"), "refuted by {}", refuted.obligation.description);
+    for s in &mut swapped.shared {
+        s.ring = None;
+    }
+    assert!(first_refutation(k, &swapped, &cfg).is_none(), "without the ring obligation the swapped ring survives");
 }

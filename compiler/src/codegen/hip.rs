@@ -153,9 +153,17 @@ impl<'a> Printer<'a> {
             // Slabs read by rows of 16 bytes start 16-byte aligned (the
             // verifier proves each row's offset a multiple of 8 elements).
             let align = if self.row_tiles.contains(&i) { "alignas(16) " } else { "" };
-            let mut decl = format!("__shared__ {}{} {}[{}];", align, s.ty.hip_type(), s.name, s.len);
+            let mut notes = Vec::new();
             if let Some(f) = s.footprint {
-                decl += &format!(" // {} rows of {}, each padded to {} (the padding is never touched)", f.rows, f.width, f.stride);
+                notes.push(format!("{} rows of {}, each padded to {} (the padding is never touched)", f.rows, f.width, f.stride));
+            }
+            if let Some(r) = s.ring {
+                let k = self.ivar(r.of);
+                notes.push(format!("a ring of {} stages of {}: iteration {k} reads stage ({k} / {}) % {} and fills the next", r.stages, r.stage_len, r.step, r.stages));
+            }
+            let mut decl = format!("__shared__ {}{} {}[{}];", align, s.ty.hip_type(), s.name, s.len);
+            if !notes.is_empty() {
+                decl += &format!(" // {}", notes.join("; "));
             }
             self.line(&decl);
         }

@@ -435,13 +435,13 @@ impl VectorSlab {
     }
 
     /// Write the thread's registers (fetched for the next slab) into the
-    /// slab.
-    pub(super) fn store(&self, run: LocalId, out: &mut Vec<KStmt>) {
+    /// slab that starts at element `at` of the array (a stage of a ring).
+    pub(super) fn store(&self, run: LocalId, at: &IExpr, out: &mut Vec<KStmt>) {
         let index = match self.layout {
             SlabLayout::KMajor { stride } => IExpr::Var(self.kk).mul(IExpr::c(stride as i64)).add(IExpr::Var(self.x)),
             SlabLayout::KContiguous { stride } => IExpr::Var(self.x).mul(IExpr::c(stride as i64)).add(IExpr::Var(self.kk)),
         };
-        out.push(KStmt::SharedVecStore { arr: self.tile, base: index, width: VECTOR, src: run });
+        out.push(KStmt::SharedVecStore { arr: self.tile, base: at.clone().add(index), width: VECTOR, src: run });
     }
 
     /// Coverage of the operand when vectors are on (`on`): element (o, k)

@@ -112,7 +112,7 @@ impl<'k> Builder<'k> {
 
     pub fn shared(&mut self, name: &str, ty: Dtype, len: u32) -> SharedId {
         let name = format!("{}_{}", name, self.ir.shared.len());
-        self.ir.shared.push(SharedArray { name, ty, len, footprint: None });
+        self.ir.shared.push(SharedArray { name, ty, len, footprint: None, ring: None });
         self.ir.shared.len() - 1
     }
 

@@ -22,12 +22,15 @@
 //! memory, each row padded by 16 bytes. Where both operands' rows are
 //! whole 16-byte runs and their buffers 16-byte aligned (decided once per
 //! launch, in the kernel), each thread moves one run of each slab with a
-//! 16-byte load into registers and a 16-byte shared store, pipelined: the
-//! runs of slab k + 1 are fetched before the matrix unit works on slab k
-//! and stored after it (zeros past M, N or K; the race-freedom proof is
-//! the pipeline's protocol: no slab is overwritten while a warp may read
-//! it, none read before its store). Elsewhere each slab is loaded element
-//! by element (guarded, zero-padded: the SIMT schedule's loader). Each
+//! 16-byte load into registers and a 16-byte shared store, pipelined over
+//! a ring of two stages: the runs of slab k + 1 are fetched before the
+//! matrix unit works on slab k and stored into the other stage after it,
+//! one barrier per slab (zeros past M, N or K). The pipeline's protocol is
+//! proved: race-freedom (no stage refilled while a warp may still read
+//! it) and the ring obligation (`kir::Ring`: each iteration reads the
+//! stage of its own slab and fills the stage of the next). Elsewhere each
+//! slab is loaded element by element into slabs of its own (guarded,
+//! zero-padded: the SIMT schedule's loader), two barriers per slab. Each
 //! warp owns 64 x 32 of the tile. Per 16 of k a warp loads its four A fragments and
 //! four B fragments once (`KStmt::FragmentLoad`, printed as `ldmatrix`,
 //! its rows proved 16-byte aligned and inside the slab's data) and runs
@@ -71,6 +74,8 @@ const WN: i64 = 32;
 /// [`Footprint`]: the verifier proves no access touches it, so a fragment
 /// read shifted into it is refuted (it would be in bounds).
 const A_STRIDE: u32 = BK + 8;
+/// Stages of the slab ring of the pipelined path.
+const STAGES: u32 = 2;
 const B_STRIDE: u32 = BN + 8;
 
 /// `(row, column)` of the element that `lane`'s register `reg` holds in
@@ -149,6 +154,9 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 struct Slabs {
     a: SharedId,
     b: SharedId,
+    /// Where the slab starts in each array (the stage of a ring).
+    a_at: IExpr,
+    b_at: IExpr,
     wm: IExpr,
     wn: IExpr,
     acc: LocalId,
@@ -171,8 +179,8 @@ fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStm
     let (a_frag, b_frag, part) = (b.local("a_frag", s.ty), b.local("b_frag", s.ty), b.local("part", Dtype::F32));
     let kk = kq.clone().mul(IExpr::c(in_k));
     let (sa, sb) = (A_STRIDE as i64, B_STRIDE as i64);
-    let a_src = MmaOperand { tile: s.a, base: s.wm.clone().mul(IExpr::c(WM)).add(fi.clone().mul(IExpr::c(in_m))).mul(IExpr::c(sa)).add(kk.clone()), row_stride: sa, col_stride: 1 };
-    let b_src = MmaOperand { tile: s.b, base: kk.mul(IExpr::c(sb)).add(s.wn.clone().mul(IExpr::c(WN))).add(fj.clone().mul(IExpr::c(in_n))), row_stride: sb, col_stride: 1 };
+    let a_src = MmaOperand { tile: s.a, base: s.a_at.clone().add(s.wm.clone().mul(IExpr::c(WM)).add(fi.clone().mul(IExpr::c(in_m))).mul(IExpr::c(sa)).add(kk.clone())), row_stride: sa, col_stride: 1 };
+    let b_src = MmaOperand { tile: s.b, base: s.b_at.clone().add(kk.mul(IExpr::c(sb))).add(s.wn.clone().mul(IExpr::c(WN))).add(fj.clone().mul(IExpr::c(in_n))), row_stride: sb, col_stride: 1 };
     let acc = s.acc;
     let running = q.clone().mul(IExpr::c(acc_regs)).add(r.clone());
     let promote = KStmt::ArraySet {
@@ -223,8 +231,16 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mext = extent_expr(k.vars[mvar].extent);
     let next = extent_expr(k.vars[nvar].extent);
     let kext = extent_expr(k.vars[p.kvar].extent);
-    let a_sh = b.shared_padded("a_tile", ty, BM, BK, A_STRIDE);
-    let b_sh = b.shared_padded("b_tile", ty, BK, BN, B_STRIDE);
+    // The pipelined path's ring: two stages of each slab, one after the
+    // other in one array (it fills one while the matrix unit reads the
+    // other). The element path has slabs of its own: the ring obligation
+    // covers every access of a ring's array, and the other path's would
+    // not obey it (nor would a write of it one slab too far be refuted,
+    // landing in the second stage).
+    let a_sh = b.shared_padded("a_ring", ty, STAGES * BM, BK, A_STRIDE);
+    let b_sh = b.shared_padded("b_ring", ty, STAGES * BK, BN, B_STRIDE);
+    let (a_stage, b_stage) = ((BM * A_STRIDE) as i64, (BK * B_STRIDE) as i64);
+    let (a_el, b_el) = (b.shared_padded("a_slab", ty, BM, BK, A_STRIDE), b.shared_padded("b_slab", ty, BK, BN, B_STRIDE));
     let (m0_v, n0_v, wm_v, wn_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wm"), b.ivar("wn"));
     let (m0, n0, wm, wn) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wm_v), IExpr::Var(wn_v));
     let warp = IExpr::Tid.div(IExpr::c(32));
@@ -253,7 +269,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let acc_regs = registers(shape, Fragment::Acc) as i64;
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: (tiles_m * tiles_n * acc_regs) as u32, init: Some(VExpr::zero(Dtype::F32)) });
-    let slabs = Slabs { a: a_sh, b: b_sh, wm: wm.clone(), wn: wn.clone(), acc, ty };
+    let slabs = |a: SharedId, b: SharedId, stage: IExpr| Slabs { a, b, a_at: stage.clone().mul(IExpr::c(a_stage)), b_at: stage.mul(IExpr::c(b_stage)), wm: wm.clone(), wn: wn.clone(), acc, ty };
     let kname = b.k.vars[p.kvar].name.clone();
     let kspan = b.k.vars[p.kvar].span;
     let slab_loop = |b: &mut Builder, k0_v: IVar, body: Vec<KStmt>| {
@@ -272,21 +288,31 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
             let zero = IExpr::c(0);
             let (ra, rb) = (va.registers(&mut b, &mut pipelined), vb.registers(&mut b, &mut pipelined));
             let first = [va.fetch(&mut b, ra, &zero, &mut pipelined), vb.fetch(&mut b, rb, &zero, &mut pipelined)];
-            va.store(ra, &mut pipelined);
-            vb.store(rb, &mut pipelined);
+            va.store(ra, &IExpr::c(0), &mut pipelined);
+            vb.store(rb, &IExpr::c(0), &mut pipelined);
             pipelined.push(KStmt::Barrier);
-            // The last iteration fetches the (zero) slab past K: cheaper
-            // than a guard, and one guard fewer to get wrong.
+            // Iteration k0 reads stage (k0 / BK) % 2 and fills the other
+            // with slab k0 + BK, then one barrier: a stage is refilled
+            // only after the barrier that follows its last read (the
+            // race-freedom proof), and each stage is read and filled only
+            // in the iterations of its slabs (the ring obligation). The
+            // last iteration fetches the (zero) slab past K: cheaper than
+            // a guard, and one guard fewer to get wrong.
             let k0_v = b.ivar("k0");
             let ahead_k = IExpr::Var(k0_v).add(IExpr::c(BK as i64));
-            let mut kbody = Vec::new();
+            let (stage_v, refill_v) = (b.ivar("stage"), b.ivar("refill"));
+            let mut kbody = vec![
+                KStmt::LetInt { var: stage_v, value: IExpr::Var(k0_v).div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
+                KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
+            ];
             let (ra, rb) = (va.registers(&mut b, &mut kbody), vb.registers(&mut b, &mut kbody));
             let ahead = [va.fetch(&mut b, ra, &ahead_k, &mut kbody), vb.fetch(&mut b, rb, &ahead_k, &mut kbody)];
-            kbody.extend(compute_slab(&mut b, &slabs, p.kvar));
+            kbody.extend(compute_slab(&mut b, &slabs(a_sh, b_sh, IExpr::Var(stage_v)), p.kvar));
+            va.store(ra, &IExpr::Var(refill_v).mul(IExpr::c(a_stage)), &mut kbody);
+            vb.store(rb, &IExpr::Var(refill_v).mul(IExpr::c(b_stage)), &mut kbody);
             kbody.push(KStmt::Barrier);
-            va.store(ra, &mut kbody);
-            vb.store(rb, &mut kbody);
-            kbody.push(KStmt::Barrier);
+            b.ir.shared[a_sh].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0_v, step: BK as i64 });
+            b.ir.shared[b_sh].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0_v, step: BK as i64 });
             pipelined.push(slab_loop(&mut b, k0_v, kbody));
             Some((va, vb, first, ahead, k0_v, pipelined))
         }
@@ -300,16 +326,16 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // Slabs: A as a_tile[m * A_STRIDE + kk], B as b_tile[kk * B_STRIDE + n];
     // each operand's coverage gets the vector path's cases beside its own.
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
-    tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_sh, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
     if let Some((va, _, first, ahead, vk0, _)) = &vector_path {
         va.cover(&mut b, on.clone(), first[0], ahead[0], *vk0);
     }
-    tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_sh, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     if let Some((_, vb, first, ahead, vk0, _)) = &vector_path {
         vb.cover(&mut b, on.clone(), first[1], ahead[1], *vk0);
     }
     kbody.push(KStmt::Barrier);
-    kbody.extend(compute_slab(&mut b, &slabs, p.kvar));
+    kbody.extend(compute_slab(&mut b, &slabs(a_el, b_el, IExpr::c(0)), p.kvar));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, kbody)];
     match vector_path {

@@ -263,6 +263,17 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
             }
         }
     }
+    // A swapped stage of a ring of slabs: the pipelined loop reads the
+    // stage its slab has not reached and fills the one it is in.
+    for site in &list {
+        let mut m = ir.clone();
+        if let Some(KStmt::LetInt { var, value }) = at(&mut m.body, site) {
+            if m.ivars[*var] == "stage" {
+                *value = IExpr::c(1).sub(value.clone());
+                all.push(Mutant { operator: "swapped stage", description: format!("{}: the ring reads the other stage", ir.name), ir: m });
+            }
+        }
+    }
     all
 }
 

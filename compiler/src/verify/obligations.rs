@@ -367,6 +367,33 @@ impl<'a> Gen<'a> {
         (forward, wrap)
     }
 
+    /// Every access of a ring of slabs happens where the ring says
+    /// (`kir::Ring`): in loop iteration `k` reads inside the stage of slab
+    /// `k`, writes inside the stage of slab `k + step`; before the loop
+    /// writes inside stage 0; no read outside the loop.
+    fn rings(&mut self) {
+        for a in self.exec.accesses.clone() {
+            let Target::Shared(s) = a.target else { continue };
+            let Some(ring) = self.exec.ir.shared[s].ring else { continue };
+            let (span, what) = self.span_of(&a);
+            let name = self.exec.loop_var_name(ring.of);
+            let inside = a.loops.iter().any(|l| self.exec.loops[*l].var == name);
+            // The access's first and last element both in stage `stage`.
+            let last = a.index.clone().add(Term::c(a.width as i64 - 1));
+            let within = |stage: Term| Formula::and(vec![a.index.clone().div(Term::c(ring.stage_len)).eq(stage.clone()), last.clone().div(Term::c(ring.stage_len)).eq(stage)]);
+            let stage_of = |slab: Term| slab.div(Term::c(ring.step)).rem(Term::c(ring.stages as i64));
+            let k = Term::var(&name);
+            let (goal, when) = match (inside, a.write) {
+                (true, false) => (within(stage_of(k)), "lies in the stage of the iteration's slab"),
+                (true, true) => (within(stage_of(k.add(Term::c(ring.step)))), "lies in the stage of the next slab"),
+                (false, true) => (within(Term::c(0)), "before the loop lies in stage 0"),
+                (false, false) => (Formula::False, "is outside the loop: nothing there may read the ring"),
+            };
+            let desc = format!("ring of {} slabs: the {} at {} {}", ring.stages, what, a.index, when);
+            self.push(ObligationKind::SharedRaceFree, desc, span, &a.path, goal, vec![]);
+        }
+    }
+
     fn shared_races(&mut self) {
         let acc: Vec<Access> = self.exec.accesses.iter().filter(|a| matches!(a.target, Target::Shared(_))).cloned().collect();
         for (i, a) in acc.iter().enumerate() {
@@ -656,6 +683,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.in_bounds();
     g.races();
     g.shared_races();
+    g.rings();
     g.coverage();
     g.registers_initialized();
     g.reductions_complete();
@@ -685,6 +713,7 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     }
     g.in_bounds();
     g.shared_races();
+    g.rings();
     g.races();
     g.registers_initialized();
     g.reductions_complete();
