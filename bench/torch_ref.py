@@ -82,6 +82,9 @@ def workloads():
             a, b = rand((m, k), dt), rand((k, nn), dt)
             label = f"matmul_{name} tc 4096^3" if m == k == nn else f"matmul_{name} tc {m}x{k}x{nn}"
             w[label] = (lambda a=a, b=b: torch.matmul(a, b))
+            w[label.replace("matmul_", "gemm_").replace(" tc ", " wg ")] = w[label]
+    a, b = rand((8192, 8192), h), rand((8192, 8192), h)
+    w["gemm_f16 wg 8192^3"] = (lambda a=a, b=b: torch.matmul(a, b))
     return w
 
 def main():

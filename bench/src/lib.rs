@@ -44,6 +44,12 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "matmul_f16 tc 16384x1024x1024", kernel: "matmul_f16", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
     Workload { label: "matmul_f16 tc 4096x2048x2048", kernel: "matmul_f16", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
     Workload { label: "matmul_bf16 tc 4096^3", kernel: "matmul_bf16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
+    // The warpgroup schedule (sm_90a: wgmma), same sizes and 8192^3.
+    Workload { label: "gemm_f16 wg 4096^3", kernel: "gemm_f16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
+    Workload { label: "gemm_f16 wg 8192^3", kernel: "gemm_f16", dims: &[("M", 8192), ("K", 8192), ("N", 8192)] },
+    Workload { label: "gemm_f16 wg 16384x1024x1024", kernel: "gemm_f16", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
+    Workload { label: "gemm_f16 wg 4096x2048x2048", kernel: "gemm_f16", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
+    Workload { label: "gemm_bf16 wg 4096^3", kernel: "gemm_bf16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
 ];
 
 /// Median milliseconds of `reps` runs of `f`, each bracketed by events on

@@ -215,6 +215,57 @@ pub enum KStmt {
     /// instruction lays them. Warp-collective: every lane of the warp runs
     /// it.
     Mma { shape: MmaShape, a: LocalId, a_at: IExpr, b: LocalId, b_at: IExpr, acc: LocalId, acc_at: IExpr },
+    /// One warpgroup instruction of the matrix unit (NVIDIA `wgmma`,
+    /// sm_90a): `acc[0 .. n / 2] (+)= A * B` for a 64 x `n` x 16 tile, A
+    /// and B read by the unit straight from shared memory through
+    /// descriptors (`a`, `b`), the accumulator slots laid out as
+    /// `schedule::warpgroup::acc_element` says; `accumulate: false` starts
+    /// from zero. Asynchronous: its reads of shared memory and of `acc`
+    /// may happen until the next `WgmmaWait`, and it sees `acc` only as
+    /// of the last `WgmmaFence` (the verifier's protocol obligations).
+    /// Warpgroup-collective.
+    Wgmma { n: u32, a: WgOperand, b: WgOperand, acc: LocalId, accumulate: bool },
+    /// `wgmma.fence`: the unit sees the registers as ordinary instructions
+    /// left them.
+    WgmmaFence,
+    /// Commit the warpgroup's issued `Wgmma`s and wait for all of them.
+    WgmmaWait,
+    /// `fence.proxy.async.shared::cta`: this thread's ordinary shared
+    /// stores become visible to the unit's (asynchronous proxy's) reads
+    /// once a barrier follows.
+    ProxyFence,
+}
+
+/// A `Wgmma` operand in shared memory, in the unit's layout without
+/// swizzling: 8 x 8 "core matrices" of 128 contiguous bytes; element `(r,
+/// c)` (`r` along M for A or N for B, `c` along K, 0..16) lies at `base +
+/// (r / 8) * sbo + (c / 8) * lbo + inner`, `inner` being `(r % 8) * 8 + c %
+/// 8` when k runs along a core matrix's rows (`k_inner`: "K-major", A as
+/// stored) and `(c % 8) * 8 + r % 8` otherwise ("MN-major", B with the
+/// instruction's transpose bit). Offsets in elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WgOperand {
+    pub tile: SharedId,
+    pub base: IExpr,
+    pub lbo: i64,
+    pub sbo: i64,
+    pub k_inner: bool,
+}
+
+impl WgOperand {
+    /// The offset of element `(r, c)` from `base`.
+    pub fn offset(&self, r: IExpr, c: IExpr) -> IExpr {
+        core_offset(r, c, self.lbo, self.sbo, self.k_inner)
+    }
+}
+
+/// The offset of element `(r, c)` (`r` along M or N, `c` along K) in
+/// core matrices `lbo` apart along K and `sbo` apart along M or N (see
+/// [`WgOperand`]).
+pub fn core_offset(r: IExpr, c: IExpr, lbo: i64, sbo: i64, k_inner: bool) -> IExpr {
+    let eight = || IExpr::c(8);
+    let inner = if k_inner { r.clone().rem(eight()).mul(eight()).add(c.clone().rem(eight())) } else { c.clone().rem(eight()).mul(eight()).add(r.clone().rem(eight())) };
+    r.div(eight()).mul(IExpr::c(sbo)).add(c.div(eight()).mul(IExpr::c(lbo))).add(inner)
 }
 
 /// The operands of a matrix-unit instruction (their fragment layouts are
@@ -363,6 +414,10 @@ pub enum Schedule {
     /// Shared-memory tiled contraction on the matrix unit: `bm x bn` tiles,
     /// `bk` deep, four warps of `bm / 2 x bn / 2`, `shape` instructions.
     TensorCore { bm: u32, bn: u32, bk: u32, shape: MmaShape },
+    /// Shared-memory tiled contraction on the warpgroup unit (`wgmma`,
+    /// sm_90a): `bm x bn` tiles, `bk` deep, one warpgroup per 64 rows,
+    /// instructions 64 x `n` x 16.
+    Warpgroup { bm: u32, bn: u32, bk: u32, n: u32 },
 }
 
 impl Schedule {
@@ -373,6 +428,7 @@ impl Schedule {
             Schedule::RowReduction { .. } => "row-reduction",
             Schedule::Contraction { .. } => "contraction",
             Schedule::TensorCore { .. } => "tensor-core contraction",
+            Schedule::Warpgroup { .. } => "warpgroup tensor-core contraction",
         }
     }
 }

@@ -236,3 +236,24 @@ fn a_swapped_stage_of_the_ring_is_refuted_by_the_ring_obligation_only() {
     }
     assert!(first_refutation(k, &swapped, &cfg).is_none(), "without the ring obligation the swapped ring survives");
 }
+
+#[test]
+fn a_removed_wait_or_fence_of_the_warpgroup_unit_is_refuted_by_its_protocol() {
+    use tokitai_compiler::verify::mutate::mutants;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let (k, ir) = (&arts.program.kernels[i], &arts.kernels[i]);
+    let cfg = Config { timeout_ms: 5_000 };
+    let mut by_operator: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in mutants(k, ir).into_iter().filter(|m| m.operator.starts_with("missing wgmma") || m.operator == "missing proxy fence") {
+        let refuted = first_refutation(k, &m.ir, &cfg).unwrap_or_else(|| panic!("{} survived", m.description));
+        assert!(refuted.obligation.description.contains("warpgroup unit's protocol"), "{}: refuted by {}", m.description, refuted.obligation.description);
+        *by_operator.entry(m.operator).or_default() += 1;
+    }
+    // Both paths (vector and element) have a wait and a wgmma.fence; the
+    // proxy fences: before the vector loop, in it, and in the element loop.
+    assert_eq!(by_operator.get("missing wgmma wait"), Some(&2), "{:?}", by_operator);
+    assert_eq!(by_operator.get("missing wgmma fence"), Some(&2), "{:?}", by_operator);
+    assert_eq!(by_operator.get("missing proxy fence"), Some(&3), "{:?}", by_operator);
+}

@@ -16,7 +16,12 @@ fn every_kernel_matches_its_exact_oracle_on_the_cpu() {
     for k in all {
         for (i, scale) in [3i64, 37, 130].into_iter().enumerate() {
             let mut rng = Rng::new(0x5eed ^ (i as u64) << 32 ^ k.info.name.len() as u64);
-            let case = random_case(k, &mut rng, scale).unwrap();
+            // A kernel whose `requires` admits no dims this small (sums of
+            // at least 128) is checked at the last scale, which must work.
+            let case = match random_case(k, &mut rng, scale) {
+                Err(_) if i < 2 => continue,
+                case => case.unwrap(),
+            };
             let out = check(&Device::Cpu, k, &case).unwrap();
             assert!(out.elements > 0, "{}: no output elements checked", k.info.name);
             if !out.passed() {

@@ -50,6 +50,8 @@ struct Printer<'a> {
     vec_arrays: HashSet<LocalId>,
     /// Shared arrays that fragments are loaded from by rows (`ldmatrix`).
     row_tiles: HashSet<SharedId>,
+    /// Accumulators of the `Wgmma`s printed since the last wait.
+    in_flight: Vec<(LocalId, u32)>,
 }
 
 pub fn print_kernel(ir: &KernelIr) -> String {
@@ -57,7 +59,7 @@ pub fn print_kernel(ir: &KernelIr) -> String {
     collect_vec_arrays(&ir.body, &mut vec_arrays);
     let mut row_tiles = HashSet::new();
     collect_row_tiles(&ir.body, &mut row_tiles);
-    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles };
+    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles, in_flight: Vec::new() };
     p.kernel();
     p.out
 }
@@ -67,6 +69,11 @@ fn collect_row_tiles(body: &[KStmt], out: &mut HashSet<SharedId>) {
         match s {
             KStmt::FragmentLoad { src, rows, .. } if crate::schedule::tensor_core::loads_rows(*rows, src) => {
                 out.insert(src.tile);
+            }
+            // The unit's descriptors address 16-byte aligned core matrices.
+            KStmt::Wgmma { a, b, .. } => {
+                out.insert(a.tile);
+                out.insert(b.tile);
             }
             KStmt::For { body, .. } => collect_row_tiles(body, out),
             KStmt::If { then, els, .. } => {
@@ -291,6 +298,19 @@ impl<'a> Printer<'a> {
             KStmt::Barrier => self.line("__syncthreads();"),
             KStmt::FragmentLoad { shape, which, src, dst, dst_at, rows } => self.fragment_load(*shape, *which, src, *dst, dst_at, *rows),
             KStmt::Mma { shape, a, a_at, b, b_at, acc, acc_at } => self.mma(*shape, (*a, a_at), (*b, b_at), *acc, acc_at),
+            KStmt::Wgmma { n, a, b, acc, accumulate } => self.wgmma(*n, a, b, *acc, *accumulate),
+            KStmt::WgmmaFence => self.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");"),
+            KStmt::WgmmaWait => {
+                self.line("asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+                // The unit writes the accumulator until the wait, which C++
+                // cannot see: each register passes through an empty asm
+                // after it, so no read of it moves above the wait.
+                for (acc, slots) in std::mem::take(&mut self.in_flight) {
+                    let regs: Vec<String> = (0..slots as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &IExpr::c(i)))).collect();
+                    self.line(&format!("asm volatile(\"\" : {} :: \"memory\");", regs.join(", ")));
+                }
+            }
+            KStmt::ProxyFence => self.line("asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");"),
         }
     }
 
@@ -363,6 +383,55 @@ impl<'a> Printer<'a> {
             accs.join(", "),
             regs.join(", "),
             t = ptx
+        ));
+    }
+
+    /// A matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the
+    /// operand's shared address, its core matrices' distances along K
+    /// (leading) and along M or N (stride), all in 16-byte units, no
+    /// swizzling.
+    fn descriptor(&self, op: &WgOperand) -> String {
+        let bytes = self.ir.shared[op.tile].ty.size_bytes() as i64;
+        let field = |elements: i64| ((elements * bytes) >> 4) as u64;
+        format!(
+            "((unsigned long long)((__cvta_generic_to_shared(&{}[{}]) & 0x3FFFF) >> 4) | ({}ull << 16) | ({}ull << 32))",
+            self.ir.shared[op.tile].name,
+            self.iexpr(&op.base),
+            field(op.lbo),
+            field(op.sbo)
+        )
+    }
+
+    /// One warpgroup instruction: A and B through descriptors, B with the
+    /// transpose bit where its core matrices run along N.
+    fn wgmma(&mut self, n: u32, a: &WgOperand, b: &WgOperand, acc: LocalId, accumulate: bool) {
+        let ptx = match self.ir.shared[a.tile].ty {
+            Dtype::Bf16 => "bf16",
+            _ => "f16",
+        };
+        let count = n as usize / 2;
+        if !self.in_flight.contains(&(acc, n / 2)) {
+            self.in_flight.push((acc, n / 2));
+        }
+        let slots: Vec<String> = (0..count).map(|i| format!("%{}", i)).collect();
+        // Starting from zero the unit does not read the accumulator: its
+        // registers are outputs only.
+        let mode = if accumulate { "+f" } else { "=f" };
+        let accs: Vec<String> = (0..count).map(|i| format!("\"{}\"({})", mode, self.array_elem(acc, &IExpr::c(i as i64)))).collect();
+        let (da, db) = (self.descriptor(a), self.descriptor(b));
+        self.line(&format!(
+            "asm volatile(\"{{\\n\\t.reg .pred p;\\n\\tsetp.ne.b32 p, %{s}, 0;\\n\\twgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, %{da_at}, %{db_at}, p, 1, 1, {ta}, {tb};\\n\\t}}\" : {} : \"l\"({}), \"l\"({}), \"n\"({}) : \"memory\");",
+            slots.join(", "),
+            accs.join(", "),
+            da,
+            db,
+            accumulate as u32,
+            s = count + 2,
+            da_at = count,
+            db_at = count + 1,
+            t = ptx,
+            ta = if a.k_inner { 0 } else { 1 },
+            tb = if b.k_inner { 0 } else { 1 },
         ));
     }
 
@@ -445,6 +514,7 @@ fn describe(s: &Schedule) -> String {
         Schedule::RowReduction { rows_rank } => format!("row reduction, one block per row (rank-{} rows)", rows_rank),
         Schedule::Contraction { bm, bn, bk, tm, tn } => format!("contraction, {}x{} tiles, k-slabs of {}, {}x{} per thread", bm, bn, bk, tm, tn),
         Schedule::TensorCore { bm, bn, bk, shape } => format!("tensor-core contraction, {}x{} tiles, k-slabs of {}, {:?} instructions", bm, bn, bk, shape),
+        Schedule::Warpgroup { bm, bn, bk, n } => format!("warpgroup tensor-core contraction, {}x{} tiles, k-slabs of {}, wgmma m64n{}k16 instructions", bm, bn, bk, n),
     }
 }
 
@@ -533,7 +603,7 @@ fn const_literal(c: Const, ty: Dtype) -> String {
 impl KernelIr {
     /// Launch geometry as human-readable formulas, for the manifest.
     pub fn grid_formulas(&self) -> Vec<String> {
-        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new() };
+        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new(), in_flight: Vec::new() };
         self.grid
             .iter()
             .map(|g| match g {

@@ -100,7 +100,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i6
 /// The value that picks among a kernel's variants (see
 /// `schedule::schedule_variants`), as Rust over the dims.
 fn variant_key(k: &Kernel, ir: &KernelIr) -> String {
-    if let crate::kir::Schedule::Contraction { .. } | crate::kir::Schedule::TensorCore { .. } = ir.schedule {
+    if let crate::kir::Schedule::Contraction { .. } | crate::kir::Schedule::TensorCore { .. } | crate::kir::Schedule::Warpgroup { .. } = ir.schedule {
         let tiles: Vec<String> = ir.grid.iter().map(|g| match g {
             GridDim::Exact(e) => rust_iexpr(k, ir, e),
             GridDim::Stride { .. } => "1i64".into(),

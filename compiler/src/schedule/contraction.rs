@@ -227,6 +227,46 @@ fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b:
 pub enum SlabLayout {
     KMajor { stride: u32 },
     KContiguous { stride: u32 },
+    /// The warpgroup unit's core matrices (`kir::WgOperand`): element
+    /// (x, kk) at `(x / 8) * sbo + (kk / 8) * lbo` plus, within its 8 x 8
+    /// core matrix, `(x % 8) * 8 + kk % 8` where k runs along the core
+    /// matrix's rows (`k_inner`), else `(kk % 8) * 8 + x % 8`.
+    Cores { lbo: u32, sbo: u32, k_inner: bool },
+}
+
+impl SlabLayout {
+    /// Where element (x, kk) of the slab lies.
+    pub(super) fn index(self, x: IExpr, kk: IExpr) -> IExpr {
+        match self {
+            SlabLayout::KMajor { stride } => kk.mul(IExpr::c(stride as i64)).add(x),
+            SlabLayout::KContiguous { stride } => x.mul(IExpr::c(stride as i64)).add(kk),
+            SlabLayout::Cores { lbo, sbo, k_inner } => core_offset(x, kk, lbo as i64, sbo as i64, k_inner),
+        }
+    }
+    /// Into core matrices, slab position `p` (the layout's image of one
+    /// (x, kk)) and back: `(x, kk)` of position `p`. The loaders walk
+    /// core-matrix slabs in position order, so that a store's index is
+    /// its position (linear in the thread id: race-freedom needs no
+    /// reasoning about the layout's divisions) and its element follows
+    /// from it. Needs core matrices that follow each other along k (`lbo`
+    /// 64) in rows of `sbo / 64` of them.
+    pub(super) fn element_at(self, p: IExpr) -> Option<(IExpr, IExpr)> {
+        let SlabLayout::Cores { lbo: 64, sbo, k_inner } = self else { return None };
+        let (c8, row8) = (p.clone().rem(IExpr::c(8)), p.clone().div(IExpr::c(8)).rem(IExpr::c(8)));
+        let chunk = p.clone().div(IExpr::c(64)).rem(IExpr::c(sbo as i64 / 64));
+        let group = p.div(IExpr::c(sbo as i64));
+        let (x_in, k_in) = if k_inner { (row8, c8) } else { (c8, row8) };
+        Some((group.mul(IExpr::c(8)).add(x_in), chunk.mul(IExpr::c(8)).add(k_in)))
+    }
+
+    /// Does k run along the slab's contiguous axis?
+    fn k_contiguous(self) -> bool {
+        match self {
+            SlabLayout::KMajor { .. } => false,
+            SlabLayout::KContiguous { .. } => true,
+            SlabLayout::Cores { k_inner, .. } => k_inner,
+        }
+    }
 }
 
 /// Load one operand slab into shared memory in `layout`, `x` the tile's
@@ -254,7 +294,9 @@ pub(super) fn tile_load(
     let l = IExpr::Var(l_v);
     let x_v = b.ivar("x");
     let kk_v = b.ivar("kk");
-    let (xo, kko) = if k_contiguous {
+    let (xo, kko) = if let Some(at) = layout.element_at(l.clone()) {
+        at
+    } else if k_contiguous {
         (l.clone().div(IExpr::c(bk as i64)), l.clone().rem(IExpr::c(bk as i64)))
     } else {
         (l.clone().rem(IExpr::c(width as i64)), l.clone().div(IExpr::c(width as i64)))
@@ -266,11 +308,9 @@ pub(super) fn tile_load(
     env.vars.insert(kvar, IExpr::Var(gk_v));
     let mut then = Vec::new();
     let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
-    operand_cover(b, t, operand, &v, out_var, kvar, width, k_contiguous, l_v, k0);
-    let index = match layout {
-        SlabLayout::KMajor { stride } => IExpr::Var(kk_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(x_v)),
-        SlabLayout::KContiguous { stride } => IExpr::Var(x_v).mul(IExpr::c(stride as i64)).add(IExpr::Var(kk_v)),
-    };
+    operand_cover(b, t, operand, &v, (out_var, kvar), width, layout, k_contiguous, l_v, k0);
+    // Into core matrices the loader walks positions (see `element_at`).
+    let index = if layout.element_at(l.clone()).is_some() { l.clone() } else { layout.index(IExpr::Var(x_v), IExpr::Var(kk_v)) };
     then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
     let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
     let body = vec![
@@ -289,7 +329,7 @@ pub(super) fn tile_load(
 /// pair (o, k); the block whose tile holds o loads it in slab k / bk, at
 /// loop position l of the loader.
 #[allow(clippy::too_many_arguments)]
-fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, out_var: VarId, kvar: VarId, width: u32, k_contiguous: bool, l_v: IVar, k0: &IExpr) {
+fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, (out_var, kvar): (VarId, VarId), width: u32, layout: SlabLayout, k_contiguous: bool, l_v: IVar, k0: &IExpr) {
     let Tile { bm, bk, .. } = t;
     // Only a (cast) load of one tensor indexed by plain (o, k) or (k, o).
     let mut inner = operand;
@@ -317,7 +357,13 @@ fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, out_var: 
     let axes = [b.ivar("elem_0"), b.ivar("elem_1")];
     let (o, k) = if o_first { (IExpr::Var(axes[0]), IExpr::Var(axes[1])) } else { (IExpr::Var(axes[1]), IExpr::Var(axes[0])) };
     let (xo, kk) = (o.clone().rem(IExpr::c(width as i64)), k.clone().rem(IExpr::c(bk as i64)));
-    let l = if k_contiguous { xo.mul(IExpr::c(bk as i64)).add(kk) } else { kk.mul(IExpr::c(width as i64)).add(xo) };
+    let l = if layout.element_at(IExpr::c(0)).is_some() {
+        layout.index(xo, kk)
+    } else if k_contiguous {
+        xo.mul(IExpr::c(bk as i64)).add(kk)
+    } else {
+        kk.mul(IExpr::c(width as i64)).add(xo)
+    };
     let tile_axis = if width == bm && out_var != kvar && b.k.stmts[0].vars[0] == out_var { 1 } else { 0 };
     let assign = vec![
         (Witness::BlockIdx(tile_axis), o.div(IExpr::c(width as i64))),
@@ -349,15 +395,21 @@ pub(super) fn plain_operand(operand: &TExpr, out_var: VarId, kvar: VarId) -> Opt
 /// elements.
 pub const VECTOR: u32 = 8;
 
-/// One operand's slab moved by 16-byte vectors through registers, one run
-/// of [`VECTOR`] elements per thread: [`VectorSlab::fetch`] reads the run
-/// of slab `k_s` into the thread's registers, [`VectorSlab::store`] writes
-/// them into shared memory (zeros past M, N or K). Between the two the
-/// thread may run the matrix unit on the previous slab, so the global
+/// One operand's slab moved by 16-byte vectors through registers, `runs`
+/// runs of [`VECTOR`] elements per thread: [`VectorSlab::fetch`] reads the
+/// thread's runs of slab `k_s` into its registers, [`VectorSlab::store`]
+/// writes them into shared memory (zeros past M, N or K). Between the two
+/// the thread may run the matrix unit on the previous slab, so the global
 /// read's latency hides behind it (the schedule's software pipeline).
 /// The caller takes vectors only where the operand's last dim is a
 /// multiple of [`VECTOR`] and its buffer 16-byte aligned: the verifier
 /// asks both of every vector read.
+///
+/// Run `l` of the slab is thread `l % threads`'s run `l / threads`. Runs
+/// follow the operand's contiguous axis; into core matrices
+/// ([`SlabLayout::Cores`]) eight consecutive runs fill the eight rows of
+/// one core matrix (128 contiguous bytes: a quarter warp's stores on
+/// distinct banks).
 pub(super) struct VectorSlab {
     tensor: tir::TensorId,
     o_first: bool,
@@ -369,8 +421,9 @@ pub(super) struct VectorSlab {
     kvar: VarId,
     width: u32,
     bk: u32,
-    x: IVar,
-    kk: IVar,
+    threads: u32,
+    /// Each run's place in the slab: (x, kk) of its first element.
+    runs: Vec<(IVar, IVar)>,
     /// The tile's first index along the operand's output axis, and the
     /// extents of that axis and of k.
     origin: IExpr,
@@ -379,95 +432,153 @@ pub(super) struct VectorSlab {
 }
 
 impl VectorSlab {
-    /// The thread's run (`x`, `kk` from the thread id) and its registers;
-    /// `None` where the slab's contiguous axis is not the operand's, the
-    /// operand is not a plain load of the slab's dtype, or the runs are
-    /// not one per thread.
+    /// The thread's runs (`x`, `kk` from the thread id) and their
+    /// registers; `None` where the slab's contiguous axis is not the
+    /// operand's, the operand is not a plain load of the slab's dtype, or
+    /// the runs do not split evenly over the threads.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(b: &mut Builder, t: Tile, layout: SlabLayout, operand: &TExpr, tile: SharedId, (out_var, kvar): (VarId, VarId), width: u32, (origin, out_ext, kext): (&IExpr, &IExpr, &IExpr), out: &mut Vec<KStmt>) -> Option<VectorSlab> {
         let (tensor, o_first) = plain_operand(operand, out_var, kvar)?;
         let k_contiguous = o_first;
-        let lined_up = matches!((layout, k_contiguous), (SlabLayout::KContiguous { .. }, true) | (SlabLayout::KMajor { .. }, false));
         let ty = b.ir.shared[tile].ty;
         let along = if k_contiguous { t.bk } else { width };
-        if !lined_up || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || width * t.bk / VECTOR != t.threads() {
+        let total = width * t.bk / VECTOR;
+        if layout.k_contiguous() != k_contiguous || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || !total.is_multiple_of(t.threads()) {
             return None;
         }
-        let per = (along / VECTOR) as i64;
-        let (x, kk) = (b.ivar("x"), b.ivar("kk"));
-        let tid = IExpr::Tid;
-        let (xo, kko) = if k_contiguous { (tid.clone().div(IExpr::c(per)), tid.rem(IExpr::c(per)).mul(IExpr::c(VECTOR as i64))) } else { (tid.clone().rem(IExpr::c(per)).mul(IExpr::c(VECTOR as i64)), tid.div(IExpr::c(per))) };
-        out.push(KStmt::LetInt { var: x, value: xo });
-        out.push(KStmt::LetInt { var: kk, value: kko });
+        let mut runs = Vec::new();
+        for r in 0..total / t.threads() {
+            let (x, kk) = (b.ivar("x"), b.ivar("kk"));
+            let l = IExpr::Tid.add(IExpr::c((r * t.threads()) as i64));
+            let (xo, kko) = Self::place(layout, k_contiguous, width, t.bk, l);
+            out.push(KStmt::LetInt { var: x, value: xo });
+            out.push(KStmt::LetInt { var: kk, value: kko });
+            runs.push((x, kk));
+        }
         let buf = b.buf(tensor);
-        Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, x, kk, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
+        Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, threads: t.threads(), runs, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
     }
 
-    /// Registers for one run, declared where its fetch and store both see
-    /// it (in the loop, one per iteration: the registers carry a slab from
-    /// its fetch to its store, not a sum across iterations).
-    pub(super) fn registers(&self, b: &mut Builder, out: &mut Vec<KStmt>) -> LocalId {
+    /// (x, kk) of run `l`'s first element.
+    pub(super) fn place(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, l: IExpr) -> (IExpr, IExpr) {
+        let w = VECTOR as i64;
+        if let SlabLayout::Cores { .. } = layout {
+            // Position order: the eight rows of a core matrix, then the
+            // core matrices along k, then the next eight along x.
+            let kc = bk as i64 / 8;
+            let l_all = l.clone();
+            let (lo, mid, hi) = (l.clone().rem(IExpr::c(8)), l.clone().div(IExpr::c(8)).rem(IExpr::c(kc)), l.div(IExpr::c(8 * kc)));
+            // (B's k digits together are `l % (8 kc)`: one remainder, not
+            // two, which Z3 decides at once where it stalled on the pair.)
+            return if k_contiguous { (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w))) } else { (hi.mul(IExpr::c(w)), l_all.rem(IExpr::c(8 * kc))) };
+        }
+        let per = (if k_contiguous { bk } else { width } / VECTOR) as i64;
+        let (across, along) = (l.clone().div(IExpr::c(per)), l.rem(IExpr::c(per)).mul(IExpr::c(w)));
+        if k_contiguous {
+            (across, along)
+        } else {
+            (along, across)
+        }
+    }
+
+    /// The run that holds slab element (xo, kk): the inverse of `place`.
+    fn run_of(&self, xo: IExpr, kk: IExpr) -> IExpr {
+        let w = VECTOR as i64;
+        if let SlabLayout::Cores { .. } = self.layout {
+            // The inverse of `place`'s position order.
+            let kc = self.bk as i64 / 8;
+            let lo = if self.k_contiguous { xo.clone().rem(IExpr::c(8)) } else { kk.clone().rem(IExpr::c(8)) };
+            return xo.div(IExpr::c(8)).mul(IExpr::c(8 * kc)).add(kk.div(IExpr::c(8)).mul(IExpr::c(8))).add(lo);
+        }
+        let per = (if self.k_contiguous { self.bk } else { self.width } / VECTOR) as i64;
+        let (across, along) = if self.k_contiguous { (xo, kk) } else { (kk, xo) };
+        across.mul(IExpr::c(per)).add(along.div(IExpr::c(w)))
+    }
+
+    /// Registers for the thread's runs, declared where their fetch and
+    /// store both see them (in the loop, one per iteration: the registers
+    /// carry a slab from its fetch to its store, not a sum across
+    /// iterations).
+    pub(super) fn registers(&self, b: &mut Builder, out: &mut Vec<KStmt>) -> Vec<LocalId> {
         let name = format!("{}_run", b.k.tensors[self.tensor].name);
-        let run = b.local(&name, b.ir.shared[self.tile].ty);
-        out.push(KStmt::DeclArray { arr: run, len: VECTOR, init: None });
-        run
+        let ty = b.ir.shared[self.tile].ty;
+        (0..self.runs.len())
+            .map(|_| {
+                let run = b.local(&name, ty);
+                out.push(KStmt::DeclArray { arr: run, len: VECTOR, init: None });
+                run
+            })
+            .collect()
     }
 
-    /// Read the thread's run of slab `k_s` into its registers, zeros where
-    /// the run lies past the operand's end (so the store needs no guard of
-    /// its own); the read's access id, for coverage.
-    pub(super) fn fetch(&self, b: &mut Builder, run: LocalId, k_s: &IExpr, out: &mut Vec<KStmt>) -> AccessId {
+    /// Read the thread's runs of slab `k_s` into its registers, zeros
+    /// where a run lies past the operand's end (so the store needs no
+    /// guard of its own); the reads' access ids, for coverage.
+    pub(super) fn fetch(&self, b: &mut Builder, regs: &[LocalId], k_s: &IExpr, out: &mut Vec<KStmt>) -> Vec<AccessId> {
         let (origin, out_ext, kext) = (&self.origin, &self.out_ext, &self.kext);
-        let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
-        let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
-        out.push(KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(self.x)) });
-        out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(self.kk)) });
-        let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
-        let inside = g.clone().lt(out_ext.clone()).and(gk.clone().lt(kext.clone()));
-        let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
-        let base = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
-        let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("vector read of `{}`", b.k.tensors[self.tensor].name));
-        let e = b.ivar("e");
-        let ty = b.ir.shared[self.tile].ty;
-        let zero = KStmt::unrolled(e, VECTOR, vec![KStmt::ArraySet { arr: run, index: IExpr::Var(e), value: VExpr::zero(ty) }]);
-        out.push(KStmt::If { cond: inside, then: vec![KStmt::VecLoad { arr: run, buf: self.buf, base, axes, width: VECTOR, access }], els: vec![zero] });
-        access
+        let mut accesses = Vec::new();
+        for (&(x, kk), &run) in self.runs.iter().zip(regs) {
+            let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
+            let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
+            out.push(KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x)) });
+            out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(kk)) });
+            let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
+            let inside = g.clone().lt(out_ext.clone()).and(gk.clone().lt(kext.clone()));
+            let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
+            let base = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
+            let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("vector read of `{}`", b.k.tensors[self.tensor].name));
+            let e = b.ivar("e");
+            let ty = b.ir.shared[self.tile].ty;
+            let zero = KStmt::unrolled(e, VECTOR, vec![KStmt::ArraySet { arr: run, index: IExpr::Var(e), value: VExpr::zero(ty) }]);
+            out.push(KStmt::If { cond: inside, then: vec![KStmt::VecLoad { arr: run, buf: self.buf, base, axes, width: VECTOR, access }], els: vec![zero] });
+            accesses.push(access);
+        }
+        accesses
     }
 
     /// Write the thread's registers (fetched for the next slab) into the
     /// slab that starts at element `at` of the array (a stage of a ring).
-    pub(super) fn store(&self, run: LocalId, at: &IExpr, out: &mut Vec<KStmt>) {
-        let index = match self.layout {
-            SlabLayout::KMajor { stride } => IExpr::Var(self.kk).mul(IExpr::c(stride as i64)).add(IExpr::Var(self.x)),
-            SlabLayout::KContiguous { stride } => IExpr::Var(self.x).mul(IExpr::c(stride as i64)).add(IExpr::Var(self.kk)),
-        };
-        out.push(KStmt::SharedVecStore { arr: self.tile, base: at.clone().add(index), width: VECTOR, src: run });
+    pub(super) fn store(&self, regs: &[LocalId], at: &IExpr, out: &mut Vec<KStmt>) {
+        for (r, (&(x, kk), &run)) in self.runs.iter().zip(regs).enumerate() {
+            // Into core matrices run l lies at position 8 l (`place` walks
+            // them in position order; a test checks it): the index is
+            // linear in the thread id.
+            let index = match self.layout {
+                SlabLayout::Cores { .. } => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
+                _ => self.layout.index(IExpr::Var(x), IExpr::Var(kk)),
+            };
+            out.push(KStmt::SharedVecStore { arr: self.tile, base: at.clone().add(index), width: VECTOR, src: run });
+        }
     }
 
     /// Coverage of the operand when vectors are on (`on`): element (o, k)
     /// of slab 0 is read by the fetch before the loop (`first`), of slab
     /// j > 0 by the fetch in the loop's iteration j - 1 (`ahead`, in loop
-    /// `k0`), each by the thread whose run holds it. Added as cases to
+    /// `k0`), each by the thread and run that hold it. Added as cases to
     /// the element loader's coverage (the last one pushed), whose own case
     /// then holds where vectors are off.
-    pub(super) fn cover(&self, b: &mut Builder, on: Cond, first: AccessId, ahead: AccessId, k0: IVar) {
+    pub(super) fn cover(&self, b: &mut Builder, on: Cond, first: &[AccessId], ahead: &[AccessId], k0: IVar) {
         let Some(cover) = b.ir.coverage.last_mut() else { return };
         let Some(base) = cover.cases.first().cloned() else { return };
         cover.cases[0].when = Cond::Not(Box::new(on.clone()));
         let (e_o, e_k) = if self.o_first { (IExpr::Var(cover.elem[0]), IExpr::Var(cover.elem[1])) } else { (IExpr::Var(cover.elem[1]), IExpr::Var(cover.elem[0])) };
-        let (w, bk) = (VECTOR as i64, self.bk as i64);
-        let per = (if self.k_contiguous { self.bk } else { self.width } / VECTOR) as i64;
-        let (xo, kk) = (e_o.rem(IExpr::c(self.width as i64)), e_k.clone().rem(IExpr::c(bk)));
-        let tid = if self.k_contiguous { xo.mul(IExpr::c(per)).add(kk.div(IExpr::c(w))) } else { kk.mul(IExpr::c(per)).add(xo.div(IExpr::c(w))) };
+        let bk = self.bk as i64;
+        let l = self.run_of(e_o.rem(IExpr::c(self.width as i64)), e_k.clone().rem(IExpr::c(bk)));
+        let threads = self.threads as i64;
+        let tid = l.clone().rem(IExpr::c(threads));
         let blocks: Vec<(Witness, IExpr)> = base.assign.iter().filter(|(wit, _)| matches!(wit, Witness::BlockIdx(_))).cloned().collect();
         let slab = e_k.div(IExpr::c(bk));
         let first_slab = Cond::Lt(slab.clone(), IExpr::c(1));
-        let mut first_assign = blocks.clone();
-        first_assign.push((Witness::Tid, tid.clone()));
-        let mut ahead_assign = blocks;
-        ahead_assign.push((Witness::Tid, tid));
-        ahead_assign.push((Witness::Var(k0), slab.sub(IExpr::c(1)).mul(IExpr::c(bk))));
-        cover.cases.push(CoverCase { when: on.clone().and(first_slab.clone()), access: first, assign: first_assign });
-        cover.cases.push(CoverCase { when: on.and(Cond::Not(Box::new(first_slab))), access: ahead, assign: ahead_assign });
+        for (r, (&first, &ahead)) in first.iter().zip(ahead).enumerate() {
+            // Only the run that holds the element (when there are several).
+            let this_run = if self.runs.len() == 1 { on.clone() } else { on.clone().and(Cond::Eq(l.clone().div(IExpr::c(threads)), IExpr::c(r as i64))) };
+            let mut first_assign = blocks.clone();
+            first_assign.push((Witness::Tid, tid.clone()));
+            let mut ahead_assign = blocks.clone();
+            ahead_assign.push((Witness::Tid, tid.clone()));
+            ahead_assign.push((Witness::Var(k0), slab.clone().sub(IExpr::c(1)).mul(IExpr::c(bk))));
+            cover.cases.push(CoverCase { when: this_run.clone().and(first_slab.clone()), access: first, assign: first_assign });
+            cover.cases.push(CoverCase { when: this_run.and(Cond::Not(Box::new(first_slab.clone()))), access: ahead, assign: ahead_assign });
+        }
     }
 }

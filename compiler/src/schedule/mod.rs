@@ -14,6 +14,7 @@ mod lower;
 mod pointwise;
 mod row;
 pub mod tensor_core;
+pub mod warpgroup;
 
 pub use lower::{Builder, Env};
 
@@ -81,6 +82,9 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
 
 pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     if let Some(plan) = contraction::detect(k) {
+        if warpgroup::admits(k, target, &plan) {
+            return warpgroup::schedule(k, target, plan);
+        }
         if tensor_core::admits(k, target, &plan) {
             return tensor_core::schedule(k, target, plan);
         }

@@ -287,9 +287,9 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         (Some(va), Some(vb)) => {
             let zero = IExpr::c(0);
             let (ra, rb) = (va.registers(&mut b, &mut pipelined), vb.registers(&mut b, &mut pipelined));
-            let first = [va.fetch(&mut b, ra, &zero, &mut pipelined), vb.fetch(&mut b, rb, &zero, &mut pipelined)];
-            va.store(ra, &IExpr::c(0), &mut pipelined);
-            vb.store(rb, &IExpr::c(0), &mut pipelined);
+            let first = [va.fetch(&mut b, &ra, &zero, &mut pipelined), vb.fetch(&mut b, &rb, &zero, &mut pipelined)];
+            va.store(&ra, &IExpr::c(0), &mut pipelined);
+            vb.store(&rb, &IExpr::c(0), &mut pipelined);
             pipelined.push(KStmt::Barrier);
             // Iteration k0 reads stage (k0 / BK) % 2 and fills the other
             // with slab k0 + BK, then one barrier: a stage is refilled
@@ -306,10 +306,10 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
                 KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
             ];
             let (ra, rb) = (va.registers(&mut b, &mut kbody), vb.registers(&mut b, &mut kbody));
-            let ahead = [va.fetch(&mut b, ra, &ahead_k, &mut kbody), vb.fetch(&mut b, rb, &ahead_k, &mut kbody)];
+            let ahead = [va.fetch(&mut b, &ra, &ahead_k, &mut kbody), vb.fetch(&mut b, &rb, &ahead_k, &mut kbody)];
             kbody.extend(compute_slab(&mut b, &slabs(a_sh, b_sh, IExpr::Var(stage_v)), p.kvar));
-            va.store(ra, &IExpr::Var(refill_v).mul(IExpr::c(a_stage)), &mut kbody);
-            vb.store(rb, &IExpr::Var(refill_v).mul(IExpr::c(b_stage)), &mut kbody);
+            va.store(&ra, &IExpr::Var(refill_v).mul(IExpr::c(a_stage)), &mut kbody);
+            vb.store(&rb, &IExpr::Var(refill_v).mul(IExpr::c(b_stage)), &mut kbody);
             kbody.push(KStmt::Barrier);
             b.ir.shared[a_sh].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0_v, step: BK as i64 });
             b.ir.shared[b_sh].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0_v, step: BK as i64 });
@@ -328,11 +328,11 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
     tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
     if let Some((va, _, first, ahead, vk0, _)) = &vector_path {
-        va.cover(&mut b, on.clone(), first[0], ahead[0], *vk0);
+        va.cover(&mut b, on.clone(), &first[0], &ahead[0], *vk0);
     }
     tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     if let Some((_, vb, first, ahead, vk0, _)) = &vector_path {
-        vb.cover(&mut b, on.clone(), first[1], ahead[1], *vk0);
+        vb.cover(&mut b, on.clone(), &first[1], &ahead[1], *vk0);
     }
     kbody.push(KStmt::Barrier);
     kbody.extend(compute_slab(&mut b, &slabs(a_el, b_el, IExpr::c(0)), p.kvar));

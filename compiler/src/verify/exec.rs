@@ -142,6 +142,8 @@ pub struct Barrier {
 /// An integer variable id no `KernelIr` uses: the register of a fragment
 /// while a `FragmentLoad`'s reads are recorded.
 const FRAGMENT_REGISTER: IVar = usize::MAX;
+/// Likewise: the k index of a `Wgmma` operand's element.
+const WGMMA_K: IVar = usize::MAX - 1;
 
 /// An integer operation to check for overflow or a defined division.
 #[derive(Clone, Debug)]
@@ -173,6 +175,10 @@ pub struct Exec<'a> {
     pub lists: Vec<ListInfo>,
     pub accesses: Vec<Access>,
     pub barriers: Vec<Barrier>,
+    /// Each `Wgmma` operand's base (the descriptor's address), with its
+    /// path: the unit asks one descriptor of the whole warpgroup, 16-byte
+    /// aligned.
+    pub descriptors: Vec<(Term, Vec<Formula>, String, Vec<String>)>,
     pub int_ops: Vec<IntOp>,
     fresh: usize,
     /// Launch assumptions: dims, ids, requires, index-tensor contracts.
@@ -225,6 +231,7 @@ impl<'a> Exec<'a> {
             lists: Vec::new(),
             accesses: Vec::new(),
             barriers: Vec::new(),
+            descriptors: Vec::new(),
             int_ops: Vec::new(),
             fresh: 0,
             base: Vec::new(),
@@ -746,6 +753,48 @@ impl<'a> Exec<'a> {
                 }
                 self.warp_collective();
             }
+            KStmt::Wgmma { n, a, b, acc, accumulate } => {
+                // The unit reads every element of both operands' tiles (A
+                // 64 x 16, B n x 16, as `(r, c)` with c along k) through the
+                // descriptors; recorded as each thread's read at a symbolic
+                // element, so bounds, footprint, ring and race-freedom
+                // cover them. The read may happen until the next wait: the
+                // protocol obligations keep that wait before the barrier
+                // that ends this read's interval.
+                for (op, rows) in [(a, 64i64), (b, *n as i64)] {
+                    let base = self.iterm(&op.base);
+                    let name = self.ir.shared[op.tile].name.clone();
+                    let loops = self.loop_stack.iter().map(|l| self.loops[*l].var.clone()).collect();
+                    self.descriptors.push((base, self.path.clone(), name, loops));
+                    let saved = (self.path.len(), self.cover_path.len());
+                    self.fresh += 1;
+                    let (r, c) = (format!("wg_row#{}", self.fresh), format!("wg_k#{}", self.fresh));
+                    self.path.push(Term::var(&r).within(Term::c(0), Term::c(rows)));
+                    self.path.push(Term::var(&c).within(Term::c(0), Term::c(16)));
+                    self.env.insert(FRAGMENT_REGISTER, Term::var(&r));
+                    self.env.insert(WGMMA_K, Term::var(&c));
+                    let index = op.base.clone().add(op.offset(IExpr::Var(FRAGMENT_REGISTER), IExpr::Var(WGMMA_K)));
+                    let t = self.iterm(&index);
+                    self.record(Target::Shared(op.tile), false, t, 1, None, None);
+                    self.env.remove(&FRAGMENT_REGISTER);
+                    self.env.remove(&WGMMA_K);
+                    self.path.truncate(saved.0);
+                    self.cover_path.truncate(saved.1);
+                }
+                // The thread's accumulator slots: read (when accumulating)
+                // and written, as one run.
+                let (len, slots) = (self.array_len(*acc), *n / 2);
+                if *accumulate {
+                    self.record(Target::Array(*acc, len), false, Term::c(0), slots, None, None);
+                    self.fresh += 1;
+                    let slot = Term::var(format!("slot#{}", self.fresh));
+                    self.read_slot(*acc, slot.clone(), vec![slot.within(Term::c(0), Term::c(slots as i64))], None);
+                }
+                self.record(Target::Array(*acc, len), true, Term::c(0), slots, None, None);
+                self.write_slots(*acc, Some(Term::c(0)), slots);
+                self.warp_collective();
+            }
+            KStmt::WgmmaFence | KStmt::WgmmaWait | KStmt::ProxyFence => self.warp_collective(),
         }
     }
 

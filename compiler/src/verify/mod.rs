@@ -5,6 +5,7 @@ mod completeness;
 mod exec;
 pub mod float_ensures;
 mod obligations;
+mod protocol;
 pub mod mutate;
 pub mod tolerance;
 

@@ -236,6 +236,20 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     mutate_at(&mut all, ir, "off-by-one index", format!("`{}` is computed one too high", name), &let_plus_one, site);
                 }
             }
+            // The warpgroup unit's protocol: each of its waits and fences
+            // deleted.
+            KStmt::WgmmaWait | KStmt::WgmmaFence | KStmt::ProxyFence => {
+                let (operator, what) = match &stmt {
+                    KStmt::WgmmaWait => ("missing wgmma wait", "a wait for the warpgroup unit"),
+                    KStmt::WgmmaFence => ("missing wgmma fence", "a wgmma.fence"),
+                    _ => ("missing proxy fence", "a proxy fence after shared stores"),
+                };
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    l.remove(i);
+                    all.push(Mutant { operator, description: format!("{}: {} is removed", ir.name, what), ir: m });
+                }
+            }
             KStmt::Barrier => {
                 let mut m = ir.clone();
                 if let Some((l, i)) = parent(&mut m.body, site) {
@@ -252,7 +266,7 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
         }
     }
     // A skipped k-block: the contraction's slab loop starts one slab late.
-    if let Schedule::Contraction { bk, .. } | Schedule::TensorCore { bk, .. } = ir.schedule {
+    if let Schedule::Contraction { bk, .. } | Schedule::TensorCore { bk, .. } | Schedule::Warpgroup { bk, .. } = ir.schedule {
         for site in &list {
             let mut m = ir.clone();
             if let Some(KStmt::For { var, start, .. }) = at(&mut m.body, site) {

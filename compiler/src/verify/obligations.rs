@@ -371,25 +371,60 @@ impl<'a> Gen<'a> {
     /// (`kir::Ring`): in loop iteration `k` reads inside the stage of slab
     /// `k`, writes inside the stage of slab `k + step`; before the loop
     /// writes inside stage 0; no read outside the loop.
+    fn descriptors(&mut self) {
+        let span = self.exec.k.span;
+        for (base, path, name, loops) in self.exec.descriptors.clone() {
+            let what = format!("the wgmma descriptor of `{}` at {}", name, base);
+            // 16-byte aligned (the descriptor drops the address's low 4
+            // bits): a multiple of 8 two-byte elements.
+            let aligned = base.clone().rem(Term::c(8)).eq(Term::c(0));
+            self.push(ObligationKind::InBounds, format!("{} is 16-byte aligned", what), span, &path, aligned, vec![]);
+            // One value for the four warps of a warpgroup.
+            let mut both = path.clone();
+            both.extend(path.iter().map(Gen::second));
+            both.extend(self.exec.base.iter().map(Gen::second));
+            both.push(Term::var(BID[0]).eq(Term::var(format!("{}'", BID[0]))));
+            both.push(Term::var(BID[1]).eq(Term::var(format!("{}'", BID[1]))));
+            both.push(Term::var(TID).div(Term::c(128)).eq(Term::var(format!("{}'", TID)).div(Term::c(128))));
+            // The same instance of the instruction: every enclosing loop
+            // in the same iteration.
+            for l in &loops {
+                both.push(Term::var(l).eq(Gen::second_t(&Term::var(l))));
+            }
+            let same = base.clone().eq(Gen::second_t(&base));
+            self.push(ObligationKind::SharedRaceFree, format!("{} is the same for every thread of the warpgroup", what), span, &both, same, vec![]);
+        }
+    }
+
+    /// What the ring obligation asks of an access of a ring's array (see
+    /// `rings`), with its wording; `None` for other arrays.
+    fn ring_goal(&self, a: &Access) -> Option<(Formula, &'static str)> {
+        let Target::Shared(s) = a.target else { return None };
+        let ring = self.exec.ir.shared[s].ring?;
+        let name = self.exec.loop_var_name(ring.of);
+        let inside = a.loops.iter().any(|l| self.exec.loops[*l].var == name);
+        // The access's first and last element both in stage `stage`.
+        let last = a.index.clone().add(Term::c(a.width as i64 - 1));
+        let within = |stage: Term| Formula::and(vec![a.index.clone().div(Term::c(ring.stage_len)).eq(stage.clone()), last.clone().div(Term::c(ring.stage_len)).eq(stage)]);
+        let stage_of = |slab: Term| slab.div(Term::c(ring.step)).rem(Term::c(ring.stages as i64));
+        let k = Term::var(&name);
+        Some(match (inside, a.write) {
+            (true, false) => (within(stage_of(k)), "lies in the stage of the iteration's slab"),
+            (true, true) => (within(stage_of(k.add(Term::c(ring.step)))), "lies in the stage of the next slab"),
+            (false, true) => (within(Term::c(0)), "before the loop lies in stage 0"),
+            (false, false) => (Formula::False, "is outside the loop: nothing there may read the ring"),
+        })
+    }
+
     fn rings(&mut self) {
         for a in self.exec.accesses.clone() {
-            let Target::Shared(s) = a.target else { continue };
-            let Some(ring) = self.exec.ir.shared[s].ring else { continue };
+            let Some((goal, when)) = self.ring_goal(&a) else { continue };
             let (span, what) = self.span_of(&a);
-            let name = self.exec.loop_var_name(ring.of);
-            let inside = a.loops.iter().any(|l| self.exec.loops[*l].var == name);
-            // The access's first and last element both in stage `stage`.
-            let last = a.index.clone().add(Term::c(a.width as i64 - 1));
-            let within = |stage: Term| Formula::and(vec![a.index.clone().div(Term::c(ring.stage_len)).eq(stage.clone()), last.clone().div(Term::c(ring.stage_len)).eq(stage)]);
-            let stage_of = |slab: Term| slab.div(Term::c(ring.step)).rem(Term::c(ring.stages as i64));
-            let k = Term::var(&name);
-            let (goal, when) = match (inside, a.write) {
-                (true, false) => (within(stage_of(k)), "lies in the stage of the iteration's slab"),
-                (true, true) => (within(stage_of(k.add(Term::c(ring.step)))), "lies in the stage of the next slab"),
-                (false, true) => (within(Term::c(0)), "before the loop lies in stage 0"),
-                (false, false) => (Formula::False, "is outside the loop: nothing there may read the ring"),
+            let stages = match a.target {
+                Target::Shared(s) => self.exec.ir.shared[s].ring.map_or(0, |r| r.stages),
+                _ => 0,
             };
-            let desc = format!("ring of {} slabs: the {} at {} {}", ring.stages, what, a.index, when);
+            let desc = format!("ring of {} slabs: the {} at {} {}", stages, what, a.index, when);
             self.push(ObligationKind::SharedRaceFree, desc, span, &a.path, goal, vec![]);
         }
     }
@@ -421,12 +456,40 @@ impl<'a> Gen<'a> {
                         }
                     }
                 }
+                // On a ring, each access's stage as the ring obligation
+                // proves it (a lemma: that obligation is discharged on its
+                // own, under the same path): two accesses in different
+                // stages cannot meet, which the solver then sees without
+                // unfolding the slab layouts' divisions.
+                if let (Some((ga, _)), Some((gb, _))) = (self.ring_goal(a), self.ring_goal(b)) {
+                    path.push(ga);
+                    path.push(Gen::second(&gb));
+                }
                 let goal = a.index.clone().eq(Gen::second_t(&b.index)).not();
                 let (span, what) = self.span_of(a);
                 let other = self.span_of(b).1;
                 self.push(ObligationKind::SharedRaceFree, format!("two threads of a block never meet at one element: {} and {} between the same barriers", what, other), span, &path, goal, vec![]);
             }
         }
+    }
+
+    /// The warpgroup unit's protocol (`verify::protocol`): structural,
+    /// decided from the IR with no solver query.
+    fn protocol(&self) -> Vec<VerifiedObligation> {
+        let k = self.exec.k;
+        let found = super::protocol::check(self.exec.ir);
+        let one = |description: String, holds: bool| {
+            let ob = Obligation { kind: ObligationKind::SharedRaceFree, description, origin: (k.span.lo, k.span.hi), hypotheses: vec![], goal: Formula::True, show: vec![] };
+            let outcome = if holds { Outcome::Proved { seconds: 0.0 } } else { Outcome::Refuted { seconds: 0.0, model: BTreeMap::new() } };
+            VerifiedObligation { obligation: ob, outcome, span: k.span, cached: false }
+        };
+        if !found.uses_unit {
+            return Vec::new();
+        }
+        if found.violations.is_empty() {
+            return vec![one("the warpgroup unit's protocol: every wgmma is waited for before the next barrier and the kernel's end, its accumulator untouched meanwhile and fenced (wgmma.fence) after ordinary accesses, every shared store it reads proxy-fenced before the barrier that publishes it".into(), true)];
+        }
+        found.violations.into_iter().map(|v| one(format!("the warpgroup unit's protocol: {}", v), false)).collect()
     }
 
     fn barriers(&mut self) -> Vec<VerifiedObligation> {
@@ -684,17 +747,20 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.races();
     g.shared_races();
     g.rings();
+    g.descriptors();
     g.coverage();
     g.registers_initialized();
     g.reductions_complete();
     g.ensures();
     let barriers = g.barriers();
+    let protocol = g.protocol();
     let dtypes = g.dtypes();
     let mut obligations = discharge_all(ir, g.obs, cfg, &progress);
     obligations.extend(super::tolerance::tolerance_proofs(k, ir, cfg));
     obligations.extend(super::float_ensures::float_ensures_proofs(k, ir));
     obligations.extend(overflow_i32);
     obligations.extend(barriers);
+    obligations.extend(protocol);
     obligations.extend(dtypes);
     let proved = obligations.iter().filter(|o| o.outcome.is_proved()).count();
     let cached = obligations.iter().filter(|o| o.cached).count();
@@ -707,13 +773,14 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
 /// verifier by mutation.
 pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<VerifiedObligation> {
     let mut g = Gen { exec: Exec::run(k, ir), obs: Vec::new(), seen: HashSet::new() };
-    let structural: Vec<VerifiedObligation> = g.barriers().into_iter().chain(g.dtypes()).collect();
+    let structural: Vec<VerifiedObligation> = g.barriers().into_iter().chain(g.protocol()).chain(g.dtypes()).collect();
     if let Some(r) = structural.into_iter().find(|o| o.outcome.is_refuted()) {
         return Some(r);
     }
     g.in_bounds();
     g.shared_races();
     g.rings();
+    g.descriptors();
     g.races();
     g.registers_initialized();
     g.reductions_complete();

@@ -326,6 +326,10 @@ impl CudaBackend {
 /// NVRTC options: no fma contraction (the kernel says where it fuses, and
 /// the mirror oracle follows it), the architecture, the CUDA headers.
 pub fn nvrtc_options(arch: &str, include: Option<&std::path::Path>) -> Vec<String> {
+    // Compute capability 9.0 compiles for its architecture-specific target:
+    // the sm_90 kernels may use the warpgroup unit (`wgmma`), which plain
+    // sm_90 lacks; sm_90a code runs on every 9.0 device.
+    let arch = if arch == "sm_90" { "sm_90a" } else { arch };
     let mut o = vec![format!("--gpu-architecture={}", arch), "--fmad=false".to_string(), "-std=c++17".to_string()];
     if let Some(inc) = include {
         o.push(format!("-I{}", inc.display()));

@@ -49,7 +49,14 @@ fn main() {
         for (i, scale) in scales.iter().enumerate() {
             for seed in 0..2u64 {
                 let mut rng = Rng::new(0xC0FFEE ^ (seed << 40) ^ ((i as u64) << 20) ^ k.info.name.len() as u64);
-                let result = random_case(k, &mut rng, *scale).and_then(|case| check(&dev, k, &case));
+                let case = random_case(k, &mut rng, *scale);
+                // A kernel whose `requires` admits no dims this small (a
+                // sum of at least 128) is checked at the larger scales.
+                if case.is_err() && i + 1 < scales.len() {
+                    println!("{:<22} skip  scale {}: `requires` admits no dims this small", k.info.name, scale);
+                    continue;
+                }
+                let result = case.and_then(|case| check(&dev, k, &case));
                 match result {
                     Ok(out) => {
                         let ok = out.passed();
@@ -71,7 +78,7 @@ fn main() {
     // ragged shapes that are (tiles not full, vectors on) beside the
     // random ones above (mostly vectors off).
     for k in kernels::all().into_iter().filter(|k| wanted(k.info.name) && k.info.schedule.contains("tensor-core")) {
-        for (i, shape) in [[200i64, 72, 136], [136, 264, 200], [8, 64, 8]].iter().enumerate() {
+        for (i, shape) in [[200i64, 136, 72], [136, 264, 200], [8, 128, 8]].iter().enumerate() {
             let named: Vec<(&str, i64)> = k.info.dims.iter().zip(shape).map(|(d, v)| (*d, *v)).collect();
             let mut rng = Rng::new(0x7EC7 ^ i as u64);
             match tokitai_runtime::check::case_for(k, &mut rng, &named).and_then(|case| check(&dev, k, &case)) {

@@ -1,0 +1,322 @@
+//! Contractions on the warpgroup unit (issue 19): NVIDIA `wgmma`, sm_90a.
+//!
+//! A block of two warpgroups (256 threads) owns a 128 x 128 output tile;
+//! warpgroup `g` owns its rows `64 g ..`, all 128 columns, as one
+//! accumulator of 64 x 128 (64 f32 registers a thread, laid out as
+//! [`acc_element`] says). The k loop walks 32-deep slabs of both operands
+//! in shared memory, stored as the unit's 8 x 8 core matrices without
+//! swizzling (`SlabLayout::Cores`, `kir::WgOperand`): A with k along a
+//! core matrix's rows (as it lies in memory), B with n along them (the
+//! instruction's transpose bit). Per slab each warpgroup issues two
+//! instructions of 64 x 128 x 16, the unit reading both operands straight
+//! from shared memory (no fragments in registers), into a fresh
+//! accumulator that is then added in f32 to the running sums: a promotion
+//! per two instructions (`ReductionOrder::MatrixUnit { k: 16,
+//! per_promotion: 2 }`, whose bound the tolerance proof derives from the
+//! unit's named assumption; it holds only for sums of at least
+//! [`MIN_K`]).
+//!
+//! Where both operands' rows are whole 16-byte runs and their buffers
+//! 16-byte aligned (decided once per launch, in the kernel), each thread
+//! moves two runs of each slab with 16-byte loads into registers and
+//! 16-byte shared stores, pipelined over a ring of two stages: the runs of
+//! slab k + 1 are fetched before the instructions on slab k are issued and
+//! stored into the other stage while the unit works (zeros past M, N or
+//! K), then the thread waits for its instructions, promotes, and meets
+//! the others at the slab's one barrier. Elsewhere each slab is loaded
+//! element by element into slabs of its own (guarded, zero-padded), two
+//! barriers per slab.
+//!
+//! The unit is asynchronous, so beside the ring and race-freedom the
+//! verifier proves the protocol (`verify::protocol`): every instruction
+//! is waited for before the next barrier, nothing else touches its
+//! accumulator while it may run, a `wgmma.fence` lies between ordinary
+//! writes of an accumulator and the instruction that reads it, and every
+//! ordinary shared store the unit reads is followed by a proxy fence
+//! before the barrier that publishes it.
+
+use super::contraction::{plain_operand, tile_load, Plan, SlabLayout, Tile, VectorSlab, VECTOR};
+use super::extent_expr;
+use super::lower::{node_key, Builder, Env};
+use super::tensor_core::operand_dtype;
+use crate::diag::Diagnostic;
+use crate::kir::*;
+use crate::target::Target;
+use crate::tir::Kernel;
+use crate::types::Dtype;
+
+/// The shortest sum the schedule takes: with two instructions per
+/// promotion, the unit's truncation error exceeds a sequential sum's
+/// tolerance below this (contracts::fp::matrix_unit::heights(K, 16, 2)
+/// is 66 at K = 64, 68 at 128).
+pub const MIN_K: i64 = 128;
+
+const BM: u32 = 128;
+const BN: u32 = 128;
+const BK: u32 = 32;
+/// Instructions 64 x N x 16; a warpgroup's rows.
+const N: u32 = 128;
+const WG_ROWS: i64 = 64;
+/// Instructions per slab (and per promotion).
+const PER_SLAB: i64 = BK as i64 / 16;
+const STAGES: u32 = 2;
+/// Core matrices: 64 elements (8 rows of 16 bytes); along k they follow
+/// each other (`LBO`), along m or n a row of them is `BK / 8` apart
+/// (`SBO`).
+const LBO: u32 = 64;
+const SBO: u32 = BK * 8;
+
+/// `(row, column)` of the element of a warpgroup's 64 x n accumulator in
+/// register `reg` of thread `t` of the warpgroup (PTX ISA, "wgmma
+/// .m64nNk16 register fragment layout for the accumulator"): warp `t / 32`
+/// owns rows `16 (t / 32) ..`, each group of four registers one 8-column
+/// slice laid out as mma.m16n8's accumulator.
+pub fn acc_element(t: &IExpr, reg: &IExpr) -> (IExpr, IExpr) {
+    let (warp, lane) = (t.clone().div(IExpr::c(32)), t.clone().rem(IExpr::c(32)));
+    let q = reg.clone().rem(IExpr::c(4));
+    let row = warp.mul(IExpr::c(16)).add(lane.clone().div(IExpr::c(4))).add(q.clone().div(IExpr::c(2)).mul(IExpr::c(8)));
+    let col = reg.clone().div(IExpr::c(4)).mul(IExpr::c(8)).add(lane.rem(IExpr::c(4)).mul(IExpr::c(2))).add(q.rem(IExpr::c(2)));
+    (row, col)
+}
+
+/// Does the warpgroup schedule fit this contraction on this target? The
+/// instruction exists on sm_90a only.
+pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
+    let sm90 = matches!(target, Target::Cuda { sm: 90 });
+    let long = match k.vars[p.kvar].extent {
+        crate::tir::Dim::Sym(d) => crate::accuracy::dim_bounds(k, d).0 >= MIN_K,
+        crate::tir::Dim::Lit(v) => v >= MIN_K,
+    };
+    sm90 && long && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
+}
+
+/// One slab's instructions for the warpgroup at `wg`: `PER_SLAB` of them
+/// into a fresh accumulator, waited for after `meanwhile` (stores the
+/// unit does not read), then promoted into the running sums.
+fn slab_instructions(b: &mut Builder, (a, a_at): (SharedId, IExpr), (bt, b_at): (SharedId, IExpr), wg: &IExpr, acc: LocalId, meanwhile: Vec<KStmt>) -> Vec<KStmt> {
+    let part = b.local("part", Dtype::F32);
+    let mut out = vec![KStmt::DeclArray { arr: part, len: N / 2, init: None }, KStmt::WgmmaFence];
+    for j in 0..PER_SLAB {
+        let step = IExpr::c(j * 2 * LBO as i64);
+        let a_op = WgOperand { tile: a, base: a_at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * SBO as i64))).add(step.clone()), lbo: LBO as i64, sbo: SBO as i64, k_inner: true };
+        let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: SBO as i64, k_inner: false };
+        out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
+    }
+    out.extend(meanwhile);
+    out.push(KStmt::WgmmaWait);
+    let r = b.ivar("r");
+    let running = VExpr::new(VKind::ArrayGet { arr: acc, index: IExpr::Var(r) }, Dtype::F32);
+    let fresh = VExpr::new(VKind::ArrayGet { arr: part, index: IExpr::Var(r) }, Dtype::F32);
+    let sum = VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(running), Box::new(fresh)), Dtype::F32);
+    out.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
+    out
+}
+
+/// The schedule (see the module's documentation); the caller checked
+/// [`admits`].
+pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
+    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8 };
+    let mut b = Builder::new(k, target, Schedule::Warpgroup { bm: BM, bn: BN, bk: BK, n: N }, t.threads());
+    b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: PER_SLAB as u32 });
+    let s = &k.stmts[0];
+    let (mvar, nvar) = (s.vars[0], s.vars[1]);
+    let (mext, next, kext) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent), extent_expr(k.vars[p.kvar].extent));
+    let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: true };
+    let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false };
+    let stage = (BM * BK) as i64;
+    let a_ring = b.shared("a_ring", ty, STAGES * BM * BK);
+    let b_ring = b.shared("b_ring", ty, STAGES * BK * BN);
+    let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
+    let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
+    let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
+    let mut body = vec![
+        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
+        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
+        KStmt::LetInt { var: wg_v, value: IExpr::Tid.div(IExpr::c(128)) },
+    ];
+    // Vector loads where every operand's rows are whole 16-byte runs and
+    // its buffer 16-byte aligned (decided once, the same for every thread).
+    let vectors = b.ivar("vectors");
+    let mut whole_runs = Cond::True;
+    let mut bufs = Vec::new();
+    for (operand, out_var) in [(p.a, mvar), (p.b, nvar)] {
+        if let Some((tensor, _)) = plain_operand(operand, out_var, p.kvar) {
+            let last = extent_expr(k.tensors[tensor].shape[1]);
+            whole_runs = whole_runs.and(Cond::Eq(last.rem(IExpr::c(VECTOR as i64)), IExpr::c(0)));
+            bufs.push(b.buf(tensor));
+        }
+    }
+    bufs.dedup();
+    let use_vectors = Cond::Aligned(bufs, 16).and(whole_runs);
+    body.push(KStmt::LetInt { var: vectors, value: IExpr::Select(Box::new(use_vectors), Box::new(IExpr::c(1)), Box::new(IExpr::c(0))) });
+    let acc = b.local("acc", Dtype::F32);
+    body.push(KStmt::DeclArray { arr: acc, len: N / 2, init: Some(VExpr::zero(Dtype::F32)) });
+    let kname = b.k.vars[p.kvar].name.clone();
+    let kspan = b.k.vars[p.kvar].span;
+    let slab_loop = |b: &mut Builder, k0_v: IVar, body: Vec<KStmt>| {
+        b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: kspan });
+        KStmt::For { var: k0_v, start: IExpr::c(0), end: kext.clone(), step: IExpr::c(BK as i64), unroll: false, body }
+    };
+    // The vector path: slab 0 fetched and stored before the loop; the
+    // iteration of slab k0 fetches slab k0 + BK, issues the instructions
+    // on stage (k0 / BK) % 2, stores the fetched runs into the other
+    // stage while they run, fences them for the unit, waits, promotes,
+    // and ends at the barrier.
+    let mut pipelined = Vec::new();
+    let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
+    let vb = VectorSlab::new(&mut b, t, b_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
+    let vector_path = match (va, vb) {
+        (Some(va), Some(vb)) => {
+            let zero = IExpr::c(0);
+            let (ra, rb) = (va.registers(&mut b, &mut pipelined), vb.registers(&mut b, &mut pipelined));
+            let first = [va.fetch(&mut b, &ra, &zero, &mut pipelined), vb.fetch(&mut b, &rb, &zero, &mut pipelined)];
+            va.store(&ra, &zero, &mut pipelined);
+            vb.store(&rb, &zero, &mut pipelined);
+            pipelined.push(KStmt::ProxyFence);
+            pipelined.push(KStmt::Barrier);
+            let k0_v = b.ivar("k0");
+            let ahead_k = IExpr::Var(k0_v).add(IExpr::c(BK as i64));
+            let (stage_v, refill_v) = (b.ivar("stage"), b.ivar("refill"));
+            let mut kbody = vec![
+                KStmt::LetInt { var: stage_v, value: IExpr::Var(k0_v).div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
+                KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
+            ];
+            let (ra, rb) = (va.registers(&mut b, &mut kbody), vb.registers(&mut b, &mut kbody));
+            let ahead = [va.fetch(&mut b, &ra, &ahead_k, &mut kbody), vb.fetch(&mut b, &rb, &ahead_k, &mut kbody)];
+            let mut stores = Vec::new();
+            let refill = IExpr::Var(refill_v).mul(IExpr::c(stage));
+            va.store(&ra, &refill, &mut stores);
+            vb.store(&rb, &refill, &mut stores);
+            stores.push(KStmt::ProxyFence);
+            let at = IExpr::Var(stage_v).mul(IExpr::c(stage));
+            kbody.extend(slab_instructions(&mut b, (a_ring, at.clone()), (b_ring, at), &wg, acc, stores));
+            kbody.push(KStmt::Barrier);
+            b.ir.shared[a_ring].ring = Some(Ring { stages: STAGES, stage_len: stage, of: k0_v, step: BK as i64 });
+            b.ir.shared[b_ring].ring = Some(Ring { stages: STAGES, stage_len: stage, of: k0_v, step: BK as i64 });
+            pipelined.push(slab_loop(&mut b, k0_v, kbody));
+            Some((va, vb, first, ahead, k0_v, pipelined))
+        }
+        _ => None,
+    };
+    // The element path (and the only one where runs do not fit).
+    let k0_v = b.ivar("k0");
+    let k0 = IExpr::Var(k0_v);
+    let mut kbody = Vec::new();
+    let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
+    tile_load(&mut b, t, a_layout, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    if let Some((va, _, first, ahead, vk0, _)) = &vector_path {
+        va.cover(&mut b, on.clone(), &first[0], &ahead[0], *vk0);
+    }
+    tile_load(&mut b, t, b_layout, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    if let Some((_, vb, first, ahead, vk0, _)) = &vector_path {
+        vb.cover(&mut b, on.clone(), &first[1], &ahead[1], *vk0);
+    }
+    kbody.push(KStmt::ProxyFence);
+    kbody.push(KStmt::Barrier);
+    kbody.extend(slab_instructions(&mut b, (a_el, IExpr::c(0)), (b_el, IExpr::c(0)), &wg, acc, Vec::new()));
+    kbody.push(KStmt::Barrier);
+    let element_path = vec![slab_loop(&mut b, k0_v, kbody)];
+    match vector_path {
+        Some((.., pipelined)) => body.push(KStmt::If { cond: on, then: pipelined, els: element_path }),
+        None => body.extend(element_path),
+    }
+    // Epilogue: the statement with the sum replaced by the thread's sums.
+    let er_v = b.ivar("r");
+    let gm = b.ivar(&k.vars[mvar].name.clone());
+    let gn = b.ivar(&k.vars[nvar].name.clone());
+    let mut env = Env::default();
+    env.vars.insert(mvar, IExpr::Var(gm));
+    env.vars.insert(nvar, IExpr::Var(gn));
+    env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: IExpr::Var(er_v) }, Dtype::F32).cast(p.reduce.ty));
+    let mut store = Vec::new();
+    let value = b.lower(&s.value, &mut env, &mut store)?;
+    let access = b.store(s, value, &env, &mut store);
+    let (row, col) = acc_element(&IExpr::Tid.rem(IExpr::c(128)), &IExpr::Var(er_v));
+    // Output element (m, n): its block, warpgroup, warp, lane and register
+    // from the layout's inverse (see the tests).
+    let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
+    let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
+    let tid = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(WG_ROWS)).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
+    let reg = n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(8)).mul(IExpr::c(4)).add(m.clone().rem(IExpr::c(16)).div(IExpr::c(8)).mul(IExpr::c(2))).add(n.clone().rem(IExpr::c(2)));
+    let assign = vec![
+        (Witness::BlockIdx(1), m.div(IExpr::c(BM as i64))),
+        (Witness::BlockIdx(0), n.div(IExpr::c(BN as i64))),
+        (Witness::Tid, tid),
+        (Witness::Var(er_v), reg),
+    ];
+    b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
+    let guarded = vec![
+        KStmt::LetInt { var: gm, value: m0.add(wg.mul(IExpr::c(WG_ROWS))).add(row) },
+        KStmt::LetInt { var: gn, value: n0.add(col) },
+        KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
+    ];
+    body.push(KStmt::unrolled(er_v, N / 2, guarded));
+    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
+    b.ir.body = body;
+    Ok(b.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn constant(e: &IExpr) -> i64 {
+        match e {
+            IExpr::Const(v) => *v,
+            other => panic!("not a constant: {:?}", other),
+        }
+    }
+
+    #[test]
+    fn the_accumulator_map_is_a_bijection_onto_the_warpgroups_tile() {
+        let (rows, cols) = (WG_ROWS, N as i64);
+        let mut owner = vec![None; (rows * cols) as usize];
+        for t in 0..128 {
+            for reg in 0..(N / 2) as i64 {
+                let (r, c) = acc_element(&IExpr::c(t), &IExpr::c(reg));
+                let (r, c) = (constant(&r), constant(&c));
+                assert!((0..rows).contains(&r) && (0..cols).contains(&c), "thread {} reg {}: ({}, {})", t, reg, r, c);
+                let slot = &mut owner[(r * cols + c) as usize];
+                assert!(slot.is_none(), "({}, {}) held by {:?} and by thread {} reg {}", r, c, slot, t, reg);
+                *slot = Some((t, reg));
+            }
+        }
+        assert!(owner.iter().all(Option::is_some));
+    }
+
+    #[test]
+    fn the_loaders_walk_core_matrices_in_position_order() {
+        // The element loader's store index is the position it reads the
+        // element of; the vector loader's run l lies at 8 l: both must be
+        // the layout's own place for the element.
+        for k_inner in [true, false] {
+            let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner };
+            let width = if k_inner { BM } else { BN };
+            for p in 0..(width * BK) as i64 {
+                let (x, kk) = layout.element_at(IExpr::c(p)).expect("core layout");
+                assert_eq!(constant(&layout.index(x, kk)), p, "k_inner {} position {}", k_inner, p);
+            }
+            for l in 0..(width * BK / VECTOR) as i64 {
+                let (x, kk) = VectorSlab::place(layout, k_inner, width, BK, IExpr::c(l));
+                assert_eq!(constant(&layout.index(x, kk)), l * VECTOR as i64, "k_inner {} run {}", k_inner, l);
+            }
+        }
+    }
+
+    #[test]
+    fn core_matrix_layouts_place_every_slab_element_once() {
+        for k_inner in [true, false] {
+            let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner };
+            let width = if k_inner { BM } else { BN } as i64;
+            let mut seen = vec![false; (width * BK as i64) as usize];
+            for x in 0..width {
+                for kk in 0..BK as i64 {
+                    let at = constant(&layout.index(IExpr::c(x), IExpr::c(kk)));
+                    assert!(!seen[at as usize], "k_inner {}: ({}, {}) at {} twice", k_inner, x, kk, at);
+                    seen[at as usize] = true;
+                }
+            }
+        }
+    }
+}
