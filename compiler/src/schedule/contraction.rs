@@ -391,6 +391,27 @@ pub(super) fn plain_operand(operand: &TExpr, out_var: VarId, kvar: VarId) -> Opt
     }
 }
 
+/// The launch's choice of slab loader, made once in the kernel and the
+/// same for every thread: `vectors` is 1 where every plain operand's rows
+/// are whole 16-byte runs (its last dim a multiple of [`VECTOR`]) and
+/// every buffer 16-byte aligned, else 0 (the element loader).
+pub(super) fn vector_decision(b: &mut Builder, p: &Plan, (mvar, nvar): (VarId, VarId), out: &mut Vec<KStmt>) -> IVar {
+    let vectors = b.ivar("vectors");
+    let mut whole_runs = Cond::True;
+    let mut bufs = Vec::new();
+    for (operand, out_var) in [(p.a, mvar), (p.b, nvar)] {
+        if let Some((tensor, _)) = plain_operand(operand, out_var, p.kvar) {
+            let last = extent_expr(b.k.tensors[tensor].shape[1]);
+            whole_runs = whole_runs.and(Cond::Eq(last.rem(IExpr::c(VECTOR as i64)), IExpr::c(0)));
+            bufs.push(b.buf(tensor));
+        }
+    }
+    bufs.dedup();
+    let use_vectors = Cond::Aligned(bufs, 16).and(whole_runs);
+    out.push(KStmt::LetInt { var: vectors, value: IExpr::Select(Box::new(use_vectors), Box::new(IExpr::c(1)), Box::new(IExpr::c(0))) });
+    vectors
+}
+
 /// Elements per vector of the vectorised slab loader: 16 bytes of 16-bit
 /// elements.
 pub const VECTOR: u32 = 8;

@@ -44,7 +44,7 @@
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
 
-use super::contraction::{plain_operand, tile_load, Plan, SlabLayout, Tile, VectorSlab, VECTOR};
+use super::contraction::{tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
 use super::lower::{node_key, Builder, Env};
 use super::extent_expr;
 use crate::diag::Diagnostic;
@@ -252,19 +252,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     ];
     // Vector loads where every operand's rows are whole 16-byte runs and
     // its buffer 16-byte aligned (decided once, the same for every thread).
-    let vectors = b.ivar("vectors");
-    let mut whole_runs = Cond::True;
-    let mut bufs = Vec::new();
-    for (operand, out_var) in [(p.a, mvar), (p.b, nvar)] {
-        if let Some((tensor, _)) = plain_operand(operand, out_var, p.kvar) {
-            let last = extent_expr(k.tensors[tensor].shape[1]);
-            whole_runs = whole_runs.and(Cond::Eq(last.rem(IExpr::c(VECTOR as i64)), IExpr::c(0)));
-            bufs.push(b.buf(tensor));
-        }
-    }
-    bufs.dedup();
-    let use_vectors = Cond::Aligned(bufs, 16).and(whole_runs);
-    body.push(KStmt::LetInt { var: vectors, value: IExpr::Select(Box::new(use_vectors), Box::new(IExpr::c(1)), Box::new(IExpr::c(0))) });
+    let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
     let (tiles_m, tiles_n) = (WM / in_m, WN / in_n);
     let acc_regs = registers(shape, Fragment::Acc) as i64;
     let acc = b.local("acc", Dtype::F32);

@@ -35,7 +35,7 @@
 //! ordinary shared store the unit reads is followed by a proxy fence
 //! before the barrier that publishes it.
 
-use super::contraction::{plain_operand, tile_load, Plan, SlabLayout, Tile, VectorSlab, VECTOR};
+use super::contraction::{tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
 use super::extent_expr;
 use super::lower::{node_key, Builder, Env};
 use super::tensor_core::operand_dtype;
@@ -137,19 +137,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     ];
     // Vector loads where every operand's rows are whole 16-byte runs and
     // its buffer 16-byte aligned (decided once, the same for every thread).
-    let vectors = b.ivar("vectors");
-    let mut whole_runs = Cond::True;
-    let mut bufs = Vec::new();
-    for (operand, out_var) in [(p.a, mvar), (p.b, nvar)] {
-        if let Some((tensor, _)) = plain_operand(operand, out_var, p.kvar) {
-            let last = extent_expr(k.tensors[tensor].shape[1]);
-            whole_runs = whole_runs.and(Cond::Eq(last.rem(IExpr::c(VECTOR as i64)), IExpr::c(0)));
-            bufs.push(b.buf(tensor));
-        }
-    }
-    bufs.dedup();
-    let use_vectors = Cond::Aligned(bufs, 16).and(whole_runs);
-    body.push(KStmt::LetInt { var: vectors, value: IExpr::Select(Box::new(use_vectors), Box::new(IExpr::c(1)), Box::new(IExpr::c(0))) });
+    let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: N / 2, init: Some(VExpr::zero(Dtype::F32)) });
     let kname = b.k.vars[p.kvar].name.clone();
@@ -259,6 +247,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
 
 #[cfg(test)]
 mod tests {
+    use super::super::contraction::VECTOR;
     use super::*;
 
     fn constant(e: &IExpr) -> i64 {
