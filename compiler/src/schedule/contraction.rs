@@ -412,6 +412,85 @@ pub(super) fn vector_decision(b: &mut Builder, p: &Plan, (mvar, nvar): (VarId, V
     vectors
 }
 
+/// The loop over the slabs of the summed dim `kvar`, `bk` at a time (a
+/// reduction loop: the verifier proves it visits every slab once).
+pub(super) fn slab_loop(b: &mut Builder, k0: IVar, kvar: VarId, bk: u32, body: Vec<KStmt>) -> KStmt {
+    let kext = extent_expr(b.k.vars[kvar].extent);
+    let (name, span) = (format!("the slabs of `{}`", b.k.vars[kvar].name), b.k.vars[kvar].span);
+    b.ir.reduction_loops.push(ReductionLoop { var: k0, extent: kext.clone(), cooperative: false, granule: bk as i64, name, span });
+    KStmt::For { var: k0, start: IExpr::c(0), end: kext, step: IExpr::c(bk as i64), unroll: false, body }
+}
+
+/// Stages of a slab ring ([`ring_pipeline`]); the schedules size their
+/// ring arrays by it.
+pub(super) const STAGES: u32 = 2;
+
+/// The vector path of a tensor-core schedule, pipelined through registers
+/// over a ring of two stages per operand (each array `stage_len`
+/// elements a stage): slab 0 fetched and stored into stage 0 before the
+/// loop; the iteration of slab k0 fetches slab k0 + bk, and `slab` builds
+/// the work on stage `(k0 / bk) % 2` given the stores of the fetched runs
+/// into the other stage (placed where the schedule's protocol allows),
+/// then one barrier. `proxy_fence`: the matrix unit reads the slabs
+/// through the asynchronous proxy, so every batch of stores is followed
+/// by a proxy fence. Marks both arrays as rings (`kir::Ring`): a stage is
+/// refilled only after the barrier that follows its last read (the
+/// race-freedom proof), and each stage is read and filled only in the
+/// iterations of its slabs (the ring obligation). The last iteration
+/// fetches the (zero) slab past K: cheaper than a guard, and one guard
+/// fewer to get wrong.
+pub(super) struct RingPipeline {
+    /// The fetches' accesses (per operand) before the loop and in it, for
+    /// coverage ([`VectorSlab::cover`]).
+    pub first: [Vec<AccessId>; 2],
+    pub ahead: [Vec<AccessId>; 2],
+    pub k0: IVar,
+    pub stmts: Vec<KStmt>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn ring_pipeline(
+    b: &mut Builder,
+    (va, vb): (&VectorSlab, &VectorSlab),
+    (a_stage, b_stage): (i64, i64),
+    kvar: VarId,
+    proxy_fence: bool,
+    mut stmts: Vec<KStmt>,
+    slab: impl FnOnce(&mut Builder, IExpr, Vec<KStmt>) -> Vec<KStmt>,
+) -> RingPipeline {
+    let bk = va.bk;
+    let zero = IExpr::c(0);
+    let (ra, rb) = (va.registers(b, &mut stmts), vb.registers(b, &mut stmts));
+    let first = [va.fetch(b, &ra, &zero, &mut stmts), vb.fetch(b, &rb, &zero, &mut stmts)];
+    va.store(&ra, &zero, &mut stmts);
+    vb.store(&rb, &zero, &mut stmts);
+    if proxy_fence {
+        stmts.push(KStmt::ProxyFence);
+    }
+    stmts.push(KStmt::Barrier);
+    let k0 = b.ivar("k0");
+    let ahead_k = IExpr::Var(k0).add(IExpr::c(bk as i64));
+    let (stage_v, refill_v) = (b.ivar("stage"), b.ivar("refill"));
+    let mut kbody = vec![
+        KStmt::LetInt { var: stage_v, value: IExpr::Var(k0).div(IExpr::c(bk as i64)).rem(IExpr::c(STAGES as i64)) },
+        KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(bk as i64)).rem(IExpr::c(STAGES as i64)) },
+    ];
+    let (ra, rb) = (va.registers(b, &mut kbody), vb.registers(b, &mut kbody));
+    let ahead = [va.fetch(b, &ra, &ahead_k, &mut kbody), vb.fetch(b, &rb, &ahead_k, &mut kbody)];
+    let mut stores = Vec::new();
+    va.store(&ra, &IExpr::Var(refill_v).mul(IExpr::c(a_stage)), &mut stores);
+    vb.store(&rb, &IExpr::Var(refill_v).mul(IExpr::c(b_stage)), &mut stores);
+    if proxy_fence {
+        stores.push(KStmt::ProxyFence);
+    }
+    kbody.extend(slab(b, IExpr::Var(stage_v), stores));
+    kbody.push(KStmt::Barrier);
+    b.ir.shared[va.tile].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0, step: bk as i64 });
+    b.ir.shared[vb.tile].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0, step: bk as i64 });
+    stmts.push(slab_loop(b, k0, kvar, bk, kbody));
+    RingPipeline { first, ahead, k0, stmts }
+}
+
 /// Elements per vector of the vectorised slab loader: 16 bytes of 16-bit
 /// elements.
 pub const VECTOR: u32 = 8;

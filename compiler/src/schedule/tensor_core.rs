@@ -44,7 +44,7 @@
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
 
-use super::contraction::{tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
+use super::contraction::{ring_pipeline, slab_loop, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
 use super::lower::{node_key, Builder, Env};
 use super::extent_expr;
 use crate::diag::Diagnostic;
@@ -74,8 +74,6 @@ const WN: i64 = 32;
 /// [`Footprint`]: the verifier proves no access touches it, so a fragment
 /// read shifted into it is refuted (it would be in bounds).
 const A_STRIDE: u32 = BK + 8;
-/// Stages of the slab ring of the pipelined path.
-const STAGES: u32 = 2;
 const B_STRIDE: u32 = BN + 8;
 
 /// `(row, column)` of the element that `lane`'s register `reg` holds in
@@ -258,51 +256,21 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: (tiles_m * tiles_n * acc_regs) as u32, init: Some(VExpr::zero(Dtype::F32)) });
     let slabs = |a: SharedId, b: SharedId, stage: IExpr| Slabs { a, b, a_at: stage.clone().mul(IExpr::c(a_stage)), b_at: stage.mul(IExpr::c(b_stage)), wm: wm.clone(), wn: wn.clone(), acc, ty };
-    let kname = b.k.vars[p.kvar].name.clone();
-    let kspan = b.k.vars[p.kvar].span;
-    let slab_loop = |b: &mut Builder, k0_v: IVar, body: Vec<KStmt>| {
-        b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: kspan });
-        KStmt::For { var: k0_v, start: IExpr::c(0), end: kext.clone(), step: IExpr::c(BK as i64), unroll: false, body }
-    };
-    // The vector path, pipelined through registers: slab 0 is fetched and
-    // stored before the loop; in the iteration of slab k0 each thread
-    // fetches its runs of slab k0 + BK, runs the matrix unit on slab k0,
-    // and after a barrier stores the fetched runs for the next iteration.
+    // The vector path, pipelined through registers over a ring of two
+    // stages (`ring_pipeline`): the matrix unit works on stage
+    // (k0 / BK) % 2, then the runs of slab k0 + BK are stored into the
+    // other.
     let mut pipelined = Vec::new();
     let va = VectorSlab::new(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_sh, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
     let vb = VectorSlab::new(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_sh, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
-            let zero = IExpr::c(0);
-            let (ra, rb) = (va.registers(&mut b, &mut pipelined), vb.registers(&mut b, &mut pipelined));
-            let first = [va.fetch(&mut b, &ra, &zero, &mut pipelined), vb.fetch(&mut b, &rb, &zero, &mut pipelined)];
-            va.store(&ra, &IExpr::c(0), &mut pipelined);
-            vb.store(&rb, &IExpr::c(0), &mut pipelined);
-            pipelined.push(KStmt::Barrier);
-            // Iteration k0 reads stage (k0 / BK) % 2 and fills the other
-            // with slab k0 + BK, then one barrier: a stage is refilled
-            // only after the barrier that follows its last read (the
-            // race-freedom proof), and each stage is read and filled only
-            // in the iterations of its slabs (the ring obligation). The
-            // last iteration fetches the (zero) slab past K: cheaper than
-            // a guard, and one guard fewer to get wrong.
-            let k0_v = b.ivar("k0");
-            let ahead_k = IExpr::Var(k0_v).add(IExpr::c(BK as i64));
-            let (stage_v, refill_v) = (b.ivar("stage"), b.ivar("refill"));
-            let mut kbody = vec![
-                KStmt::LetInt { var: stage_v, value: IExpr::Var(k0_v).div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
-                KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
-            ];
-            let (ra, rb) = (va.registers(&mut b, &mut kbody), vb.registers(&mut b, &mut kbody));
-            let ahead = [va.fetch(&mut b, &ra, &ahead_k, &mut kbody), vb.fetch(&mut b, &rb, &ahead_k, &mut kbody)];
-            kbody.extend(compute_slab(&mut b, &slabs(a_sh, b_sh, IExpr::Var(stage_v)), p.kvar));
-            va.store(&ra, &IExpr::Var(refill_v).mul(IExpr::c(a_stage)), &mut kbody);
-            vb.store(&rb, &IExpr::Var(refill_v).mul(IExpr::c(b_stage)), &mut kbody);
-            kbody.push(KStmt::Barrier);
-            b.ir.shared[a_sh].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0_v, step: BK as i64 });
-            b.ir.shared[b_sh].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0_v, step: BK as i64 });
-            pipelined.push(slab_loop(&mut b, k0_v, kbody));
-            Some((va, vb, first, ahead, k0_v, pipelined))
+            let ring = ring_pipeline(&mut b, (&va, &vb), (a_stage, b_stage), p.kvar, false, pipelined, |b, stage, stores| {
+                let mut work = compute_slab(b, &slabs(a_sh, b_sh, stage), p.kvar);
+                work.extend(stores);
+                work
+            });
+            Some((va, vb, ring))
         }
         _ => None,
     };
@@ -315,19 +283,19 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // each operand's coverage gets the vector path's cases beside its own.
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
     tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    if let Some((va, _, first, ahead, vk0, _)) = &vector_path {
-        va.cover(&mut b, on.clone(), &first[0], &ahead[0], *vk0);
+    if let Some((va, _, ring)) = &vector_path {
+        va.cover(&mut b, on.clone(), &ring.first[0], &ring.ahead[0], ring.k0);
     }
     tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
-    if let Some((_, vb, first, ahead, vk0, _)) = &vector_path {
-        vb.cover(&mut b, on.clone(), &first[1], &ahead[1], *vk0);
+    if let Some((_, vb, ring)) = &vector_path {
+        vb.cover(&mut b, on.clone(), &ring.first[1], &ring.ahead[1], ring.k0);
     }
     kbody.push(KStmt::Barrier);
     kbody.extend(compute_slab(&mut b, &slabs(a_el, b_el, IExpr::c(0)), p.kvar));
     kbody.push(KStmt::Barrier);
-    let element_path = vec![slab_loop(&mut b, k0_v, kbody)];
+    let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
-        Some((.., pipelined)) => body.push(KStmt::If { cond: on, then: pipelined, els: element_path }),
+        Some((.., ring)) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
         None => body.extend(element_path),
     }
     // Epilogue: the statement with the sum replaced by the lane's sums.

@@ -35,7 +35,7 @@
 //! ordinary shared store the unit reads is followed by a proxy fence
 //! before the barrier that publishes it.
 
-use super::contraction::{tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
+use super::contraction::{ring_pipeline, slab_loop, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
 use super::extent_expr;
 use super::lower::{node_key, Builder, Env};
 use super::tensor_core::operand_dtype;
@@ -59,7 +59,6 @@ const N: u32 = 128;
 const WG_ROWS: i64 = 64;
 /// Instructions per slab (and per promotion).
 const PER_SLAB: i64 = BK as i64 / 16;
-const STAGES: u32 = 2;
 /// Core matrices: 64 elements (8 rows of 16 bytes); along k they follow
 /// each other (`LBO`), along m or n a row of them is `BK / 8` apart
 /// (`SBO`).
@@ -140,50 +139,21 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: N / 2, init: Some(VExpr::zero(Dtype::F32)) });
-    let kname = b.k.vars[p.kvar].name.clone();
-    let kspan = b.k.vars[p.kvar].span;
-    let slab_loop = |b: &mut Builder, k0_v: IVar, body: Vec<KStmt>| {
-        b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: BK as i64, name: format!("the slabs of `{}`", kname), span: kspan });
-        KStmt::For { var: k0_v, start: IExpr::c(0), end: kext.clone(), step: IExpr::c(BK as i64), unroll: false, body }
-    };
-    // The vector path: slab 0 fetched and stored before the loop; the
-    // iteration of slab k0 fetches slab k0 + BK, issues the instructions
-    // on stage (k0 / BK) % 2, stores the fetched runs into the other
-    // stage while they run, fences them for the unit, waits, promotes,
-    // and ends at the barrier.
+    // The vector path, pipelined through registers over a ring of two
+    // stages (`ring_pipeline`): the iteration of slab k0 issues the
+    // instructions on stage (k0 / BK) % 2, stores the runs of slab
+    // k0 + BK into the other while they run (then a proxy fence), waits,
+    // promotes, and ends at the barrier.
     let mut pipelined = Vec::new();
     let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
     let vb = VectorSlab::new(&mut b, t, b_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
-            let zero = IExpr::c(0);
-            let (ra, rb) = (va.registers(&mut b, &mut pipelined), vb.registers(&mut b, &mut pipelined));
-            let first = [va.fetch(&mut b, &ra, &zero, &mut pipelined), vb.fetch(&mut b, &rb, &zero, &mut pipelined)];
-            va.store(&ra, &zero, &mut pipelined);
-            vb.store(&rb, &zero, &mut pipelined);
-            pipelined.push(KStmt::ProxyFence);
-            pipelined.push(KStmt::Barrier);
-            let k0_v = b.ivar("k0");
-            let ahead_k = IExpr::Var(k0_v).add(IExpr::c(BK as i64));
-            let (stage_v, refill_v) = (b.ivar("stage"), b.ivar("refill"));
-            let mut kbody = vec![
-                KStmt::LetInt { var: stage_v, value: IExpr::Var(k0_v).div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
-                KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(BK as i64)).rem(IExpr::c(STAGES as i64)) },
-            ];
-            let (ra, rb) = (va.registers(&mut b, &mut kbody), vb.registers(&mut b, &mut kbody));
-            let ahead = [va.fetch(&mut b, &ra, &ahead_k, &mut kbody), vb.fetch(&mut b, &rb, &ahead_k, &mut kbody)];
-            let mut stores = Vec::new();
-            let refill = IExpr::Var(refill_v).mul(IExpr::c(stage));
-            va.store(&ra, &refill, &mut stores);
-            vb.store(&rb, &refill, &mut stores);
-            stores.push(KStmt::ProxyFence);
-            let at = IExpr::Var(stage_v).mul(IExpr::c(stage));
-            kbody.extend(slab_instructions(&mut b, (a_ring, at.clone()), (b_ring, at), &wg, acc, stores));
-            kbody.push(KStmt::Barrier);
-            b.ir.shared[a_ring].ring = Some(Ring { stages: STAGES, stage_len: stage, of: k0_v, step: BK as i64 });
-            b.ir.shared[b_ring].ring = Some(Ring { stages: STAGES, stage_len: stage, of: k0_v, step: BK as i64 });
-            pipelined.push(slab_loop(&mut b, k0_v, kbody));
-            Some((va, vb, first, ahead, k0_v, pipelined))
+            let ring = ring_pipeline(&mut b, (&va, &vb), (stage, stage), p.kvar, true, pipelined, |b, at, stores| {
+                let at = at.mul(IExpr::c(stage));
+                slab_instructions(b, (a_ring, at.clone()), (b_ring, at), &wg, acc, stores)
+            });
+            Some((va, vb, ring))
         }
         _ => None,
     };
@@ -193,20 +163,20 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mut kbody = Vec::new();
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
     tile_load(&mut b, t, a_layout, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    if let Some((va, _, first, ahead, vk0, _)) = &vector_path {
-        va.cover(&mut b, on.clone(), &first[0], &ahead[0], *vk0);
+    if let Some((va, _, ring)) = &vector_path {
+        va.cover(&mut b, on.clone(), &ring.first[0], &ring.ahead[0], ring.k0);
     }
     tile_load(&mut b, t, b_layout, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
-    if let Some((_, vb, first, ahead, vk0, _)) = &vector_path {
-        vb.cover(&mut b, on.clone(), &first[1], &ahead[1], *vk0);
+    if let Some((_, vb, ring)) = &vector_path {
+        vb.cover(&mut b, on.clone(), &ring.first[1], &ring.ahead[1], ring.k0);
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
     kbody.extend(slab_instructions(&mut b, (a_el, IExpr::c(0)), (b_el, IExpr::c(0)), &wg, acc, Vec::new()));
     kbody.push(KStmt::Barrier);
-    let element_path = vec![slab_loop(&mut b, k0_v, kbody)];
+    let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
-        Some((.., pipelined)) => body.push(KStmt::If { cond: on, then: pipelined, els: element_path }),
+        Some((.., ring)) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
         None => body.extend(element_path),
     }
     // Epilogue: the statement with the sum replaced by the thread's sums.

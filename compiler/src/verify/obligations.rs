@@ -431,8 +431,10 @@ impl<'a> Gen<'a> {
 
     fn shared_races(&mut self) {
         let acc: Vec<Access> = self.exec.accesses.iter().filter(|a| matches!(a.target, Target::Shared(_))).cloned().collect();
+        // Each access's ring stage (see below), built once, not per pair.
+        let stages: Vec<Option<Formula>> = acc.iter().map(|a| self.ring_goal(a).map(|(g, _)| g)).collect();
         for (i, a) in acc.iter().enumerate() {
-            for b in &acc[i..] {
+            for (j, b) in acc.iter().enumerate().skip(i) {
                 if a.target != b.target || !(a.write || b.write) {
                     continue;
                 }
@@ -461,9 +463,9 @@ impl<'a> Gen<'a> {
                 // own, under the same path): two accesses in different
                 // stages cannot meet, which the solver then sees without
                 // unfolding the slab layouts' divisions.
-                if let (Some((ga, _)), Some((gb, _))) = (self.ring_goal(a), self.ring_goal(b)) {
-                    path.push(ga);
-                    path.push(Gen::second(&gb));
+                if let (Some(ga), Some(gb)) = (&stages[i], &stages[j]) {
+                    path.push(ga.clone());
+                    path.push(Gen::second(gb));
                 }
                 let goal = a.index.clone().eq(Gen::second_t(&b.index)).not();
                 let (span, what) = self.span_of(a);
