@@ -21,6 +21,7 @@ def find_cuda():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--ptx-out", help="write each file's PTX here (for ptxas -v or cuobjdump on a GPU machine)")
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     lib, inc = find_cuda()
@@ -50,6 +51,13 @@ def main():
             print(f"FAIL {path} (nvrtc rc={rc})\n{text}")
         else:
             print(f"ok   {path} ({ptx_size.value} bytes of PTX for {args.arch})")
+            if args.ptx_out:
+                ptx = ctypes.create_string_buffer(ptx_size.value)
+                nvrtc.nvrtcGetPTX(prog, ptx)
+                os.makedirs(args.ptx_out, exist_ok=True)
+                out = os.path.join(args.ptx_out, os.path.splitext(os.path.basename(path))[0] + ".ptx")
+                with open(out, "wb") as f:
+                    f.write(ptx.value)
         nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
     sys.exit(1 if failed else 0)
 

@@ -14,6 +14,10 @@ use crate::types::Dtype;
 use std::collections::BTreeMap;
 
 pub type BufId = usize;
+
+/// The most shared memory a block may declare statically (CUDA and HIP):
+/// 48 KB. Past it a kernel's arrays live in dynamic shared memory.
+pub const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
 pub type IVar = usize;
 pub type LocalId = usize;
 pub type SharedId = usize;
@@ -234,6 +238,19 @@ pub enum KStmt {
     /// stores become visible to the unit's (asynchronous proxy's) reads
     /// once a barrier follows.
     ProxyFence,
+    /// An asynchronous copy of `width` elements (16 bytes) from global
+    /// `src` (its multi-index `axes`) into shared `arr[base ..]` when
+    /// `valid`, else zeros there with nothing read (NVIDIA `cp.async`,
+    /// sm_80 and later). The shared write may land at any time until the
+    /// `CpAsyncWait` that retires the copy's group (the verifier's race
+    /// windows, `verify::protocol::copy_windows`).
+    CpAsync { arr: SharedId, base: IExpr, buf: BufId, src: IExpr, axes: Vec<IExpr>, width: u32, valid: Cond, access: AccessId },
+    /// Close the thread's copies issued since the last commit into one
+    /// group (`cp.async.commit_group`).
+    CpAsyncCommit,
+    /// Wait until at most `pending` of the thread's committed groups are
+    /// still in flight (`cp.async.wait_group`): the older ones have landed.
+    CpAsyncWait { pending: u32 },
 }
 
 /// A `Wgmma` operand in shared memory, in the unit's layout without
@@ -350,12 +367,19 @@ pub struct SharedArray {
 /// there, or a fill of the stage being read, is refuted; with
 /// race-freedom and the loads' coverage, each iteration reads its own
 /// slab.
+///
+/// A deeper ring runs `ahead` slabs ahead: iteration `of` fills the stage
+/// of slab `of + ahead * step`, and a prologue loop (`prologue`, stepping
+/// by `step` from 0) fills the stages of slabs `0 .. ahead` before it
+/// (its iteration `p` the stage of slab `p`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ring {
     pub stages: u32,
     pub stage_len: i64,
     pub of: IVar,
     pub step: i64,
+    pub ahead: u32,
+    pub prologue: Option<IVar>,
 }
 
 /// A padded slab: `rows` rows of `width` data slots, `stride` apart. The
@@ -574,6 +598,36 @@ impl KernelIr {
     }
 
     pub fn shared_bytes(&self) -> u32 {
+        if self.dynamic_shared() {
+            return self.shared_offsets().1;
+        }
+        self.static_shared_bytes()
+    }
+
+    fn static_shared_bytes(&self) -> u32 {
         self.shared.iter().map(|s| s.len * s.ty.size_bytes()).sum()
+    }
+
+    /// Do the shared arrays need dynamic shared memory (more than a block
+    /// may declare statically)? Then the launch asks for
+    /// [`shared_bytes`](Self::shared_bytes) of it.
+    pub fn dynamic_shared(&self) -> bool {
+        self.static_shared_bytes() > STATIC_SHARED_LIMIT
+    }
+
+    /// Each shared array's byte offset in dynamic shared memory (every one
+    /// 128-byte aligned), and the bytes in all.
+    pub fn shared_offsets(&self) -> (Vec<u32>, u32) {
+        let mut at = 0;
+        let offsets = self
+            .shared
+            .iter()
+            .map(|s| {
+                let here = at;
+                at = (at + s.len * s.ty.size_bytes()).next_multiple_of(128);
+                here
+            })
+            .collect();
+        (offsets, at)
     }
 }

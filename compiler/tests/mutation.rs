@@ -252,8 +252,55 @@ fn a_removed_wait_or_fence_of_the_warpgroup_unit_is_refuted_by_its_protocol() {
         *by_operator.entry(m.operator).or_default() += 1;
     }
     // Both paths (vector and element) have a wait and a wgmma.fence; the
-    // proxy fences: before the vector loop, in it, and in the element loop.
+    // proxy fences: in the copy ring's loop and in the element loop.
     assert_eq!(by_operator.get("missing wgmma wait"), Some(&2), "{:?}", by_operator);
     assert_eq!(by_operator.get("missing wgmma fence"), Some(&2), "{:?}", by_operator);
-    assert_eq!(by_operator.get("missing proxy fence"), Some(&3), "{:?}", by_operator);
+    assert_eq!(by_operator.get("missing proxy fence"), Some(&2), "{:?}", by_operator);
+}
+
+/// The copy ring's protocol: a copy wait deleted, one that lets a group
+/// more in flight, one moved past the barrier after it, a commit deleted.
+/// In the ring loop each makes some copy land in a stage while the unit
+/// (or another copy) may use it: refuted by race-freedom, whose windows
+/// for copies in flight come from where the loop commits, waits and meets
+/// the barrier. The last wait's removal leaves copies in flight at the
+/// kernel's end: refuted by the protocol. A copy whose predicate is
+/// dropped reads past the operand's end.
+#[test]
+fn a_late_or_missing_copy_wait_is_refuted_by_the_copy_windows() {
+    use tokitai_compiler::verify::mutate::mutants;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let (k, ir) = (&arts.program.kernels[i], &arts.kernels[i]);
+    let cfg = Config { timeout_ms: 5_000 };
+    let mut by_operator: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let copies = ["missing copy wait", "late copy wait", "wait after barrier", "missing copy commit"];
+    for m in mutants(k, ir).into_iter().filter(|m| copies.contains(&m.operator) || m.description.contains("copy of")) {
+        let refuted = first_refutation(k, &m.ir, &cfg).unwrap_or_else(|| panic!("{} survived", m.description));
+        by_operator.entry(m.operator).or_default().push(refuted.obligation.description.clone());
+    }
+    let by = |op: &str| by_operator.get(op).cloned().unwrap_or_default();
+    // Two waits (the loop's, and the last one after it), each removed.
+    let missing = by("missing copy wait");
+    assert_eq!(missing.len(), 2, "{:?}", by_operator);
+    assert!(missing.iter().any(|d| d.contains("never meet") && d.contains("ring")), "the loop's wait: {:?}", missing);
+    assert!(missing.iter().any(|d| d.contains("copies into shared memory may still land")), "the last wait: {:?}", missing);
+    for op in ["late copy wait", "wait after barrier"] {
+        let found = by(op);
+        assert!(!found.is_empty(), "no {} mutant: {:?}", op, by_operator);
+        // The last wait made later still ends with copies in flight; every
+        // other is a copy landing where the unit reads.
+        assert!(found.iter().any(|d| d.contains("never meet")), "{}: {:?}", op, found);
+    }
+    // A copy never committed is never waited for (the protocol sees it
+    // first; its window is unbounded too).
+    let uncommitted = by("missing copy commit");
+    assert_eq!(uncommitted.len(), 2, "{:?}", by_operator);
+    assert!(uncommitted.iter().all(|d| d.contains("may still land") || d.contains("never meet")), "{:?}", uncommitted);
+    // Eight copies in the prologue and eight in the loop (A and B, four
+    // runs each), each with its predicate dropped.
+    let dropped = by("dropped guard");
+    assert_eq!(dropped.len(), 16, "{:?}", dropped);
+    assert!(dropped.iter().all(|d| d.contains("in bounds") || d.contains("within")), "{:?}", dropped);
 }

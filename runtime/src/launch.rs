@@ -25,6 +25,8 @@ pub struct KernelDef {
     pub row_length: fn(&[i64]) -> i64,
     pub block: u32,
     pub shared_bytes: u32,
+    /// Dynamic shared memory a launch asks for, in bytes (0: static).
+    pub dynamic_shared: u32,
     pub index_bits: u32,
     pub hip_source: &'static str,
     pub target: &'static str,
@@ -64,11 +66,13 @@ pub struct Chosen {
     pub index_bits: u32,
     /// Blocks per grid axis for the call's dims.
     pub grid: fn(&[i64], i64) -> [u32; 2],
+    /// Dynamic shared memory the launch asks for, in bytes (0: static).
+    pub dynamic_shared: u32,
 }
 
 impl Chosen {
     fn of(v: &Variant) -> Chosen {
-        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid }
+        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared }
     }
 }
 
@@ -84,7 +88,7 @@ impl KernelDef {
     }
     /// The kernel itself (no variant).
     pub fn primary(&self) -> Chosen {
-        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid }
+        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared }
     }
     /// The kernel and every variant.
     pub fn all_compiled(&self) -> Vec<Chosen> {

@@ -74,6 +74,8 @@ pub mod tk_info {
         pub index_bits: u32,
         /// Blocks per grid axis for these dims (a smaller tile needs more).
         pub grid: fn(&[i64], i64) -> [u32; 2],
+        /// Dynamic shared memory a launch asks for, in bytes (0: static).
+        pub dynamic_shared: u32,
     }
     /// A polynomial of `tolerance_formula` or `conditions` at symbol values
     /// `at` (a symbol without a value counts as unbounded).

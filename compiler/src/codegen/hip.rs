@@ -156,6 +156,12 @@ impl<'a> Printer<'a> {
         self.indent -= 1;
         self.line("{");
         self.indent += 1;
+        let (offsets, _) = ir.shared_offsets();
+        if ir.dynamic_shared() {
+            // Past 48 KB the arrays are carved from dynamic shared memory
+            // (the launch asks for `shared_bytes`), each 128-byte aligned.
+            self.line("extern __shared__ __align__(128) unsigned char tk_shared[];");
+        }
         for (i, s) in ir.shared.iter().enumerate() {
             // Slabs read by rows of 16 bytes start 16-byte aligned (the
             // verifier proves each row's offset a multiple of 8 elements).
@@ -168,7 +174,11 @@ impl<'a> Printer<'a> {
                 let k = self.ivar(r.of);
                 notes.push(format!("a ring of {} stages of {}: iteration {k} reads stage ({k} / {}) % {} and fills the next", r.stages, r.stage_len, r.step, r.stages));
             }
-            let mut decl = format!("__shared__ {}{} {}[{}];", align, s.ty.hip_type(), s.name, s.len);
+            let mut decl = if ir.dynamic_shared() {
+                format!("{}* const {} = reinterpret_cast<{}*>(tk_shared + {}); // {} elements", s.ty.hip_type(), s.name, s.ty.hip_type(), offsets[i], s.len)
+            } else {
+                format!("__shared__ {}{} {}[{}];", align, s.ty.hip_type(), s.name, s.len)
+            };
             if !notes.is_empty() {
                 decl += &format!(" // {}", notes.join("; "));
             }
@@ -311,6 +321,28 @@ impl<'a> Printer<'a> {
                 }
             }
             KStmt::ProxyFence => self.line("asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");"),
+            KStmt::CpAsync { arr, base, buf, src, width, valid, .. } => {
+                // Past the operand's end nothing is read (a source size of
+                // zero fills the 16 bytes with zeros); the address given
+                // then is the buffer's start, which exists.
+                let sh = &self.ir.shared[*arr];
+                let bytes = width * sh.ty.size_bytes();
+                let g = cpp_name(&self.ir.bufs[*buf].name);
+                let l = format!(
+                    "{{ const bool ok = {}; asm volatile(\"cp.async.cg.shared.global [%0], [%1], {}, %2;\" :: \"r\"((unsigned)__cvta_generic_to_shared(&{}[{}])), \"l\"(ok ? (const void*)({} + {}) : (const void*){}), \"r\"(ok ? {} : 0) : \"memory\"); }}",
+                    self.cond(valid),
+                    bytes,
+                    sh.name,
+                    self.iexpr(base),
+                    g,
+                    self.iexpr(src),
+                    g,
+                    bytes
+                );
+                self.line(&l);
+            }
+            KStmt::CpAsyncCommit => self.line("asm volatile(\"cp.async.commit_group;\" ::: \"memory\");"),
+            KStmt::CpAsyncWait { pending } => self.line(&format!("asm volatile(\"cp.async.wait_group {};\" ::: \"memory\");", pending)),
         }
     }
 

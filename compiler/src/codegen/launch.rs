@@ -55,14 +55,15 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i6
         .enumerate()
         .map(|(i, (v, lo, hi))| {
             format!(
-                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{} }}",
+                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {} }}",
                 v.name,
                 v.block,
                 lo,
                 hi,
                 crate::codegen::hip::kernel_source(v),
                 if v.index_ty == Dtype::I32 { 32 } else { 64 },
-                i
+                i,
+                if v.dynamic_shared() { v.shared_bytes() } else { 0 }
             )
         })
         .collect();
@@ -72,8 +73,10 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i6
     s.push_str(&grid_fn(k, ir, "grid"));
     let _ = writeln!(s, "    /// Threads per block.");
     let _ = writeln!(s, "    pub const BLOCK: u32 = {};", ir.block);
-    let _ = writeln!(s, "    /// Static shared memory per block, in bytes.");
+    let _ = writeln!(s, "    /// Shared memory per block, in bytes.");
     let _ = writeln!(s, "    pub const SHARED_BYTES: u32 = {};", ir.shared_bytes());
+    let _ = writeln!(s, "    /// Of it, dynamic shared memory a launch asks for (0: all static).");
+    let _ = writeln!(s, "    pub const DYNAMIC_SHARED: u32 = {};", if ir.dynamic_shared() { ir.shared_bytes() } else { 0 });
     let _ = writeln!(s, "    /// Width of the dims as passed to the kernel (32 where 32-bit indexing is proved safe).");
     let _ = writeln!(s, "    pub const INDEX_BITS: u32 = {};", if ir.index_ty == Dtype::I32 { 32 } else { 64 });
     let (tensors, scalars) = signature_positions(k);
@@ -132,7 +135,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];

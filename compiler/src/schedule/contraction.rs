@@ -485,10 +485,74 @@ pub(super) fn ring_pipeline(
     }
     kbody.extend(slab(b, IExpr::Var(stage_v), stores));
     kbody.push(KStmt::Barrier);
-    b.ir.shared[va.tile].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0, step: bk as i64 });
-    b.ir.shared[vb.tile].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0, step: bk as i64 });
+    b.ir.shared[va.tile].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0, step: bk as i64, ahead: 1, prologue: None });
+    b.ir.shared[vb.tile].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0, step: bk as i64, ahead: 1, prologue: None });
     stmts.push(slab_loop(b, k0, kvar, bk, kbody));
     RingPipeline { first, ahead, k0, stmts }
+}
+
+/// The vector path of a tensor-core schedule over a ring of `stages`
+/// stages filled by asynchronous copies (`cp.async`), `stages - 1` slabs
+/// ahead of the matrix unit: a prologue loop copies slabs 0 .. ahead into
+/// their stages, one group each; the iteration of slab k0 waits until its
+/// own slab's group has landed (at most `ahead - 1` younger ones still in
+/// flight), proxy-fences (`proxy_fence`: the unit reads through the
+/// asynchronous proxy), meets the others at its one barrier (after which
+/// nobody reads the stage the last iteration read), starts the copies of
+/// slab k0 + ahead into that stage, commits them, and runs `slab` on the
+/// stage of slab k0. After the loop the thread waits for every copy (the
+/// last ones, past K, fill zeros). The ring is marked with its depth and
+/// prologue (`kir::Ring`); when each copy has landed and been published is
+/// derived by the verifier from this loop's commit, wait and barrier
+/// (`verify::protocol::CopyTiming`).
+pub(super) struct CopyRing {
+    pub first: [Vec<AccessId>; 2],
+    pub ahead: [Vec<AccessId>; 2],
+    pub prologue: IVar,
+    pub k0: IVar,
+    pub lookahead: i64,
+    pub stmts: Vec<KStmt>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn copy_ring(
+    b: &mut Builder,
+    (va, vb): (&VectorSlab, &VectorSlab),
+    (a_stage, b_stage): (i64, i64),
+    stages: u32,
+    kvar: VarId,
+    proxy_fence: bool,
+    mut stmts: Vec<KStmt>,
+    slab: impl FnOnce(&mut Builder, IExpr) -> Vec<KStmt>,
+) -> CopyRing {
+    let bk = va.bk as i64;
+    let ahead = stages as i64 - 1;
+    let p = b.ivar("p");
+    let mut pro = Vec::new();
+    let at = IExpr::Var(p).div(IExpr::c(bk));
+    let first = [va.copy(b, &IExpr::Var(p), &at.clone().mul(IExpr::c(a_stage)), &mut pro), vb.copy(b, &IExpr::Var(p), &at.mul(IExpr::c(b_stage)), &mut pro)];
+    pro.push(KStmt::CpAsyncCommit);
+    stmts.push(KStmt::For { var: p, start: IExpr::c(0), end: IExpr::c(ahead * bk), step: IExpr::c(bk), unroll: false, body: pro });
+    let k0 = b.ivar("k0");
+    let ahead_k = IExpr::Var(k0).add(IExpr::c(ahead * bk));
+    let (stage_v, refill_v) = (b.ivar("stage"), b.ivar("refill"));
+    let mut kbody = vec![KStmt::CpAsyncWait { pending: ahead as u32 - 1 }];
+    if proxy_fence {
+        kbody.push(KStmt::ProxyFence);
+    }
+    kbody.push(KStmt::Barrier);
+    kbody.push(KStmt::LetInt { var: stage_v, value: IExpr::Var(k0).div(IExpr::c(bk)).rem(IExpr::c(stages as i64)) });
+    kbody.push(KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(bk)).rem(IExpr::c(stages as i64)) });
+    let refill = IExpr::Var(refill_v);
+    let ahead_acc = [va.copy(b, &ahead_k, &refill.clone().mul(IExpr::c(a_stage)), &mut kbody), vb.copy(b, &ahead_k, &refill.mul(IExpr::c(b_stage)), &mut kbody)];
+    kbody.push(KStmt::CpAsyncCommit);
+    kbody.extend(slab(b, IExpr::Var(stage_v)));
+    for (v, len) in [(va, a_stage), (vb, b_stage)] {
+        b.ir.shared[v.tile].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: ahead as u32, prologue: Some(p) });
+    }
+    stmts.push(slab_loop(b, k0, kvar, bk as u32, kbody));
+    stmts.push(KStmt::CpAsyncWait { pending: 0 });
+    CopyRing { first, ahead: ahead_acc, prologue: p, k0, lookahead: ahead, stmts }
 }
 
 /// Elements per vector of the vectorised slab loader: 16 bytes of 16-bit
@@ -636,17 +700,46 @@ impl VectorSlab {
         accesses
     }
 
+    /// Copy the thread's runs of slab `k_s` straight into the slab that
+    /// starts at element `at` of the array, asynchronously (`cp.async`;
+    /// zeros where a run lies past the operand's end, nothing read
+    /// there); the reads' access ids, for coverage.
+    pub(super) fn copy(&self, b: &mut Builder, k_s: &IExpr, at: &IExpr, out: &mut Vec<KStmt>) -> Vec<AccessId> {
+        let (origin, out_ext, kext) = (&self.origin, &self.out_ext, &self.kext);
+        let mut accesses = Vec::new();
+        for (r, &(x, kk)) in self.runs.iter().enumerate() {
+            let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
+            let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
+            out.push(KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x)) });
+            out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(kk)) });
+            let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
+            let valid = g.clone().lt(out_ext.clone()).and(gk.clone().lt(kext.clone()));
+            let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
+            let src = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
+            let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("asynchronous copy of `{}`", b.k.tensors[self.tensor].name));
+            let base = at.clone().add(self.store_index(r, x, kk));
+            out.push(KStmt::CpAsync { arr: self.tile, base, buf: self.buf, src, axes, width: VECTOR, valid, access });
+            accesses.push(access);
+        }
+        accesses
+    }
+
+    /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
+    fn store_index(&self, r: usize, x: IVar, kk: IVar) -> IExpr {
+        match self.layout {
+            // Into core matrices run l lies at position 8 l (`place` walks
+            // them in position order; a test checks it): the index is
+            // linear in the thread id.
+            SlabLayout::Cores { .. } => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
+            _ => self.layout.index(IExpr::Var(x), IExpr::Var(kk)),
+        }
+    }
+
     /// Write the thread's registers (fetched for the next slab) into the
     /// slab that starts at element `at` of the array (a stage of a ring).
     pub(super) fn store(&self, regs: &[LocalId], at: &IExpr, out: &mut Vec<KStmt>) {
         for (r, (&(x, kk), &run)) in self.runs.iter().zip(regs).enumerate() {
-            // Into core matrices run l lies at position 8 l (`place` walks
-            // them in position order; a test checks it): the index is
-            // linear in the thread id.
-            let index = match self.layout {
-                SlabLayout::Cores { .. } => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
-                _ => self.layout.index(IExpr::Var(x), IExpr::Var(kk)),
-            };
+            let index = self.store_index(r, x, kk);
             out.push(KStmt::SharedVecStore { arr: self.tile, base: at.clone().add(index), width: VECTOR, src: run });
         }
     }
@@ -658,6 +751,14 @@ impl VectorSlab {
     /// the element loader's coverage (the last one pushed), whose own case
     /// then holds where vectors are off.
     pub(super) fn cover(&self, b: &mut Builder, on: Cond, first: &[AccessId], ahead: &[AccessId], k0: IVar) {
+        self.cover_ahead(b, on, (first, None), ahead, (k0, 1));
+    }
+
+    /// [`cover`](Self::cover) for a ring `lookahead` slabs deep: slab j <
+    /// lookahead is read by the fetch before the loop (`first`), in
+    /// iteration `j * bk` of the prologue loop where there is one; slab j
+    /// >= lookahead in the loop's iteration j - lookahead.
+    pub(super) fn cover_ahead(&self, b: &mut Builder, on: Cond, (first, prologue): (&[AccessId], Option<IVar>), ahead: &[AccessId], (k0, lookahead): (IVar, i64)) {
         let Some(cover) = b.ir.coverage.last_mut() else { return };
         let Some(base) = cover.cases.first().cloned() else { return };
         cover.cases[0].when = Cond::Not(Box::new(on.clone()));
@@ -668,15 +769,18 @@ impl VectorSlab {
         let tid = l.clone().rem(IExpr::c(threads));
         let blocks: Vec<(Witness, IExpr)> = base.assign.iter().filter(|(wit, _)| matches!(wit, Witness::BlockIdx(_))).cloned().collect();
         let slab = e_k.div(IExpr::c(bk));
-        let first_slab = Cond::Lt(slab.clone(), IExpr::c(1));
+        let first_slab = Cond::Lt(slab.clone(), IExpr::c(lookahead));
         for (r, (&first, &ahead)) in first.iter().zip(ahead).enumerate() {
             // Only the run that holds the element (when there are several).
             let this_run = if self.runs.len() == 1 { on.clone() } else { on.clone().and(Cond::Eq(l.clone().div(IExpr::c(threads)), IExpr::c(r as i64))) };
             let mut first_assign = blocks.clone();
             first_assign.push((Witness::Tid, tid.clone()));
+            if let Some(p) = prologue {
+                first_assign.push((Witness::Var(p), slab.clone().mul(IExpr::c(bk))));
+            }
             let mut ahead_assign = blocks.clone();
             ahead_assign.push((Witness::Tid, tid.clone()));
-            ahead_assign.push((Witness::Var(k0), slab.clone().sub(IExpr::c(1)).mul(IExpr::c(bk))));
+            ahead_assign.push((Witness::Var(k0), slab.clone().sub(IExpr::c(lookahead)).mul(IExpr::c(bk))));
             cover.cases.push(CoverCase { when: this_run.clone().and(first_slab.clone()), access: first, assign: first_assign });
             cover.cases.push(CoverCase { when: this_run.and(Cond::Not(Box::new(first_slab.clone()))), access: ahead, assign: ahead_assign });
         }

@@ -3,39 +3,40 @@
 //! A block of two warpgroups (256 threads) owns a 128 x 128 output tile;
 //! warpgroup `g` owns its rows `64 g ..`, all 128 columns, as one
 //! accumulator of 64 x 128 (64 f32 registers a thread, laid out as
-//! [`acc_element`] says). The k loop walks 32-deep slabs of both operands
+//! [`acc_element`] says). The k loop walks 64-deep slabs of both operands
 //! in shared memory, stored as the unit's 8 x 8 core matrices without
 //! swizzling (`SlabLayout::Cores`, `kir::WgOperand`): A with k along a
 //! core matrix's rows (as it lies in memory), B with n along them (the
-//! instruction's transpose bit). Per slab each warpgroup issues two
+//! instruction's transpose bit). Per slab each warpgroup issues four
 //! instructions of 64 x 128 x 16, the unit reading both operands straight
-//! from shared memory (no fragments in registers), into a fresh
-//! accumulator that is then added in f32 to the running sums: a promotion
-//! per two instructions (`ReductionOrder::MatrixUnit { k: 16,
+//! from shared memory (no fragments in registers), two at a time into a
+//! fresh accumulator that is then added in f32 to the running sums: a
+//! promotion per two instructions (`ReductionOrder::MatrixUnit { k: 16,
 //! per_promotion: 2 }`, whose bound the tolerance proof derives from the
 //! unit's named assumption; it holds only for sums of at least
 //! [`MIN_K`]).
 //!
 //! Where both operands' rows are whole 16-byte runs and their buffers
-//! 16-byte aligned (decided once per launch, in the kernel), each thread
-//! moves two runs of each slab with 16-byte loads into registers and
-//! 16-byte shared stores, pipelined over a ring of two stages: the runs of
-//! slab k + 1 are fetched before the instructions on slab k are issued and
-//! stored into the other stage while the unit works (zeros past M, N or
-//! K), then the thread waits for its instructions, promotes, and meets
-//! the others at the slab's one barrier. Elsewhere each slab is loaded
+//! 16-byte aligned (decided once per launch, in the kernel), the slabs
+//! come through a ring of four stages filled by asynchronous 16-byte
+//! copies (`cp.async`, `contraction::copy_ring`), three slabs ahead of the
+//! unit (zeros past M, N or K); the ring (128 KB) and the element path's
+//! slabs live in dynamic shared memory. Elsewhere each slab is loaded
 //! element by element into slabs of its own (guarded, zero-padded), two
 //! barriers per slab.
 //!
-//! The unit is asynchronous, so beside the ring and race-freedom the
-//! verifier proves the protocol (`verify::protocol`): every instruction
-//! is waited for before the next barrier, nothing else touches its
-//! accumulator while it may run, a `wgmma.fence` lies between ordinary
-//! writes of an accumulator and the instruction that reads it, and every
-//! ordinary shared store the unit reads is followed by a proxy fence
-//! before the barrier that publishes it.
+//! The unit and the copies are asynchronous, so beside the ring and
+//! race-freedom the verifier proves the protocol (`verify::protocol`):
+//! every instruction is waited for before the next barrier, nothing else
+//! touches its accumulator while it may run, a `wgmma.fence` lies between
+//! ordinary writes of an accumulator and the instruction that reads it,
+//! every shared store the unit reads (a copy: once its wait retired it)
+//! is followed by a proxy fence before the barrier that publishes it, and
+//! no copy is in flight at the end. Race-freedom pairs each copy with
+//! every access in its window, from its issue to the barrier after the
+//! wait that retires it, as the loop's commit, wait and barrier place it.
 
-use super::contraction::{ring_pipeline, slab_loop, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
+use super::contraction::{copy_ring, slab_loop, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
 use super::extent_expr;
 use super::lower::{node_key, Builder, Env};
 use super::tensor_core::operand_dtype;
@@ -53,12 +54,15 @@ pub const MIN_K: i64 = 128;
 
 const BM: u32 = 128;
 const BN: u32 = 128;
-const BK: u32 = 32;
+const BK: u32 = 64;
 /// Instructions 64 x N x 16; a warpgroup's rows.
 const N: u32 = 128;
 const WG_ROWS: i64 = 64;
-/// Instructions per slab (and per promotion).
-const PER_SLAB: i64 = BK as i64 / 16;
+/// Instructions per promotion into the running sums.
+const PER_PROMOTION: i64 = 2;
+/// Stages of the copy ring: three slabs in flight while the unit works on
+/// a fourth (4 x 32 KB of shared memory).
+const RING_STAGES: u32 = 4;
 /// Core matrices: 64 elements (8 rows of 16 bytes); along k they follow
 /// each other (`LBO`), along m or n a row of them is `BK / 8` apart
 /// (`SBO`).
@@ -89,26 +93,34 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
     sm90 && long && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
 }
 
-/// One slab's instructions for the warpgroup at `wg`: `PER_SLAB` of them
-/// into a fresh accumulator, waited for after `meanwhile` (stores the
-/// unit does not read), then promoted into the running sums.
-fn slab_instructions(b: &mut Builder, (a, a_at): (SharedId, IExpr), (bt, b_at): (SharedId, IExpr), wg: &IExpr, acc: LocalId, meanwhile: Vec<KStmt>) -> Vec<KStmt> {
+/// One slab's instructions for the warpgroup at `wg`: `PER_PROMOTION` at
+/// a time into a fresh accumulator, waited for, then promoted into the
+/// running sums. The groups are iterations of an unrolled reduction loop
+/// (`k` within a slab, a promotion's depth each), so the verifier asks
+/// each promotion to update every running sum.
+fn slab_instructions(b: &mut Builder, kvar: crate::tir::VarId, (a, a_at): (SharedId, IExpr), (bt, b_at): (SharedId, IExpr), wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
+    let depth = PER_PROMOTION * 16;
+    let kq_v = b.ivar("kq");
+    let kq = IExpr::Var(kq_v);
     let part = b.local("part", Dtype::F32);
-    let mut out = vec![KStmt::DeclArray { arr: part, len: N / 2, init: None }, KStmt::WgmmaFence];
-    for j in 0..PER_SLAB {
-        let step = IExpr::c(j * 2 * LBO as i64);
+    let mut body = vec![KStmt::DeclArray { arr: part, len: N / 2, init: None }, KStmt::WgmmaFence];
+    for j in 0..PER_PROMOTION {
+        // Instruction kq / 16 + j of the slab: its 16 k start 2 core
+        // matrices (2 LBO) after the previous one's.
+        let step = kq.clone().mul(IExpr::c(LBO as i64 / 8)).add(IExpr::c(j * 2 * LBO as i64));
         let a_op = WgOperand { tile: a, base: a_at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * SBO as i64))).add(step.clone()), lbo: LBO as i64, sbo: SBO as i64, k_inner: true };
         let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: SBO as i64, k_inner: false };
-        out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
+        body.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
     }
-    out.extend(meanwhile);
-    out.push(KStmt::WgmmaWait);
+    body.push(KStmt::WgmmaWait);
     let r = b.ivar("r");
     let running = VExpr::new(VKind::ArrayGet { arr: acc, index: IExpr::Var(r) }, Dtype::F32);
     let fresh = VExpr::new(VKind::ArrayGet { arr: part, index: IExpr::Var(r) }, Dtype::F32);
     let sum = VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(running), Box::new(fresh)), Dtype::F32);
-    out.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
-    out
+    body.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
+    let (kname, span) = (b.k.vars[kvar].name.clone(), b.k.vars[kvar].span);
+    b.ir.reduction_loops.push(ReductionLoop { var: kq_v, extent: IExpr::c(BK as i64), cooperative: false, granule: depth, name: format!("`{}` within a slab, a promotion at a time", kname), span });
+    vec![KStmt::For { var: kq_v, start: IExpr::c(0), end: IExpr::c(BK as i64), step: IExpr::c(depth), unroll: true, body }]
 }
 
 /// The schedule (see the module's documentation); the caller checked
@@ -117,15 +129,15 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
     let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8 };
     let mut b = Builder::new(k, target, Schedule::Warpgroup { bm: BM, bn: BN, bk: BK, n: N }, t.threads());
-    b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: PER_SLAB as u32 });
+    b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: PER_PROMOTION as u32 });
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
     let (mext, next, kext) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent), extent_expr(k.vars[p.kvar].extent));
     let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: true };
     let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false };
     let stage = (BM * BK) as i64;
-    let a_ring = b.shared("a_ring", ty, STAGES * BM * BK);
-    let b_ring = b.shared("b_ring", ty, STAGES * BK * BN);
+    let a_ring = b.shared("a_ring", ty, RING_STAGES * BM * BK);
+    let b_ring = b.shared("b_ring", ty, RING_STAGES * BK * BN);
     let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
@@ -139,19 +151,16 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: N / 2, init: Some(VExpr::zero(Dtype::F32)) });
-    // The vector path, pipelined through registers over a ring of two
-    // stages (`ring_pipeline`): the iteration of slab k0 issues the
-    // instructions on stage (k0 / BK) % 2, stores the runs of slab
-    // k0 + BK into the other while they run (then a proxy fence), waits,
-    // promotes, and ends at the barrier.
+    // The vector path, over a ring of copies (`copy_ring`): three slabs
+    // in flight while the unit works on the stage of slab k0.
     let mut pipelined = Vec::new();
     let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
     let vb = VectorSlab::new(&mut b, t, b_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
-            let ring = ring_pipeline(&mut b, (&va, &vb), (stage, stage), p.kvar, true, pipelined, |b, at, stores| {
+            let ring = copy_ring(&mut b, (&va, &vb), (stage, stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
                 let at = at.mul(IExpr::c(stage));
-                slab_instructions(b, (a_ring, at.clone()), (b_ring, at), &wg, acc, stores)
+                slab_instructions(b, p.kvar, (a_ring, at.clone()), (b_ring, at), &wg, acc)
             });
             Some((va, vb, ring))
         }
@@ -164,15 +173,15 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
     tile_load(&mut b, t, a_layout, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
     if let Some((va, _, ring)) = &vector_path {
-        va.cover(&mut b, on.clone(), &ring.first[0], &ring.ahead[0], ring.k0);
+        va.cover_ahead(&mut b, on.clone(), (&ring.first[0], Some(ring.prologue)), &ring.ahead[0], (ring.k0, ring.lookahead));
     }
     tile_load(&mut b, t, b_layout, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     if let Some((_, vb, ring)) = &vector_path {
-        vb.cover(&mut b, on.clone(), &ring.first[1], &ring.ahead[1], ring.k0);
+        vb.cover_ahead(&mut b, on.clone(), (&ring.first[1], Some(ring.prologue)), &ring.ahead[1], (ring.k0, ring.lookahead));
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
-    kbody.extend(slab_instructions(&mut b, (a_el, IExpr::c(0)), (b_el, IExpr::c(0)), &wg, acc, Vec::new()));
+    kbody.extend(slab_instructions(&mut b, p.kvar, (a_el, IExpr::c(0)), (b_el, IExpr::c(0)), &wg, acc));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {

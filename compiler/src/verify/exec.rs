@@ -43,6 +43,8 @@ pub struct LoopInfo {
     pub form: LoopForm,
     pub has_barrier: bool,
     pub start: Term,
+    /// The statement list of its body (`Access::pos` names it).
+    pub body_list: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -72,6 +74,11 @@ pub struct Access {
     pub cover_path: Vec<Formula>,
     /// A store's multi-index (empty when only the flat index is known).
     pub axes: Vec<Term>,
+    /// An asynchronous copy's shared write (`KStmt::CpAsync`): it may land
+    /// any time until its group is retired, so race-freedom pairs it with
+    /// every access in its window (`verify::protocol::copy_windows`), not
+    /// only those between the same barriers.
+    pub in_flight: bool,
 }
 
 /// A local's value at one assignment, with its path.
@@ -435,6 +442,7 @@ impl<'a> Exec<'a> {
             value,
             cover_path: self.cover_path.clone(),
             axes: Vec::new(),
+            in_flight: false,
         });
     }
 
@@ -583,7 +591,7 @@ impl<'a> Exec<'a> {
                     let visit = ReductionVisit { name: r.name.clone(), span: r.span, cooperative: r.cooperative, granule: r.granule, start: s0.clone(), end: e0.clone(), step: st.clone(), extent, path: self.path.clone() };
                     self.reductions.push(visit);
                 }
-                self.loops.push(LoopInfo { var: name, form, has_barrier, start: s0.clone() });
+                self.loops.push(LoopInfo { var: name, form, has_barrier, start: s0.clone(), body_list });
                 let id = self.loops.len() - 1;
                 self.env.insert(*var, kv.clone());
                 self.uniform.insert(*var, uniform);
@@ -795,6 +803,28 @@ impl<'a> Exec<'a> {
                 self.warp_collective();
             }
             KStmt::WgmmaFence | KStmt::WgmmaWait | KStmt::ProxyFence => self.warp_collective(),
+            KStmt::CpAsync { arr, base, buf, src, axes, width, valid, access } => {
+                // The global read happens only where `valid` holds; the
+                // shared write (the data or zeros) always, in flight.
+                let f = self.cond(valid);
+                let saved = (self.path.len(), self.cover_path.len());
+                self.path.push(f.clone());
+                self.cover_path.push(f);
+                let t = self.iterm(src);
+                let axes: Vec<Term> = axes.iter().map(|a| self.iterm(a)).collect();
+                self.record(Target::Global(*buf), false, t, *width, Some(*access), None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.axes = axes;
+                }
+                self.path.truncate(saved.0);
+                self.cover_path.truncate(saved.1);
+                let t = self.iterm(base);
+                self.record(Target::Shared(*arr), true, t, *width, None, None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.in_flight = true;
+                }
+            }
+            KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. } => {}
         }
     }
 

@@ -250,6 +250,49 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     all.push(Mutant { operator, description: format!("{}: {} is removed", ir.name, what), ir: m });
                 }
             }
+            // Asynchronous copies: a wait deleted, a wait that lets one
+            // more group in flight, a wait moved past the barrier after
+            // it, a commit deleted, a copy's predicate dropped.
+            KStmt::CpAsyncWait { pending } => {
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    l.remove(i);
+                    all.push(Mutant { operator: "missing copy wait", description: format!("{}: a wait for asynchronous copies is removed", ir.name), ir: m });
+                }
+                let later = *pending + 1;
+                mutate_at(&mut all, ir, "late copy wait", format!("a copy wait lets {} groups in flight, not {}", later, pending), &|s| match s {
+                    KStmt::CpAsyncWait { pending } => {
+                        *pending += 1;
+                        true
+                    }
+                    _ => false,
+                }, site);
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    if let Some(j) = l[i..].iter().position(|s| matches!(s, KStmt::Barrier)) {
+                        let wait = l.remove(i);
+                        l.insert(i + j, wait);
+                        all.push(Mutant { operator: "wait after barrier", description: format!("{}: a copy wait is moved past the barrier after it", ir.name), ir: m });
+                    }
+                }
+            }
+            KStmt::CpAsyncCommit => {
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    l.remove(i);
+                    all.push(Mutant { operator: "missing copy commit", description: format!("{}: a commit of asynchronous copies is removed", ir.name), ir: m });
+                }
+            }
+            KStmt::CpAsync { buf, .. } => {
+                let name = ir.bufs[*buf].name.clone();
+                mutate_at(&mut all, ir, "dropped guard", format!("the copy of `{}` reads past the operand's end", name), &|s| match s {
+                    KStmt::CpAsync { valid, .. } => {
+                        *valid = Cond::True;
+                        true
+                    }
+                    _ => false,
+                }, site);
+            }
             KStmt::Barrier => {
                 let mut m = ir.clone();
                 if let Some((l, i)) = parent(&mut m.body, site) {
@@ -283,7 +326,9 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
         let mut m = ir.clone();
         if let Some(KStmt::LetInt { var, value }) = at(&mut m.body, site) {
             if m.ivars[*var] == "stage" {
-                *value = IExpr::c(1).sub(value.clone());
+                // The next stage: `1 - s` for two of them.
+                let stages = m.shared.iter().filter_map(|s| s.ring).map(|r| r.stages).max().unwrap_or(2) as i64;
+                *value = if stages == 2 { IExpr::c(1).sub(value.clone()) } else { value.clone().add(IExpr::c(1)).rem(IExpr::c(stages)) };
                 all.push(Mutant { operator: "swapped stage", description: format!("{}: the ring reads the other stage", ir.name), ir: m });
             }
         }

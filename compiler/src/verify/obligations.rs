@@ -408,10 +408,15 @@ impl<'a> Gen<'a> {
         let within = |stage: Term| Formula::and(vec![a.index.clone().div(Term::c(ring.stage_len)).eq(stage.clone()), last.clone().div(Term::c(ring.stage_len)).eq(stage)]);
         let stage_of = |slab: Term| slab.div(Term::c(ring.step)).rem(Term::c(ring.stages as i64));
         let k = Term::var(&name);
+        let prologue = ring.prologue.map(|p| self.exec.loop_var_name(p)).filter(|p| a.loops.iter().any(|l| self.exec.loops[*l].var == *p));
         Some(match (inside, a.write) {
             (true, false) => (within(stage_of(k)), "lies in the stage of the iteration's slab"),
-            (true, true) => (within(stage_of(k.add(Term::c(ring.step)))), "lies in the stage of the next slab"),
-            (false, true) => (within(Term::c(0)), "before the loop lies in stage 0"),
+            (true, true) if ring.ahead == 1 => (within(stage_of(k.add(Term::c(ring.step)))), "lies in the stage of the next slab"),
+            (true, true) => (within(stage_of(k.add(Term::c(ring.step * ring.ahead as i64)))), "lies in the stage of the slab the ring runs ahead to"),
+            (false, true) => match prologue {
+                Some(p) => (within(stage_of(Term::var(p))), "in the prologue lies in the stage of the prologue's slab"),
+                None => (within(Term::c(0)), "before the loop lies in stage 0"),
+            },
             (false, false) => (Formula::False, "is outside the loop: nothing there may read the ring"),
         })
     }
@@ -438,8 +443,9 @@ impl<'a> Gen<'a> {
                 if a.target != b.target || !(a.write || b.write) {
                     continue;
                 }
+                let copies = a.in_flight || b.in_flight;
                 let (forward, wrap) = self.separated(a, b);
-                if forward && wrap {
+                if forward && wrap && !copies {
                     continue;
                 }
                 let mut path = a.path.clone();
@@ -447,10 +453,29 @@ impl<'a> Gen<'a> {
                 path.extend(self.exec.base.iter().map(Gen::second));
                 path.push(Term::var(BID[0]).eq(Term::var(format!("{}'", BID[0]))));
                 path.push(Term::var(BID[1]).eq(Term::var(format!("{}'", BID[1]))));
-                path.push(Term::var(TID).eq(Term::var(format!("{}'", TID))).not());
+                // A thread-distributing loop's value names its thread.
+                let common: Vec<usize> = a.loops.iter().filter(|l| b.loops.contains(l)).copied().collect();
+                path.extend(self.lemmas(&common));
+                if copies {
+                    // A copy in flight meets any access in its window, of
+                    // any thread, its own included (only the same
+                    // execution of one copy is not a pair).
+                    let window = Formula::or(vec![if a.in_flight { self.copy_window(a, false, b, true) } else { Formula::False }, if b.in_flight { self.copy_window(b, true, a, false) } else { Formula::False }]);
+                    if window == Formula::False {
+                        continue;
+                    }
+                    path.push(window);
+                    if i == j {
+                        let mut params = vec![TID.to_string()];
+                        params.extend(a.loops.iter().map(|l| self.exec.loops[*l].var.clone()));
+                        path.push(Formula::or(params.iter().map(|p| Term::var(p.clone()).eq(Term::var(format!("{}'", p))).not()).collect()));
+                    }
+                } else {
+                    path.push(Term::var(TID).eq(Term::var(format!("{}'", TID))).not());
+                }
                 // Threads between the same two barriers are in the same
                 // iteration of every enclosing loop that holds a barrier.
-                if !forward {
+                if !forward && !copies {
                     for l in a.loops.iter().filter(|l| b.loops.contains(l)) {
                         if self.exec.loops[*l].has_barrier {
                             let v = Term::var(&self.exec.loops[*l].var);
@@ -472,6 +497,69 @@ impl<'a> Gen<'a> {
                 let other = self.span_of(b).1;
                 self.push(ObligationKind::SharedRaceFree, format!("two threads of a block never meet at one element: {} and {} between the same barriers", what, other), span, &path, goal, vec![]);
             }
+        }
+    }
+
+    /// Where an access lies with respect to `ring`'s loops: in the ring
+    /// loop (its variable and the top-level body position it lies in), in
+    /// the prologue loop (its variable), or elsewhere.
+    fn ring_place(&self, a: &Access, ring: &crate::kir::Ring, second: bool) -> RingPlace {
+        let name = |t: String| if second { Gen::second_t(&Term::var(t)) } else { Term::var(t) };
+        for l in &a.loops {
+            let info = &self.exec.loops[*l];
+            if info.var == self.exec.loop_var_name(ring.of) {
+                if let Some((_, at)) = a.pos.iter().find(|(list, _)| *list == info.body_list) {
+                    return RingPlace::Loop(name(info.var.clone()), *at);
+                }
+            }
+            if ring.prologue.is_some_and(|p| info.var == self.exec.loop_var_name(p)) {
+                return RingPlace::Prologue(name(info.var.clone()));
+            }
+        }
+        RingPlace::Other
+    }
+
+    /// When access `x` may meet the in-flight write of copy `w` (`*_second`:
+    /// whether each is the pair's renamed copy): from after the barrier
+    /// before the copy's issue to the barrier that publishes it
+    /// (`protocol::CopyTiming`); anywhere, where the timing is unknown.
+    fn copy_window(&self, w: &Access, w_second: bool, x: &Access, x_second: bool) -> Formula {
+        let Target::Shared(s) = w.target else { return Formula::True };
+        let Some(ring) = self.exec.ir.shared[s].ring else { return Formula::True };
+        let timing = super::protocol::CopyTiming::of(self.exec.ir, &ring);
+        let step = ring.step;
+        // (iteration k, position p) strictly before (k2, p2).
+        let before = |k: Term, p: usize, k2: Term, p2: usize| if p < p2 { k.le(k2) } else { k.lt(k2) };
+        match (self.ring_place(w, &ring, w_second), self.ring_place(x, &ring, x_second)) {
+            (RingPlace::Loop(kw, pw), x_place) => {
+                // Issued after the last barrier before it in its iteration
+                // (or the previous iteration's last one).
+                let last_before = timing.barriers.iter().rev().find(|b| **b < pw).copied();
+                match x_place {
+                    RingPlace::Loop(kx, px) => {
+                        let lower = match (last_before, timing.barriers.last()) {
+                            (Some(b0), _) => before(kw.clone(), b0, kx.clone(), px),
+                            (None, Some(&b_last)) => before(kw.clone().sub(Term::c(step)), b_last, kx.clone(), px),
+                            (None, None) => Formula::True,
+                        };
+                        let upper = match timing.loop_copy(pw) {
+                            Some(p) => before(kx, px, kw.add(Term::c(p.iterations * step)), p.at),
+                            None => Formula::True,
+                        };
+                        Formula::and(vec![lower, upper])
+                    }
+                    // The prologue ran before the barrier that precedes
+                    // the copy's issue.
+                    RingPlace::Prologue(_) if last_before.is_some() => Formula::False,
+                    _ => Formula::True,
+                }
+            }
+            (RingPlace::Prologue(pw), RingPlace::Loop(kx, px)) => match timing.prologue_copy() {
+                // Published in iteration max(0, slab + shift).
+                Some(p) => Formula::or(vec![before(kx.clone(), px, pw.add(Term::c(p.iterations * step)), p.at), before(kx, px, Term::c(0), p.at)]),
+                None => Formula::True,
+            },
+            _ => Formula::True,
         }
     }
 
@@ -703,6 +791,13 @@ impl<'a> Gen<'a> {
 /// own Z3 context); the order of the result is the order of `obs`. Decided
 /// outcomes are kept in the persistent proof cache under the kernel's
 /// printed IR and the query (see `cache.rs`).
+/// See [`Gen::ring_place`].
+enum RingPlace {
+    Loop(Term, usize),
+    Prologue(Term),
+    Other,
+}
+
 fn discharge_all(ir: &KernelIr, obs: Vec<(Obligation, Span)>, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
     use rayon::prelude::*;
     let kernel = crate::cache::fingerprint(ir);

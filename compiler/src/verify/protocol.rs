@@ -20,6 +20,20 @@
 //!    `ProxyFence` before the next barrier (the unit reads through the
 //!    asynchronous proxy, which sees the store only after the fence).
 //!
+//! Asynchronous copies (`KStmt::CpAsync`) write shared memory at some time
+//! before the `CpAsyncWait` that retires their group. The pass asks:
+//!
+//! 5. no copy is still in flight when the kernel ends (an open group, or
+//!    more committed groups pending than the last wait allows);
+//! 6. copies into arrays the unit reads are proxy-fenced after the wait
+//!    that retires them, before the barrier that publishes them.
+//!
+//! When each copy has landed and been published is not a pass/fail
+//! matter but the window race-freedom pairs it in ([`CopyTiming`]):
+//! derived from where the ring loop commits, waits and meets the barrier,
+//! so a deleted or late wait, or a barrier before the wait, widens the
+//! window until the race obligations refute the kernel.
+//!
 //! Loops are walked twice (the second pass sees what the end of an
 //! iteration leaves to the next) and may run zero times; the two arms of
 //! a branch join. Each finding is a refuted structural obligation; a
@@ -28,7 +42,7 @@
 use crate::kir::*;
 use std::collections::BTreeSet;
 
-#[derive(Clone, Default, PartialEq)]
+#[derive(Clone, PartialEq)]
 struct State {
     /// Accumulators an ordinary instruction touched since the last fence.
     dirty: BTreeSet<LocalId>,
@@ -37,6 +51,17 @@ struct State {
     /// Shared arrays the unit reads, stored into since the last proxy
     /// fence.
     unfenced: BTreeSet<SharedId>,
+    /// Copies issued since the last commit.
+    open: bool,
+    /// Committed groups that may still be in flight, at most (`None`:
+    /// unbounded).
+    pending: Option<u32>,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State { dirty: BTreeSet::new(), in_flight: BTreeSet::new(), unfenced: BTreeSet::new(), open: false, pending: Some(0) }
+    }
 }
 
 impl State {
@@ -44,8 +69,17 @@ impl State {
         self.dirty.extend(o.dirty.iter().copied());
         self.in_flight.extend(o.in_flight.iter().copied());
         self.unfenced.extend(o.unfenced.iter().copied());
+        self.open |= o.open;
+        self.pending = match (self.pending, o.pending) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
     }
 }
+
+/// More pending groups than this count as unbounded (a loop's walks would
+/// otherwise count up forever).
+const MANY_GROUPS: u32 = 64;
 
 /// What the pass found: the kernel uses the unit, and each violation.
 pub struct Findings {
@@ -54,9 +88,9 @@ pub struct Findings {
 }
 
 pub fn check(ir: &KernelIr) -> Findings {
-    let mut p = Pass { ir, accs: BTreeSet::new(), operands: BTreeSet::new(), violations: Vec::new() };
-    collect(&ir.body, &mut p.accs, &mut p.operands);
-    if p.accs.is_empty() {
+    let mut p = Pass { ir, accs: BTreeSet::new(), operands: BTreeSet::new(), copied: BTreeSet::new(), violations: Vec::new() };
+    collect(&ir.body, &mut p.accs, &mut p.operands, &mut p.copied);
+    if p.accs.is_empty() && p.copied.is_empty() {
         return Findings { uses_unit: false, violations: Vec::new() };
     }
     let mut st = State::default();
@@ -65,10 +99,13 @@ pub fn check(ir: &KernelIr) -> Findings {
         let names = p.names(&st.in_flight);
         p.violation(format!("the kernel ends while a wgmma into {} may still run (no wait after it)", names));
     }
+    if st.open || st.pending != Some(0) {
+        p.violation("the kernel ends while asynchronous copies into shared memory may still land (no commit and `cp.async.wait_group 0` after them)".into());
+    }
     Findings { uses_unit: true, violations: p.violations }
 }
 
-fn collect(body: &[KStmt], accs: &mut BTreeSet<LocalId>, operands: &mut BTreeSet<SharedId>) {
+fn collect(body: &[KStmt], accs: &mut BTreeSet<LocalId>, operands: &mut BTreeSet<SharedId>, copied: &mut BTreeSet<SharedId>) {
     for s in body {
         match s {
             KStmt::Wgmma { a, b, acc, .. } => {
@@ -76,10 +113,13 @@ fn collect(body: &[KStmt], accs: &mut BTreeSet<LocalId>, operands: &mut BTreeSet
                 operands.insert(a.tile);
                 operands.insert(b.tile);
             }
-            KStmt::For { body, .. } => collect(body, accs, operands),
+            KStmt::CpAsync { arr, .. } => {
+                copied.insert(*arr);
+            }
+            KStmt::For { body, .. } => collect(body, accs, operands, copied),
             KStmt::If { then, els, .. } => {
-                collect(then, accs, operands);
-                collect(els, accs, operands);
+                collect(then, accs, operands, copied);
+                collect(els, accs, operands, copied);
             }
             _ => {}
         }
@@ -90,6 +130,8 @@ struct Pass<'a> {
     ir: &'a KernelIr,
     accs: BTreeSet<LocalId>,
     operands: BTreeSet<SharedId>,
+    /// Arrays asynchronous copies write.
+    copied: BTreeSet<SharedId>,
     violations: Vec<String>,
 }
 
@@ -180,6 +222,17 @@ impl Pass<'_> {
                 }
             }
             KStmt::LetInt { .. } => {}
+            KStmt::CpAsync { .. } => st.open = true,
+            KStmt::CpAsyncCommit => {
+                st.pending = st.pending.map(|n| n + 1).filter(|n| *n <= MANY_GROUPS);
+                st.open = false;
+            }
+            KStmt::CpAsyncWait { pending } => {
+                st.pending = Some(st.pending.map_or(*pending, |n| n.min(*pending)));
+                // What landed is ordinary stores as far as the unit is
+                // concerned: fenced before the barrier that publishes it.
+                st.unfenced.extend(self.copied.intersection(&self.operands).copied());
+            }
             KStmt::If { then, els, .. } => {
                 let mut other = st.clone();
                 self.block(then, st);
@@ -220,5 +273,215 @@ impl Pass<'_> {
             }
             VKind::Const(_) | VKind::Load { .. } | VKind::Scalar(_) | VKind::Int(_) | VKind::SharedGet { .. } => {}
         }
+    }
+}
+
+/// When a ring's asynchronous copies have landed and been published
+/// (`kir::Ring` with copies): read off the ring loop's body, whose
+/// top-level statements carry one `CpAsyncCommit`, one `CpAsyncWait` and
+/// the barriers, and off the prologue loop before it, which commits one
+/// group per iteration. Anything else (a second commit or wait, one
+/// nested in a branch, a missing one) leaves the timing unknown, and the
+/// copies' windows unbounded.
+#[derive(Clone, Debug, Default)]
+pub struct CopyTiming {
+    /// Top-level positions in the ring loop's body.
+    commit: Option<usize>,
+    wait: Option<(usize, u32)>,
+    pub barriers: Vec<usize>,
+    /// Groups committed before the ring loop: the prologue's iterations.
+    prologue_groups: Option<i64>,
+}
+
+/// The point a copy's write is published at, or a window bound: body
+/// position `at` (a barrier) of the iteration `iterations` after the
+/// copy's own (for the prologue's copy of slab `j`: after iteration `j`,
+/// at least iteration 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub iterations: i64,
+    pub at: usize,
+}
+
+impl CopyTiming {
+    /// The timing of `ring`'s copies in `ir`.
+    pub fn of(ir: &KernelIr, ring: &Ring) -> CopyTiming {
+        let mut t = CopyTiming::default();
+        let Some((list, at)) = find_loop(&ir.body, ring.of) else { return t };
+        let KStmt::For { body, .. } = &list[at] else { return t };
+        let mut commits = Vec::new();
+        let mut waits = Vec::new();
+        for (i, s) in body.iter().enumerate() {
+            match s {
+                KStmt::CpAsyncCommit => commits.push(i),
+                KStmt::CpAsyncWait { pending } => waits.push((i, *pending)),
+                KStmt::Barrier => t.barriers.push(i),
+                other => {
+                    if nested_sync(other) {
+                        return CopyTiming { barriers: t.barriers, ..Default::default() };
+                    }
+                }
+            }
+        }
+        if let ([c], [w]) = (commits.as_slice(), waits.as_slice()) {
+            t.commit = Some(*c);
+            t.wait = Some(*w);
+        }
+        // The prologue: the loop just before the ring loop (nothing that
+        // commits or waits between), one top-level commit an iteration.
+        if let Some(p) = ring.prologue {
+            let before = &list[..at];
+            if let Some(i) = before.iter().rposition(|s| matches!(s, KStmt::For { var, .. } if *var == p)) {
+                if let KStmt::For { start: IExpr::Const(0), end: IExpr::Const(end), step: IExpr::Const(step), body, .. } = &before[i] {
+                    let one_commit = body.iter().filter(|s| matches!(s, KStmt::CpAsyncCommit)).count() == 1 && !body.iter().any(|s| !matches!(s, KStmt::CpAsyncCommit) && nested_sync(s));
+                    let quiet = !before[i + 1..].iter().any(|s| nested_sync(s) || matches!(s, KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. }));
+                    let quiet_before = !before[..i].iter().any(|s| nested_sync(s) || matches!(s, KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. }));
+                    if one_commit && quiet && quiet_before && *step > 0 {
+                        t.prologue_groups = Some((end + step - 1) / step);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// The first barrier at or after body position `from` of iteration
+    /// `iterations` (the next iteration's first, else).
+    fn barrier_after(&self, iterations: i64, from: usize) -> Option<Published> {
+        match self.barriers.iter().find(|b| **b > from) {
+            Some(b) => Some(Published { iterations, at: *b }),
+            None => self.barriers.first().map(|b| Published { iterations: iterations + 1, at: *b }),
+        }
+    }
+
+    /// A copy at top-level body position `pos` of the ring loop: when is
+    /// it published (iterations after its own)? `None`: never in the loop.
+    pub fn loop_copy(&self, pos: usize) -> Option<Published> {
+        let (c, (w, n)) = (self.commit?, self.wait?);
+        // Its group is committed this iteration if the copy precedes the
+        // commit, else the next; the wait of iteration d after the commit
+        // retires it once n newer groups are committed: d = n (the wait
+        // after the commit in its body) or n + 1 (before it).
+        let committed = if pos < c { 0 } else { 1 };
+        let retired = committed + n as i64 + if w < c { 1 } else { 0 };
+        self.barrier_after(retired, w)
+    }
+
+    /// The prologue's copy of slab `j` (of `groups` committed before the
+    /// loop): retired by the wait of iteration j + n - groups + 1 (one
+    /// less if the wait follows the commit in the body), published by the
+    /// barrier after it; `iterations` is that offset from j.
+    pub fn prologue_copy(&self) -> Option<Published> {
+        let (c, (w, n), groups) = (self.commit?, self.wait?, self.prologue_groups?);
+        let shift = n as i64 - groups + 1 - if c < w { 1 } else { 0 };
+        self.barrier_after(shift, w)
+    }
+}
+
+/// The statement list holding the loop over `var`, and its place.
+fn find_loop(body: &[KStmt], var: IVar) -> Option<(&[KStmt], usize)> {
+    for (i, s) in body.iter().enumerate() {
+        match s {
+            KStmt::For { var: v, .. } if *v == var => return Some((body, i)),
+            KStmt::For { body, .. } => {
+                if let Some(found) = find_loop(body, var) {
+                    return Some(found);
+                }
+            }
+            KStmt::If { then, els, .. } => {
+                if let Some(found) = find_loop(then, var).or_else(|| find_loop(els, var)) {
+                    return Some(found);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A commit or wait inside a compound statement.
+fn nested_sync(s: &KStmt) -> bool {
+    fn any(body: &[KStmt]) -> bool {
+        body.iter().any(|s| matches!(s, KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. }) || nested_sync(s))
+    }
+    match s {
+        KStmt::For { body, .. } => any(body),
+        KStmt::If { then, els, .. } => any(then) || any(els),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// gemm_f16's vector path on sm_90a, its copy ring (A's), and the ring
+    /// loop's body.
+    fn ring_of_gemm() -> (KernelIr, Ring) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+        let src = crate::span::SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).expect("matmul.tk"));
+        let arts = crate::build::compile_source(src, &crate::target::Target::default_cuda()).expect("compiles");
+        let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+        let ir = arts.kernels[i].clone();
+        let ring = ir.shared.iter().find_map(|s| s.ring).expect("a ring");
+        (ir, ring)
+    }
+
+    fn body_of(body: &mut [KStmt], var: IVar) -> Option<&mut Vec<KStmt>> {
+        let i = body.iter().position(|s| match s {
+            KStmt::For { var: v, body, .. } => *v == var || find_loop(body, var).is_some(),
+            KStmt::If { then, els, .. } => find_loop(then, var).or_else(|| find_loop(els, var)).is_some(),
+            _ => false,
+        })?;
+        let here = matches!(&body[i], KStmt::For { var: v, .. } if *v == var);
+        match &mut body[i] {
+            KStmt::For { body, .. } => {
+                if here {
+                    Some(body)
+                } else {
+                    body_of(body, var)
+                }
+            }
+            KStmt::If { then, els, .. } => {
+                if find_loop(then, var).is_some() {
+                    body_of(then, var)
+                } else {
+                    body_of(els, var)
+                }
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn each_copy_is_published_by_the_barrier_of_its_slabs_iteration() {
+        let (mut ir, ring) = ring_of_gemm();
+        let body = body_of(&mut ir.body, ring.of).expect("the ring loop").clone();
+        let commit = body.iter().position(|s| matches!(s, KStmt::CpAsyncCommit)).expect("a commit");
+        let barrier = body.iter().position(|s| matches!(s, KStmt::Barrier)).expect("a barrier");
+        let copy = body.iter().position(|s| matches!(s, KStmt::CpAsync { .. })).expect("a copy");
+        assert!(copy < commit);
+        let t = CopyTiming::of(&ir, &ring);
+        // A copy of slab k0 + 3 (issued in iteration k0) is published by
+        // the barrier of iteration k0 + 3, that slab's own; the prologue's
+        // copy of slab j by the barrier of iteration j.
+        assert_eq!(t.loop_copy(copy), Some(Published { iterations: ring.ahead as i64, at: barrier }));
+        assert_eq!(t.prologue_copy(), Some(Published { iterations: 0, at: barrier }));
+        // One group more in flight: everything lands an iteration later.
+        let loop_body = body_of(&mut ir.body, ring.of).expect("the ring loop");
+        for s in loop_body.iter_mut() {
+            if let KStmt::CpAsyncWait { pending } = s {
+                *pending += 1;
+            }
+        }
+        let late = CopyTiming::of(&ir, &ring);
+        assert_eq!(late.loop_copy(copy), Some(Published { iterations: ring.ahead as i64 + 1, at: barrier }));
+        assert_eq!(late.prologue_copy(), Some(Published { iterations: 1, at: barrier }));
+        // No commit in the loop: never published there.
+        let loop_body = body_of(&mut ir.body, ring.of).expect("the ring loop");
+        loop_body.retain(|s| !matches!(s, KStmt::CpAsyncCommit));
+        let never = CopyTiming::of(&ir, &ring);
+        assert_eq!(never.loop_copy(copy), None);
+        assert_eq!(never.prologue_copy(), None);
     }
 }

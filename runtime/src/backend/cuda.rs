@@ -256,6 +256,12 @@ impl CudaBackend {
         let text = String::from_utf8(ptx).map_err(|_| Error::Compile { kernel: k.name.into(), backend: BACKEND, log: "cached PTX is not text".into() })?;
         let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(text)).map_err(device_err("cuModuleLoadData"))?;
         let f = module.load_function(k.name).map_err(device_err("cuModuleGetFunction"))?;
+        if k.dynamic_shared > 0 {
+            // Past 48 KB a function must be allowed its dynamic shared
+            // memory before a launch may ask for it.
+            use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYNAMIC;
+            unsafe { cudarc::driver::result::function::set_function_attribute(f.cu_function(), MAX_DYNAMIC, k.dynamic_shared as i32) }.map_err(device_err("cuFuncSetAttribute"))?;
+        }
         if let Ok(mut m) = self.functions.lock() {
             m.insert(key, f.clone());
         }
@@ -319,7 +325,7 @@ impl CudaBackend {
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
         let [gx, gy] = (chosen.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
-        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), 0, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), chosen.dynamic_shared, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
     }
 }
 
