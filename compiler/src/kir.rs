@@ -80,6 +80,8 @@ impl IExpr {
         match (&self, &o) {
             (_, IExpr::Const(1)) => self,
             (IExpr::Const(a), IExpr::Const(b)) if *b > 0 => IExpr::Const(a / b),
+            // (x * c) / c is x, exactly.
+            (IExpr::Mul(x, c), IExpr::Const(d)) if *d > 0 && **c == IExpr::Const(*d) => (**x).clone(),
             _ => IExpr::Div(Box::new(self), Box::new(o)),
         }
     }
@@ -87,6 +89,8 @@ impl IExpr {
         match (&self, &o) {
             (_, IExpr::Const(1)) => IExpr::Const(0),
             (IExpr::Const(a), IExpr::Const(b)) if *b > 0 => IExpr::Const(a % b),
+            // (x * c) % c is 0.
+            (IExpr::Mul(_, c), IExpr::Const(d)) if *d > 0 && **c == IExpr::Const(*d) => IExpr::Const(0),
             _ => IExpr::Rem(Box::new(self), Box::new(o)),
         }
     }

@@ -67,10 +67,18 @@ impl Term {
         }
     }
     pub fn div(self, o: Term) -> Term {
-        Term::Div(Box::new(self), Box::new(o))
+        match (&self, &o) {
+            // (x * c) / c is x (floor division, exact).
+            (Term::Mul(x, c), Term::Const(d)) if *d > 0 && **c == Term::Const(*d) => (**x).clone(),
+            _ => Term::Div(Box::new(self), Box::new(o)),
+        }
     }
     pub fn rem(self, o: Term) -> Term {
-        Term::Rem(Box::new(self), Box::new(o))
+        match (&self, &o) {
+            // (x * c) mod c is 0.
+            (Term::Mul(_, c), Term::Const(d)) if *d > 0 && **c == Term::Const(*d) => Term::Const(0),
+            _ => Term::Rem(Box::new(self), Box::new(o)),
+        }
     }
     pub fn min(self, o: Term) -> Term {
         Term::Min(Box::new(self), Box::new(o))

@@ -324,12 +324,15 @@ impl<'a> Printer<'a> {
             KStmt::CpAsync { arr, base, buf, src, width, valid, .. } => {
                 // Past the operand's end nothing is read (a source size of
                 // zero fills the 16 bytes with zeros); the address given
-                // then is the buffer's start, which exists.
+                // then is the buffer's start, which exists. `.ca`, through
+                // L1: measured on the H100 (bench/RESULTS.md), `.cg`
+                // copies that bypass L1 reach L2 as one 32-byte sector per
+                // 16-byte copy, twice the bytes, and ran 1.8x slower.
                 let sh = &self.ir.shared[*arr];
                 let bytes = width * sh.ty.size_bytes();
                 let g = cpp_name(&self.ir.bufs[*buf].name);
                 let l = format!(
-                    "{{ const bool ok = {}; asm volatile(\"cp.async.cg.shared.global [%0], [%1], {}, %2;\" :: \"r\"((unsigned)__cvta_generic_to_shared(&{}[{}])), \"l\"(ok ? (const void*)({} + {}) : (const void*){}), \"r\"(ok ? {} : 0) : \"memory\"); }}",
+                    "{{ const bool ok = {}; asm volatile(\"cp.async.ca.shared.global [%0], [%1], {}, %2;\" :: \"r\"((unsigned)__cvta_generic_to_shared(&{}[{}])), \"l\"(ok ? (const void*)({} + {}) : (const void*){}), \"r\"(ok ? {} : 0) : \"memory\"); }}",
                     self.cond(valid),
                     bytes,
                     sh.name,

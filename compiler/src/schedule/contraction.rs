@@ -252,6 +252,10 @@ impl SlabLayout {
     /// 64) in rows of `sbo / 64` of them.
     pub(super) fn element_at(self, p: IExpr) -> Option<(IExpr, IExpr)> {
         let SlabLayout::Cores { lbo: 64, sbo, k_inner } = self else { return None };
+        if sbo % 64 != 0 {
+            // Padded rows of core matrices: positions are not slots.
+            return None;
+        }
         let (c8, row8) = (p.clone().rem(IExpr::c(8)), p.clone().div(IExpr::c(8)).rem(IExpr::c(8)));
         let chunk = p.clone().div(IExpr::c(64)).rem(IExpr::c(sbo as i64 / 64));
         let group = p.div(IExpr::c(sbo as i64));
@@ -570,10 +574,13 @@ pub const VECTOR: u32 = 8;
 /// asks both of every vector read.
 ///
 /// Run `l` of the slab is thread `l % threads`'s run `l / threads`. Runs
-/// follow the operand's contiguous axis; into core matrices
-/// ([`SlabLayout::Cores`]) eight consecutive runs fill the eight rows of
-/// one core matrix (128 contiguous bytes: a quarter warp's stores on
-/// distinct banks).
+/// follow the operand's contiguous axis; into core matrices with k along
+/// their rows ([`SlabLayout::Cores`], A) eight consecutive runs fill the
+/// eight rows of one core matrix (128 contiguous bytes: a quarter warp's
+/// stores on distinct banks); into core matrices with n along their rows
+/// (B) consecutive runs are consecutive 16-byte pieces of one row of the
+/// operand (coalesced reads), each the row of a different core matrix
+/// (the layout's padded stride spreads them over the banks).
 pub(super) struct VectorSlab {
     tensor: tir::TensorId,
     o_first: bool,
@@ -626,7 +633,7 @@ impl VectorSlab {
     /// (x, kk) of run `l`'s first element.
     pub(super) fn place(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, l: IExpr) -> (IExpr, IExpr) {
         let w = VECTOR as i64;
-        if let SlabLayout::Cores { .. } = layout {
+        if let (SlabLayout::Cores { .. }, true) = (layout, k_contiguous) {
             // Position order: the eight rows of a core matrix, then the
             // core matrices along k, then the next eight along x.
             let kc = bk as i64 / 8;
@@ -648,7 +655,7 @@ impl VectorSlab {
     /// The run that holds slab element (xo, kk): the inverse of `place`.
     fn run_of(&self, xo: IExpr, kk: IExpr) -> IExpr {
         let w = VECTOR as i64;
-        if let SlabLayout::Cores { .. } = self.layout {
+        if let (SlabLayout::Cores { .. }, true) = (self.layout, self.k_contiguous) {
             // The inverse of `place`'s position order.
             let kc = self.bk as i64 / 8;
             let lo = if self.k_contiguous { xo.clone().rem(IExpr::c(8)) } else { kk.clone().rem(IExpr::c(8)) };
@@ -726,11 +733,11 @@ impl VectorSlab {
 
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
     fn store_index(&self, r: usize, x: IVar, kk: IVar) -> IExpr {
-        match self.layout {
-            // Into core matrices run l lies at position 8 l (`place` walks
-            // them in position order; a test checks it): the index is
-            // linear in the thread id.
-            SlabLayout::Cores { .. } => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
+        match (self.layout, self.k_contiguous) {
+            // Into core matrices along k run l lies at position 8 l
+            // (`place` walks them in position order; a test checks it):
+            // the index is linear in the thread id.
+            (SlabLayout::Cores { .. }, true) => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
             _ => self.layout.index(IExpr::Var(x), IExpr::Var(kk)),
         }
     }

@@ -68,6 +68,11 @@ const RING_STAGES: u32 = 4;
 /// (`SBO`).
 const LBO: u32 = 64;
 const SBO: u32 = BK * 8;
+/// B's ring: rows of core matrices along N `SBO_B` apart, 16 bytes more
+/// than their data, so that the 16-byte runs of one row of B which
+/// neighbouring threads copy (a coalesced read: consecutive n) land on
+/// distinct banks (with `SBO` all would share the same four).
+const SBO_B: u32 = SBO + 8;
 
 /// `(row, column)` of the element of a warpgroup's 64 x n accumulator in
 /// register `reg` of thread `t` of the warpgroup (PTX ISA, "wgmma
@@ -98,7 +103,7 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 /// running sums. The groups are iterations of an unrolled reduction loop
 /// (`k` within a slab, a promotion's depth each), so the verifier asks
 /// each promotion to update every running sum.
-fn slab_instructions(b: &mut Builder, kvar: crate::tir::VarId, (a, a_at): (SharedId, IExpr), (bt, b_at): (SharedId, IExpr), wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
+fn slab_instructions(b: &mut Builder, kvar: crate::tir::VarId, (a, a_at): (SharedId, IExpr), (bt, b_at, b_sbo): (SharedId, IExpr, u32), wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
     let depth = PER_PROMOTION * 16;
     let kq_v = b.ivar("kq");
     let kq = IExpr::Var(kq_v);
@@ -109,7 +114,7 @@ fn slab_instructions(b: &mut Builder, kvar: crate::tir::VarId, (a, a_at): (Share
         // matrices (2 LBO) after the previous one's.
         let step = kq.clone().mul(IExpr::c(LBO as i64 / 8)).add(IExpr::c(j * 2 * LBO as i64));
         let a_op = WgOperand { tile: a, base: a_at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * SBO as i64))).add(step.clone()), lbo: LBO as i64, sbo: SBO as i64, k_inner: true };
-        let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: SBO as i64, k_inner: false };
+        let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: b_sbo as i64, k_inner: false };
         body.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
     }
     body.push(KStmt::WgmmaWait);
@@ -135,9 +140,10 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let (mext, next, kext) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent), extent_expr(k.vars[p.kvar].extent));
     let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: true };
     let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false };
-    let stage = (BM * BK) as i64;
+    let (a_stage, b_stage) = ((BM * BK) as i64, (BN / 8 * SBO_B) as i64);
     let a_ring = b.shared("a_ring", ty, RING_STAGES * BM * BK);
-    let b_ring = b.shared("b_ring", ty, RING_STAGES * BK * BN);
+    let b_ring = b.shared_padded("b_ring", ty, RING_STAGES * BN / 8, SBO, SBO_B);
+    let b_ring_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO_B, k_inner: false };
     let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
@@ -155,12 +161,11 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // in flight while the unit works on the stage of slab k0.
     let mut pipelined = Vec::new();
     let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
-    let vb = VectorSlab::new(&mut b, t, b_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
+    let vb = VectorSlab::new(&mut b, t, b_ring_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
-            let ring = copy_ring(&mut b, (&va, &vb), (stage, stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
-                let at = at.mul(IExpr::c(stage));
-                slab_instructions(b, p.kvar, (a_ring, at.clone()), (b_ring, at), &wg, acc)
+            let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
+                slab_instructions(b, p.kvar, (a_ring, at.clone().mul(IExpr::c(a_stage))), (b_ring, at.mul(IExpr::c(b_stage)), SBO_B), &wg, acc)
             });
             Some((va, vb, ring))
         }
@@ -181,7 +186,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
-    kbody.extend(slab_instructions(&mut b, p.kvar, (a_el, IExpr::c(0)), (b_el, IExpr::c(0)), &wg, acc));
+    kbody.extend(slab_instructions(&mut b, p.kvar, (a_el, IExpr::c(0)), (b_el, IExpr::c(0), SBO), &wg, acc));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
@@ -265,10 +270,37 @@ mod tests {
                 let (x, kk) = layout.element_at(IExpr::c(p)).expect("core layout");
                 assert_eq!(constant(&layout.index(x, kk)), p, "k_inner {} position {}", k_inner, p);
             }
-            for l in 0..(width * BK / VECTOR) as i64 {
-                let (x, kk) = VectorSlab::place(layout, k_inner, width, BK, IExpr::c(l));
-                assert_eq!(constant(&layout.index(x, kk)), l * VECTOR as i64, "k_inner {} run {}", k_inner, l);
+            if k_inner {
+                for l in 0..(width * BK / VECTOR) as i64 {
+                    let (x, kk) = VectorSlab::place(layout, k_inner, width, BK, IExpr::c(l));
+                    assert_eq!(constant(&layout.index(x, kk)), l * VECTOR as i64, "k_inner {} run {}", k_inner, l);
+                }
             }
+        }
+    }
+
+    #[test]
+    fn neighbouring_threads_copy_one_row_of_b_onto_distinct_banks() {
+        // B's runs: consecutive threads take consecutive 16-byte pieces
+        // of one row of B (a coalesced read), and a quarter warp's eight
+        // land on eight distinct 16-byte bank groups of the padded layout;
+        // every run's place is its own.
+        let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO_B, k_inner: false };
+        let mut seen = std::collections::HashSet::new();
+        for l in 0..(BN * BK / VECTOR) as i64 {
+            let (x, kk) = VectorSlab::place(layout, false, BN, BK, IExpr::c(l));
+            let (x, kk) = (constant(&x), constant(&kk));
+            assert_eq!((x, kk), ((l % (BN / VECTOR) as i64) * VECTOR as i64, l / (BN / VECTOR) as i64), "run {}", l);
+            assert!(seen.insert(constant(&layout.index(IExpr::c(x), IExpr::c(kk)))), "run {} shares a place", l);
+        }
+        for quarter in (0..(BN * BK / VECTOR) as i64).step_by(8) {
+            let banks: std::collections::HashSet<i64> = (quarter..quarter + 8)
+                .map(|l| {
+                    let (x, kk) = VectorSlab::place(layout, false, BN, BK, IExpr::c(l));
+                    constant(&layout.index(x, kk)) * 2 / 16 % 8
+                })
+                .collect();
+            assert_eq!(banks.len(), 8, "runs {}..{}", quarter, quarter + 8);
         }
     }
 

@@ -401,24 +401,36 @@ impl<'a> Gen<'a> {
     fn ring_goal(&self, a: &Access) -> Option<(Formula, &'static str)> {
         let Target::Shared(s) = a.target else { return None };
         let ring = self.exec.ir.shared[s].ring?;
-        let name = self.exec.loop_var_name(ring.of);
-        let inside = a.loops.iter().any(|l| self.exec.loops[*l].var == name);
         // The access's first and last element both in stage `stage`.
         let last = a.index.clone().add(Term::c(a.width as i64 - 1));
         let within = |stage: Term| Formula::and(vec![a.index.clone().div(Term::c(ring.stage_len)).eq(stage.clone()), last.clone().div(Term::c(ring.stage_len)).eq(stage)]);
+        Some(match self.ring_stage(a) {
+            Some((stage, when)) => (within(stage), when),
+            None => (Formula::False, "is outside the loop: nothing there may read the ring"),
+        })
+    }
+
+    /// The stage of its ring an access must lie in (see `ring_goal`),
+    /// with the rule's wording; `None` for a read outside the ring loop
+    /// (or an access of another array).
+    fn ring_stage(&self, a: &Access) -> Option<(Term, &'static str)> {
+        let Target::Shared(s) = a.target else { return None };
+        let ring = self.exec.ir.shared[s].ring?;
+        let name = self.exec.loop_var_name(ring.of);
+        let inside = a.loops.iter().any(|l| self.exec.loops[*l].var == name);
         let stage_of = |slab: Term| slab.div(Term::c(ring.step)).rem(Term::c(ring.stages as i64));
         let k = Term::var(&name);
         let prologue = ring.prologue.map(|p| self.exec.loop_var_name(p)).filter(|p| a.loops.iter().any(|l| self.exec.loops[*l].var == *p));
-        Some(match (inside, a.write) {
-            (true, false) => (within(stage_of(k)), "lies in the stage of the iteration's slab"),
-            (true, true) if ring.ahead == 1 => (within(stage_of(k.add(Term::c(ring.step)))), "lies in the stage of the next slab"),
-            (true, true) => (within(stage_of(k.add(Term::c(ring.step * ring.ahead as i64)))), "lies in the stage of the slab the ring runs ahead to"),
+        match (inside, a.write) {
+            (true, false) => Some((stage_of(k), "lies in the stage of the iteration's slab")),
+            (true, true) if ring.ahead == 1 => Some((stage_of(k.add(Term::c(ring.step))), "lies in the stage of the next slab")),
+            (true, true) => Some((stage_of(k.add(Term::c(ring.step * ring.ahead as i64))), "lies in the stage of the slab the ring runs ahead to")),
             (false, true) => match prologue {
-                Some(p) => (within(stage_of(Term::var(p))), "in the prologue lies in the stage of the prologue's slab"),
-                None => (within(Term::c(0)), "before the loop lies in stage 0"),
+                Some(p) => Some((stage_of(Term::var(p)), "in the prologue lies in the stage of the prologue's slab")),
+                None => Some((Term::c(0), "before the loop lies in stage 0")),
             },
-            (false, false) => (Formula::False, "is outside the loop: nothing there may read the ring"),
-        })
+            (false, false) => None,
+        }
     }
 
     fn rings(&mut self) {
@@ -437,7 +449,7 @@ impl<'a> Gen<'a> {
     fn shared_races(&mut self) {
         let acc: Vec<Access> = self.exec.accesses.iter().filter(|a| matches!(a.target, Target::Shared(_))).cloned().collect();
         // Each access's ring stage (see below), built once, not per pair.
-        let stages: Vec<Option<Formula>> = acc.iter().map(|a| self.ring_goal(a).map(|(g, _)| g)).collect();
+        let stages: Vec<Option<Term>> = acc.iter().map(|a| self.ring_stage(a).map(|(t, _)| t)).collect();
         for (i, a) in acc.iter().enumerate() {
             for (j, b) in acc.iter().enumerate().skip(i) {
                 if a.target != b.target || !(a.write || b.write) {
@@ -483,16 +495,17 @@ impl<'a> Gen<'a> {
                         }
                     }
                 }
-                // On a ring, each access's stage as the ring obligation
-                // proves it (a lemma: that obligation is discharged on its
-                // own, under the same path): two accesses in different
-                // stages cannot meet, which the solver then sees without
-                // unfolding the slab layouts' divisions.
-                if let (Some(ga), Some(gb)) = (&stages[i], &stages[j]) {
-                    path.push(ga.clone());
-                    path.push(Gen::second(gb));
-                }
-                let goal = a.index.clone().eq(Gen::second_t(&b.index)).not();
+                // On a ring, the ring obligation (discharged on its own,
+                // under the same path) puts each access inside its stage:
+                // two accesses in different stages cannot meet, which the
+                // solver sees from the stages' slabs alone, without the
+                // slab layouts' divisions; in one stage their indices
+                // must differ.
+                let apart = a.index.clone().eq(Gen::second_t(&b.index)).not();
+                let goal = match (&stages[i], &stages[j]) {
+                    (Some(sa), Some(sb)) => Formula::or(vec![sa.clone().eq(Gen::second_t(sb)).not(), apart]),
+                    _ => apart,
+                };
                 let (span, what) = self.span_of(a);
                 let other = self.span_of(b).1;
                 self.push(ObligationKind::SharedRaceFree, format!("two threads of a block never meet at one element: {} and {} between the same barriers", what, other), span, &path, goal, vec![]);
