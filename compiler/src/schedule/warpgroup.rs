@@ -10,8 +10,9 @@
 //! instruction's transpose bit). Per slab each warpgroup issues four
 //! instructions of 64 x 128 x 16, the unit reading both operands straight
 //! from shared memory (no fragments in registers), two at a time into a
-//! fresh accumulator that is then added in f32 to the running sums: a
-//! promotion per two instructions (`ReductionOrder::MatrixUnit { k: 16,
+//! fresh accumulator each (all four back to back, one wait), the two then
+//! added in order in f32 to the running sums: a promotion per two
+//! instructions (`ReductionOrder::MatrixUnit { k: 16,
 //! per_promotion: 2 }`, whose bound the tolerance proof derives from the
 //! unit's named assumption; it holds only for sums of at least
 //! [`MIN_K`]).
@@ -99,33 +100,34 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 }
 
 /// One slab's instructions for the warpgroup at `wg`: `PER_PROMOTION` at
-/// a time into a fresh accumulator, waited for, then promoted into the
-/// running sums. The groups are iterations of an unrolled reduction loop
-/// (`k` within a slab, a promotion's depth each), so the verifier asks
-/// each promotion to update every running sum.
-fn slab_instructions(b: &mut Builder, kvar: crate::tir::VarId, (a, a_at): (SharedId, IExpr), (bt, b_at, b_sbo): (SharedId, IExpr, u32), wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
-    let depth = PER_PROMOTION * 16;
-    let kq_v = b.ivar("kq");
-    let kq = IExpr::Var(kq_v);
-    let part = b.local("part", Dtype::F32);
-    let mut body = vec![KStmt::DeclArray { arr: part, len: N / 2, init: None }, KStmt::WgmmaFence];
-    for j in 0..PER_PROMOTION {
-        // Instruction kq / 16 + j of the slab: its 16 k start 2 core
-        // matrices (2 LBO) after the previous one's.
-        let step = kq.clone().mul(IExpr::c(LBO as i64 / 8)).add(IExpr::c(j * 2 * LBO as i64));
-        let a_op = WgOperand { tile: a, base: a_at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * SBO as i64))).add(step.clone()), lbo: LBO as i64, sbo: SBO as i64, k_inner: true };
-        let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: b_sbo as i64, k_inner: false };
-        body.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
+/// a time into fresh accumulators, one per group (all issued back to
+/// back, so the unit runs the slab's four without a pause), waited for
+/// once, then promoted in order into the running sums: `(acc + part_0) +
+/// part_1`, the order of `ReductionOrder::MatrixUnit` (a promotion per
+/// group), in one pass that updates every running sum (the slab loop's
+/// reduction check refutes one that skips some).
+fn slab_instructions(b: &mut Builder, (a, a_at): (SharedId, IExpr), (bt, b_at, b_sbo): (SharedId, IExpr, u32), wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
+    let groups = BK as i64 / 16 / PER_PROMOTION;
+    let parts: Vec<LocalId> = (0..groups).map(|_| b.local("part", Dtype::F32)).collect();
+    let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: N / 2, init: None }).collect();
+    out.push(KStmt::WgmmaFence);
+    for (group, &part) in parts.iter().enumerate() {
+        for j in 0..PER_PROMOTION {
+            // Instruction i of the slab: its 16 k start 2 core matrices
+            // (2 LBO) after the previous one's.
+            let step = IExpr::c((group as i64 * PER_PROMOTION + j) * 2 * LBO as i64);
+            let a_op = WgOperand { tile: a, base: a_at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * SBO as i64))).add(step.clone()), lbo: LBO as i64, sbo: SBO as i64, k_inner: true };
+            let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: b_sbo as i64, k_inner: false };
+            out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
+        }
     }
-    body.push(KStmt::WgmmaWait);
+    out.push(KStmt::WgmmaWait);
     let r = b.ivar("r");
-    let running = VExpr::new(VKind::ArrayGet { arr: acc, index: IExpr::Var(r) }, Dtype::F32);
-    let fresh = VExpr::new(VKind::ArrayGet { arr: part, index: IExpr::Var(r) }, Dtype::F32);
-    let sum = VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(running), Box::new(fresh)), Dtype::F32);
-    body.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
-    let (kname, span) = (b.k.vars[kvar].name.clone(), b.k.vars[kvar].span);
-    b.ir.reduction_loops.push(ReductionLoop { var: kq_v, extent: IExpr::c(BK as i64), cooperative: false, granule: depth, name: format!("`{}` within a slab, a promotion at a time", kname), span });
-    vec![KStmt::For { var: kq_v, start: IExpr::c(0), end: IExpr::c(BK as i64), step: IExpr::c(depth), unroll: true, body }]
+    let add = |x: VExpr, y: VExpr| VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(x), Box::new(y)), Dtype::F32);
+    let get = |arr: LocalId| VExpr::new(VKind::ArrayGet { arr, index: IExpr::Var(r) }, Dtype::F32);
+    let sum = parts.iter().fold(get(acc), |running, &part| add(running, get(part)));
+    out.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
+    out
 }
 
 /// The schedule (see the module's documentation); the caller checked
@@ -165,7 +167,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
             let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
-                slab_instructions(b, p.kvar, (a_ring, at.clone().mul(IExpr::c(a_stage))), (b_ring, at.mul(IExpr::c(b_stage)), SBO_B), &wg, acc)
+                slab_instructions(b, (a_ring, at.clone().mul(IExpr::c(a_stage))), (b_ring, at.mul(IExpr::c(b_stage)), SBO_B), &wg, acc)
             });
             Some((va, vb, ring))
         }
@@ -186,7 +188,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
-    kbody.extend(slab_instructions(&mut b, p.kvar, (a_el, IExpr::c(0)), (b_el, IExpr::c(0), SBO), &wg, acc));
+    kbody.extend(slab_instructions(&mut b, (a_el, IExpr::c(0)), (b_el, IExpr::c(0), SBO), &wg, acc));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
