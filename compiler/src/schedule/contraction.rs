@@ -686,18 +686,9 @@ impl VectorSlab {
     /// where a run lies past the operand's end (so the store needs no
     /// guard of its own); the reads' access ids, for coverage.
     pub(super) fn fetch(&self, b: &mut Builder, regs: &[LocalId], k_s: &IExpr, out: &mut Vec<KStmt>) -> Vec<AccessId> {
-        let (origin, out_ext, kext) = (&self.origin, &self.out_ext, &self.kext);
         let mut accesses = Vec::new();
         for (&(x, kk), &run) in self.runs.iter().zip(regs) {
-            let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
-            let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
-            out.push(KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x)) });
-            out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(kk)) });
-            let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
-            let inside = g.clone().lt(out_ext.clone()).and(gk.clone().lt(kext.clone()));
-            let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
-            let base = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
-            let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("vector read of `{}`", b.k.tensors[self.tensor].name));
+            let (inside, axes, base, access) = self.source(b, (x, kk), k_s, "vector read", out);
             let e = b.ivar("e");
             let ty = b.ir.shared[self.tile].ty;
             let zero = KStmt::unrolled(e, VECTOR, vec![KStmt::ArraySet { arr: run, index: IExpr::Var(e), value: VExpr::zero(ty) }]);
@@ -712,23 +703,30 @@ impl VectorSlab {
     /// zeros where a run lies past the operand's end, nothing read
     /// there); the reads' access ids, for coverage.
     pub(super) fn copy(&self, b: &mut Builder, k_s: &IExpr, at: &IExpr, out: &mut Vec<KStmt>) -> Vec<AccessId> {
-        let (origin, out_ext, kext) = (&self.origin, &self.out_ext, &self.kext);
         let mut accesses = Vec::new();
         for (r, &(x, kk)) in self.runs.iter().enumerate() {
-            let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
-            let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
-            out.push(KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x)) });
-            out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(kk)) });
-            let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
-            let valid = g.clone().lt(out_ext.clone()).and(gk.clone().lt(kext.clone()));
-            let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
-            let src = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
-            let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("asynchronous copy of `{}`", b.k.tensors[self.tensor].name));
+            let (valid, axes, src, access) = self.source(b, (x, kk), k_s, "asynchronous copy", out);
             let base = at.clone().add(self.store_index(r, x, kk));
             out.push(KStmt::CpAsync { arr: self.tile, base, buf: self.buf, src, axes, width: VECTOR, valid, access });
             accesses.push(access);
         }
         accesses
+    }
+
+    /// Where in the operand the run at slab `(x, kk)` of slab `k_s` starts
+    /// (its indices bound in `out`): whether it lies inside the operand,
+    /// its multi-index and flat index, and a new read access (`what`).
+    fn source(&self, b: &mut Builder, (x, kk): (IVar, IVar), k_s: &IExpr, what: &str, out: &mut Vec<KStmt>) -> (Cond, Vec<IExpr>, IExpr, AccessId) {
+        let g_v = b.ivar(&b.k.vars[self.out_var].name.clone());
+        let gk_v = b.ivar(&b.k.vars[self.kvar].name.clone());
+        out.push(KStmt::LetInt { var: g_v, value: self.origin.clone().add(IExpr::Var(x)) });
+        out.push(KStmt::LetInt { var: gk_v, value: k_s.clone().add(IExpr::Var(kk)) });
+        let (g, gk) = (IExpr::Var(g_v), IExpr::Var(gk_v));
+        let inside = g.clone().lt(self.out_ext.clone()).and(gk.clone().lt(self.kext.clone()));
+        let axes = if self.o_first { vec![g, gk] } else { vec![gk, g] };
+        let flat = axes[0].clone().mul(extent_expr(b.k.tensors[self.tensor].shape[1])).add(axes[1].clone());
+        let access = b.access(self.buf, AccessKind::Read, b.k.tensors[self.tensor].span, format!("{} of `{}`", what, b.k.tensors[self.tensor].name));
+        (inside, axes, flat, access)
     }
 
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
