@@ -60,6 +60,15 @@ pub struct Plan<'k> {
     pub(super) acc_ty: Dtype,
 }
 
+/// Is the summed dim at least `min` for every launch `requires` admits?
+/// (The matrix-unit schedules' bound holds only for sums that long.)
+pub(super) fn sums_at_least(k: &Kernel, p: &Plan, min: i64) -> bool {
+    match k.vars[p.kvar].extent {
+        tir::Dim::Sym(d) => crate::accuracy::dim_bounds(k, d).0 >= min,
+        tir::Dim::Lit(v) => v >= min,
+    }
+}
+
 /// Vars an expression reads tensors with (plain index variables only).
 fn load_vars(e: &TExpr, ok: &mut bool) -> Vec<(VarId, bool)> {
     let mut out = Vec::new();

@@ -44,7 +44,7 @@
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
 
-use super::contraction::{ring_pipeline, slab_loop, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
+use super::contraction::{ring_pipeline, slab_loop, sums_at_least, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
 use super::lower::{node_key, Builder, Env};
 use super::extent_expr;
 use crate::diag::Diagnostic;
@@ -140,11 +140,7 @@ pub(crate) fn operand_dtype(a: &TExpr, b: &TExpr) -> Option<Dtype> {
 /// Does the tensor-core schedule fit this contraction on this target?
 pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
     let sm80 = matches!(target, Target::Cuda { sm } if *sm >= 80);
-    let long = match k.vars[p.kvar].extent {
-        crate::tir::Dim::Sym(d) => crate::accuracy::dim_bounds(k, d).0 >= MIN_K,
-        crate::tir::Dim::Lit(v) => v >= MIN_K,
-    };
-    sm80 && long && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
+    sm80 && sums_at_least(k, p, MIN_K) && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
 }
 
 /// What the matrix-unit steps of a slab work on: the two slabs, the warp's

@@ -37,7 +37,7 @@
 //! every access in its window, from its issue to the barrier after the
 //! wait that retires it, as the loop's commit, wait and barrier place it.
 
-use super::contraction::{copy_ring, slab_loop, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
+use super::contraction::{copy_ring, slab_loop, sums_at_least, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
 use super::extent_expr;
 use super::lower::{node_key, Builder, Env};
 use super::tensor_core::operand_dtype;
@@ -92,11 +92,7 @@ pub fn acc_element(t: &IExpr, reg: &IExpr) -> (IExpr, IExpr) {
 /// instruction exists on sm_90a only.
 pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
     let sm90 = matches!(target, Target::Cuda { sm: 90 });
-    let long = match k.vars[p.kvar].extent {
-        crate::tir::Dim::Sym(d) => crate::accuracy::dim_bounds(k, d).0 >= MIN_K,
-        crate::tir::Dim::Lit(v) => v >= MIN_K,
-    };
-    sm90 && long && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
+    sm90 && sums_at_least(k, p, MIN_K) && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
 }
 
 /// One slab's instructions for the warpgroup at `wg`: `PER_PROMOTION` at

@@ -1,6 +1,7 @@
 //! Obligation generation and discharge for one kernel.
 
 use super::exec::{self, Access, Exec, LoopForm, Target, BID, TID};
+use super::protocol::CopyTiming;
 use crate::diag::Diagnostic;
 use crate::kir::KernelIr;
 use crate::span::Span;
@@ -450,6 +451,8 @@ impl<'a> Gen<'a> {
         let acc: Vec<Access> = self.exec.accesses.iter().filter(|a| matches!(a.target, Target::Shared(_))).cloned().collect();
         // Each access's ring stage (see below), built once, not per pair.
         let stages: Vec<Option<Term>> = acc.iter().map(|a| self.ring_stage(a).map(|(t, _)| t)).collect();
+        // Each ring's copy timing, read off the IR once.
+        let timings: Vec<Option<CopyTiming>> = self.exec.ir.shared.iter().map(|s| s.ring.map(|r| CopyTiming::of(self.exec.ir, &r))).collect();
         for (i, a) in acc.iter().enumerate() {
             for (j, b) in acc.iter().enumerate().skip(i) {
                 if a.target != b.target || !(a.write || b.write) {
@@ -472,7 +475,7 @@ impl<'a> Gen<'a> {
                     // A copy in flight meets any access in its window, of
                     // any thread, its own included (only the same
                     // execution of one copy is not a pair).
-                    let window = Formula::or(vec![if a.in_flight { self.copy_window(a, false, b, true) } else { Formula::False }, if b.in_flight { self.copy_window(b, true, a, false) } else { Formula::False }]);
+                    let window = Formula::or(vec![if a.in_flight { self.copy_window(&timings, a, false, b, true) } else { Formula::False }, if b.in_flight { self.copy_window(&timings, b, true, a, false) } else { Formula::False }]);
                     if window == Formula::False {
                         continue;
                     }
@@ -536,10 +539,9 @@ impl<'a> Gen<'a> {
     /// whether each is the pair's renamed copy): from after the barrier
     /// before the copy's issue to the barrier that publishes it
     /// (`protocol::CopyTiming`); anywhere, where the timing is unknown.
-    fn copy_window(&self, w: &Access, w_second: bool, x: &Access, x_second: bool) -> Formula {
+    fn copy_window(&self, timings: &[Option<CopyTiming>], w: &Access, w_second: bool, x: &Access, x_second: bool) -> Formula {
         let Target::Shared(s) = w.target else { return Formula::True };
-        let Some(ring) = self.exec.ir.shared[s].ring else { return Formula::True };
-        let timing = super::protocol::CopyTiming::of(self.exec.ir, &ring);
+        let (Some(ring), Some(timing)) = (self.exec.ir.shared[s].ring, &timings[s]) else { return Formula::True };
         let step = ring.step;
         // (iteration k, position p) strictly before (k2, p2).
         let before = |k: Term, p: usize, k2: Term, p2: usize| if p < p2 { k.le(k2) } else { k.lt(k2) };

@@ -333,10 +333,10 @@ impl CopyTiming {
             let before = &list[..at];
             if let Some(i) = before.iter().rposition(|s| matches!(s, KStmt::For { var, .. } if *var == p)) {
                 if let KStmt::For { start: IExpr::Const(0), end: IExpr::Const(end), step: IExpr::Const(step), body, .. } = &before[i] {
-                    let one_commit = body.iter().filter(|s| matches!(s, KStmt::CpAsyncCommit)).count() == 1 && !body.iter().any(|s| !matches!(s, KStmt::CpAsyncCommit) && nested_sync(s));
-                    let quiet = !before[i + 1..].iter().any(|s| nested_sync(s) || matches!(s, KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. }));
-                    let quiet_before = !before[..i].iter().any(|s| nested_sync(s) || matches!(s, KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. }));
-                    if one_commit && quiet && quiet_before && *step > 0 {
+                    let one_commit = body.iter().filter(|s| matches!(s, KStmt::CpAsyncCommit)).count() == 1 && !body.iter().any(nested_sync);
+                    // Nothing else before the ring loop commits or waits.
+                    let quiet = before.iter().enumerate().all(|(j, s)| j == i || !(nested_sync(s) || matches!(s, KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. })));
+                    if one_commit && quiet && *step > 0 {
                         t.prologue_groups = Some((end + step - 1) / step);
                     }
                 }
