@@ -71,10 +71,15 @@ def workloads():
     _, mean_s, rstd_s = torch.ops.aten.native_layer_norm(xs, (128,), bs, bs, 1e-5)
     w["moe-step layernorm_bwd_params 2048x128"] = lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, (128,), mean_s, rstd_s, bs, bs, [False, True, True])
     w["moe-step layernorm_bwd 2048x128"] = lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, (128,), mean_s, rstd_s, bs, bs, [True, False, False])
-    for m, k, nn in [(4096, 4096, 4096), (16384, 1024, 1024)]:
+    for m, k, nn in [(4096, 4096, 4096), (16384, 1024, 1024), (4096, 2048, 2048)]:
         a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
         label = "linear_fwd f16 4096^3" if m == k == nn else f"linear_fwd f16 {m}x{k}x{nn}"
         w[label] = (lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b))
+    # The linear layer's backward contractions as a PyTorch user writes
+    # them (transposed views, no copies): gx = gy w^T, gw = x^T gy.
+    gy, wl, xl = rand((4096, 2048), h), rand((2048, 2048), h, -0.125, 0.125), rand((4096, 2048), h)
+    w["linear_bwd_x f16 4096x2048x2048"] = (lambda gy=gy, wl=wl: gy @ wl.t())
+    w["linear_bwd_w f16 4096x2048x2048"] = (lambda gy=gy, xl=xl: xl.t() @ gy)
     # cuBLAS through torch.matmul beside our tensor-core schedule (issue 19).
     for dt, name in [(h, "f16"), (torch.bfloat16, "bf16")]:
         shapes = [(4096, 4096, 4096), (16384, 1024, 1024), (4096, 2048, 2048)] if dt == h else [(4096, 4096, 4096)]

@@ -39,6 +39,9 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "moe-step layernorm_bwd 2048x128", kernel: "layernorm_bwd", dims: &[("R", 2048), ("C", 128)] },
     Workload { label: "linear_fwd f16 4096^3", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
     Workload { label: "linear_fwd f16 16384x1024x1024", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
+    Workload { label: "linear_fwd f16 4096x2048x2048", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
+    Workload { label: "linear_bwd_x f16 4096x2048x2048", kernel: "linear_bwd_x", dims: &[("M", 4096), ("N", 2048), ("K", 2048)] },
+    Workload { label: "linear_bwd_w f16 4096x2048x2048", kernel: "linear_bwd_w", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
     // The tensor-core schedule (issue 19): the sizes of perf.md's GEMMs.
     Workload { label: "matmul_f16 tc 4096^3", kernel: "matmul_f16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
     Workload { label: "matmul_f16 tc 16384x1024x1024", kernel: "matmul_f16", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },

@@ -47,7 +47,7 @@ pub struct Artifacts {
     pub hip: Vec<(String, String)>,
     /// Per kernel, its variants at other block sizes with the row lengths
     /// each serves (see `schedule::ROW_VARIANTS`).
-    pub variants: Vec<Vec<(crate::kir::KernelIr, i64, i64)>>,
+    pub variants: Vec<Vec<crate::schedule::Variant>>,
     pub bindings: String,
     pub manifest: manifest::Manifest,
 }
@@ -108,7 +108,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         Vec::new()
     };
     // Variants (the same kernel at other block sizes), proved like the rest.
-    let mut variants: Vec<Vec<(crate::kir::KernelIr, i64, i64)>> = program
+    let mut variants: Vec<Vec<crate::schedule::Variant>> = program
         .kernels
         .iter()
         .zip(&kernels)
@@ -122,9 +122,11 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         let cfg = tokitai_contracts::z3_backend::Config { timeout_ms: opts.timeout_ms };
         let mut diags = Vec::new();
         for (k, vs) in program.kernels.iter().zip(variants.iter_mut()) {
-            for (v, _, _) in vs.iter_mut() {
-                let mut p = crate::verify::verify_cached(k, v, &cfg);
-                p.kernel = v.name.clone();
+            for v in vs.iter_mut() {
+                // A guarded variant is proved with its guard as a `requires`.
+                let kernel = v.kernel(k);
+                let mut p = crate::verify::verify_cached(&kernel, &mut v.ir, &cfg);
+                p.kernel = v.ir.name.clone();
                 diags.extend(p.diagnostics());
                 variant_proofs.push(p);
             }
@@ -136,18 +138,21 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     let verified = cfg!(feature = "verify") && opts.verify;
     if !verified {
         // Without a proof that 32-bit index arithmetic cannot overflow, index in 64 bits.
-        for ir in kernels.iter_mut().chain(variants.iter_mut().flatten().map(|(v, _, _)| v)) {
+        for ir in kernels.iter_mut().chain(variants.iter_mut().flatten().map(|v| &mut v.ir)) {
             ir.index_ty = crate::types::Dtype::I64;
         }
     }
     let source_sha = manifest::sha256_hex(source.text.as_bytes());
     let mut hip: Vec<(String, String)> = kernels.iter().map(|ir| (ir.name.clone(), hip::kernel_source(ir))).collect();
-    hip.extend(variants.iter().flatten().map(|(v, _, _)| (v.name.clone(), hip::kernel_source(v))));
-    let irs: Vec<(&crate::tir::Kernel, &crate::kir::KernelIr)> = program
+    hip.extend(variants.iter().flatten().map(|v| (v.ir.name.clone(), hip::kernel_source(&v.ir))));
+    // Each with the kernel as it is proved (a guarded variant's `requires`
+    // holds its guard).
+    let irs: Vec<(std::borrow::Cow<crate::tir::Kernel>, &crate::kir::KernelIr)> = program
         .kernels
         .iter()
         .zip(&kernels)
-        .chain(program.kernels.iter().zip(&variants).flat_map(|(k, vs)| vs.iter().map(move |(v, _, _)| (k, v))))
+        .map(|(k, ir)| (std::borrow::Cow::Borrowed(k), ir))
+        .chain(program.kernels.iter().zip(&variants).flat_map(|(k, vs)| vs.iter().map(move |v| (std::borrow::Cow::Owned(v.kernel(k)), &v.ir))))
         .collect();
     let entries = irs.iter().zip(&hip).map(|((k, ir), (_, text))| manifest::kernel_entry(k, ir, &source_sha, text, verified)).collect();
     let manifest = manifest::Manifest {

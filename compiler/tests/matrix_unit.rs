@@ -101,3 +101,39 @@ fn the_mirror_computes_the_sum_as_the_assumption_describes() {
     assert_eq!(chained, 16.0 * big);
     assert!(emulate_sum(&products, 16, 1, MIRROR_BLOCK) > chained);
 }
+
+#[test]
+fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
+    use tokitai_compiler::kir::Schedule;
+    // `K >= 1`: the kernel itself stays on CUDA cores (the unit's bound
+    // does not hold for every sum it admits) ...
+    let arts = compile(&linear(1, "f16"));
+    let k = &arts.program.kernels[0];
+    assert!(!matches!(arts.kernels[0].schedule, Schedule::Warpgroup { .. }));
+    // ... and the warpgroup schedule is a variant guarded by K >= 128.
+    let v = arts.variants[0].iter().find(|v| v.ir.name == "lin_wg").expect("a warpgroup variant");
+    assert!(matches!(v.ir.schedule, Schedule::Warpgroup { .. }), "{:?}", v.ir.schedule);
+    let g = v.guard.expect("the variant is guarded");
+    assert_eq!((k.dims[g.dim].name.as_str(), g.at_least), ("K", 128));
+    // Proved under its guard: the declared tolerance pays for the unit's
+    // bound with the guard as a `requires`, and not without it.
+    let guarded = v.kernel(k);
+    assert!(guarded.requires.iter().any(|c| c.text() == "K >= 128"));
+    let within = magnitude::analyze(&guarded, &v.ir);
+    assert!(matches!(within.outputs[0].verdict, Some(Verdict::Within(_))), "{:?}", within.outputs[0]);
+    let without = magnitude::analyze(k, &v.ir);
+    assert!(matches!(without.outputs[0].verdict, Some(Verdict::Exceeds { .. })), "{:?}", without.outputs[0]);
+    // Sums too short for the warpgroup unit's bound but not for mma.sync's
+    // (one promotion per instruction: K >= 64) get that unit instead;
+    // sums shorter than both, no guarded variant; a kernel whose every
+    // sum is long enough is on the unit itself.
+    let middle = compile(&linear(1, "f16").replace("K <= 4096", "K <= 100"));
+    let mma = middle.variants[0].iter().find(|v| v.guard.is_some()).expect("an mma.sync variant");
+    assert_eq!((mma.ir.name.as_str(), mma.guard.map(|g| g.at_least)), ("lin_mma", Some(64)));
+    assert!(matches!(mma.ir.schedule, Schedule::TensorCore { .. }), "{:?}", mma.ir.schedule);
+    let short = compile(&linear(1, "f16").replace("K <= 4096", "K <= 50"));
+    assert!(short.variants[0].iter().all(|v| v.guard.is_none()));
+    let long = compile(&linear(128, "f16"));
+    assert!(matches!(long.kernels[0].schedule, Schedule::Warpgroup { .. }));
+    assert!(long.variants[0].iter().all(|v| v.guard.is_none()));
+}

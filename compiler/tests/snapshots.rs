@@ -35,7 +35,7 @@ fn hip_of_every_example_for_both_targets() {
             let arts = compile(&path, &target);
             let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
             // The kernels, then their block-size variants.
-            let all: Vec<_> = arts.kernels.iter().cloned().chain(arts.variants.iter().flatten().map(|(v, _, _)| v.clone())).collect();
+            let all: Vec<_> = arts.kernels.iter().cloned().chain(arts.variants.iter().flatten().map(|v| v.ir.clone())).collect();
             let text = tokitai_compiler::codegen::hip::module_source(&all);
             snap!(format!("hip__{}__{}", target, stem), text);
         }

@@ -14,7 +14,12 @@
 //! - `(A c + R) / c = A + R / c` and `(A c + R) % c = R % c` (any `A`);
 //! - `R / c = 0` and `R % c = R` when `0 <= R < c`;
 //! - `(x / a) / b = x / (a b)`, and `(x % a) % b = x % b` when `b`
-//!   divides `a`.
+//!   divides `a`;
+//! - in a sum, a number's digits put back together: `k (x % b) + k b ((x
+//!   % a) / b) = k (x % a)` when `b` divides `a`, and `k (x % a) + k a (x
+//!   / a) = k x` (a row index the witness rebuilt from its tile, warp and
+//!   lane digits is the row again; Z3 4.8 searched one such sum of five
+//!   digits past its resource limit).
 
 use crate::term::{Formula, Term};
 
@@ -40,8 +45,8 @@ pub fn fold(f: &Formula, bounds: Bounds) -> Formula {
 pub fn term(t: &Term, bounds: Bounds) -> Term {
     match t {
         Term::Const(_) | Term::Var(_) => t.clone(),
-        Term::Add(a, b) => term(a, bounds).add(term(b, bounds)),
-        Term::Sub(a, b) => term(a, bounds).sub(term(b, bounds)),
+        Term::Add(a, b) => recompose(term(a, bounds).add(term(b, bounds))),
+        Term::Sub(a, b) => recompose(term(a, bounds).sub(term(b, bounds))),
         Term::Mul(a, b) => term(a, bounds).mul(term(b, bounds)),
         Term::Min(a, b) => term(a, bounds).min(term(b, bounds)),
         Term::Ite(p, a, b) => Term::Ite(Box::new(fold(p, bounds)), Box::new(term(a, bounds)), Box::new(term(b, bounds))),
@@ -85,6 +90,53 @@ fn rem(x: Term, c: i64, bounds: Bounds) -> Term {
     } else {
         rest.rem(Term::c(c))
     }
+}
+
+/// A sum with its digits put back together (see the module's
+/// documentation); the sum itself where none pair up.
+fn recompose(t: Term) -> Term {
+    let mut parts = Vec::new();
+    linear(&t, 1, &mut parts);
+    let mut merged = false;
+    // `(i, j, whole)`: the remainder `parts[i]` and the digit above it
+    // `parts[j]` make `whole`, times the remainder's coefficient.
+    let pair = |parts: &[(i64, Option<Term>)]| {
+        for (i, (k, low)) in parts.iter().enumerate() {
+            let Some(Term::Rem(x, b)) = low else { continue };
+            let Term::Const(b) = **b else { continue };
+            for (j, (kj, high)) in parts.iter().enumerate() {
+                let Some(Term::Div(inner, d)) = high else { continue };
+                if j == i || **d != Term::Const(b) || k.checked_mul(b) != Some(*kj) {
+                    continue;
+                }
+                let whole = match &**inner {
+                    y if y == &**x => Some((**x).clone()),
+                    Term::Rem(y, a) if **y == **x && matches!(**a, Term::Const(a) if a > 0 && a % b == 0) => Some((**inner).clone()),
+                    _ => None,
+                };
+                if let Some(w) = whole {
+                    return Some((i, j, w));
+                }
+            }
+        }
+        None
+    };
+    while let Some((i, j, whole)) = pair(&parts) {
+        let k = parts[i].0;
+        let (first, second) = (i.max(j), i.min(j));
+        parts.remove(first);
+        parts.remove(second);
+        linear(&whole, k, &mut parts);
+        merged = true;
+    }
+    if !merged {
+        return t;
+    }
+    parts.into_iter().fold(Term::c(0), |sum, (k, atom)| match atom {
+        None => sum.add(Term::c(k)),
+        Some(a) if k == 1 => sum.add(a),
+        Some(a) => sum.add(Term::c(k).mul(a)),
+    })
 }
 
 /// `x` as `A c + R`: `(A, R)`, `A` gathering the summands whose constant
@@ -193,6 +245,39 @@ mod tests {
 
     fn nonneg(_: &str) -> (Option<i64>, Option<i64>) {
         (Some(0), None)
+    }
+
+    fn free(_: &str) -> (Option<i64>, Option<i64>) {
+        (None, None)
+    }
+
+    #[test]
+    fn a_row_rebuilt_from_its_digits_is_the_row() {
+        // The warpgroup schedule's witness for output row e: tile, warp
+        // group, warp, row pair and row digits, in the order it sums them.
+        let e = v("e");
+        let digits = e.clone().div(Term::c(128)).mul(Term::c(128))
+            .add(e.clone().rem(Term::c(128)).div(Term::c(64)).mul(Term::c(64)))
+            .add(e.clone().rem(Term::c(64)).div(Term::c(16)).mul(Term::c(16)))
+            .add(e.clone().rem(Term::c(16)).div(Term::c(8)).mul(Term::c(8)))
+            .add(e.clone().rem(Term::c(8)));
+        assert_eq!(term(&digits, &free), e);
+        // Scaled, and beside other summands.
+        let scaled = digits.clone().mul(Term::c(3)).add(v("y"));
+        let folded = term(&scaled, &free);
+        assert!(!format!("{}", folded).contains('/') && !format!("{}", folded).contains('%'), "{}", folded);
+        // A digit missing, or one of another number, stays a sum.
+        let gap = e.clone().div(Term::c(128)).mul(Term::c(128)).add(e.clone().rem(Term::c(64)));
+        assert_ne!(term(&gap, &free), e);
+        let other = e.clone().div(Term::c(8)).mul(Term::c(8)).add(v("f").rem(Term::c(8)));
+        assert_ne!(term(&other, &free), e);
+        // Every value agrees with the unfolded sum (floor division, a
+        // non-negative remainder), negative ones included.
+        for x in -300..300i64 {
+            let at = |t: &Term| t.eval(&|n: &str| Some(if n == "e" { x as i128 } else { 5 }));
+            assert_eq!(at(&term(&digits, &free)), at(&digits), "e = {}", x);
+            assert_eq!(at(&folded), at(&scaled), "e = {}", x);
+        }
     }
 
     fn v(n: &str) -> Term {

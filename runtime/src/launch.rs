@@ -77,11 +77,14 @@ impl Chosen {
 }
 
 impl KernelDef {
-    /// The variant serving these dims (by its key: row length, or a
-    /// contraction's default tiles), else the kernel.
+    /// The first variant serving these dims (by its key: row length, or a
+    /// contraction's default tiles; and its guard, where it has one: a
+    /// matrix unit's sum at least as long as its bound needs), else the
+    /// kernel.
     pub fn choose(&self, dims: &[i64]) -> Chosen {
         let key = (self.row_length)(dims);
-        match self.variants.iter().find(|v| v.min_row <= key && key <= v.max_row) {
+        let guarded = guarded_variants_on();
+        match self.variants.iter().find(|v| (guarded || v.guard.is_none()) && v.serves(dims, key)) {
             Some(v) => Chosen::of(v),
             None => self.primary(),
         }
@@ -96,6 +99,15 @@ impl KernelDef {
         v.extend(self.variants.iter().map(Chosen::of));
         v
     }
+}
+
+/// Are guarded variants (contractions on a matrix unit) chosen? Yes
+/// unless `TOKITAI_GUARDED_VARIANTS=off`: an ablation switch, so that a
+/// benchmark can time the same step with and without them in one run.
+/// Read once.
+fn guarded_variants_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TOKITAI_GUARDED_VARIANTS").map_or(true, |v| v != "off"))
 }
 
 /// Bind and check everything about a call that does not need a device.
@@ -190,5 +202,24 @@ fn dispatch(dev: &Device, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Res
         Device::Cuda(c) => c.launch(k, bound, args),
         #[cfg(feature = "hip")]
         Device::Hip(h) => h.launch(k, bound, args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::linear::{linear_bwd_w, linear_fwd};
+
+    #[test]
+    fn a_guarded_variant_serves_only_the_launches_its_guard_admits() {
+        // linear_fwd's dims: M, K, N. On the unit from K = 128, for
+        // outputs of at least 33 default tiles or sums of at least 1024.
+        let ran = |k: &crate::launch::KernelDef, d: &[i64]| k.choose(d).name;
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 2048]), "linear_fwd_wg");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 127, 2048]), "linear_fwd");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[128, 128, 128]), "linear_fwd_t16");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[128, 1024, 128]), "linear_fwd_wg");
+        // linear_bwd_w sums over M (dims M, K, N): nano's weight gradient.
+        assert_eq!(ran(&linear_bwd_w::KERNEL, &[2048, 128, 128]), "linear_bwd_w_wg");
+        assert_eq!(ran(&linear_bwd_w::KERNEL, &[100, 128, 128]), "linear_bwd_w_t16");
     }
 }

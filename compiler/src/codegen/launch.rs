@@ -4,6 +4,7 @@
 //! dtypes and `requires` before anything runs.
 
 use crate::kir::{GridDim, IExpr, KParam, KernelIr};
+use crate::schedule::Variant;
 use crate::tir::{Kernel, Param, TensorRole};
 use crate::types::Dtype;
 use std::fmt::Write;
@@ -40,22 +41,27 @@ fn signature_positions(k: &Kernel) -> (Vec<usize>, Vec<usize>) {
 
 /// `grid`, `BLOCK`, `SHARED_BYTES`, `INDEX_BITS` and `PARAMS` for one
 /// kernel module.
-pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i64)]) -> String {
+pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> String {
     let mut s = String::new();
     let key = variant_key(k, ir);
     let _ = writeln!(s, "    /// What picks a variant: a row schedule's row length, a contraction's count of default output tiles (0 for other schedules).");
     let _ = writeln!(s, "    #[allow(unused_variables)]");
     let _ = writeln!(s, "    pub fn row_length(d: &[i64]) -> i64 {{ {} }}", key);
-    for (i, (v, _, _)) in variants.iter().enumerate() {
-        let _ = writeln!(s, "    /// Blocks per grid axis of variant `{}`.", v.name);
-        s.push_str(&grid_fn(k, v, &format!("grid_{}", i)));
+    for (i, v) in variants.iter().enumerate() {
+        let _ = writeln!(s, "    /// Blocks per grid axis of variant `{}`.", v.ir.name);
+        s.push_str(&grid_fn(k, &v.ir, &format!("grid_{}", i)));
     }
     let vs: Vec<String> = variants
         .iter()
         .enumerate()
-        .map(|(i, (v, lo, hi))| {
+        .map(|(i, variant)| {
+            let (v, (lo, hi)) = (&variant.ir, variant.keys);
+            let guard = match variant.guard {
+                Some(g) => format!("Some(({}, {}, {}))", g.dim, g.at_least, variant.any_key_from.unwrap_or(i64::MAX)),
+                None => "None".into(),
+            };
             format!(
-                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {} }}",
+                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {} }}",
                 v.name,
                 v.block,
                 lo,
@@ -63,11 +69,12 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[(KernelIr, i64, i6
                 crate::codegen::hip::kernel_source(v),
                 if v.index_ty == Dtype::I32 { 32 } else { 64 },
                 i,
-                if v.dynamic_shared() { v.shared_bytes() } else { 0 }
+                if v.dynamic_shared() { v.shared_bytes() } else { 0 },
+                guard
             )
         })
         .collect();
-    let _ = writeln!(s, "    /// This kernel at other block sizes or tiles, each proved like the kernel itself.");
+    let _ = writeln!(s, "    /// This kernel at other block sizes or tiles, or on a matrix unit where a guard holds, each proved like the kernel itself (under its guard).");
     let _ = writeln!(s, "    pub const VARIANTS: &[super::tk_info::Variant] = &[{}];", vs.join(", "));
     let _ = writeln!(s, "    /// Blocks per grid axis (x, y) for these dims (kernel dim order); `max_blocks` caps grid-stride axes.");
     s.push_str(&grid_fn(k, ir, "grid"));

@@ -45,6 +45,63 @@ pub fn schedule_program(p: &tir::Program, target: &Target) -> Result<Vec<KernelI
     }
 }
 
+/// One of a kernel's variants: the kernel at another block size or tile,
+/// or on a matrix unit for the launches a guard admits. Each is proved
+/// like the kernel itself, under the kernel's `requires` and its guard.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub ir: KernelIr,
+    /// The values of the variant key (`codegen::launch::variant_key`) it
+    /// serves, `(least, most)`.
+    pub keys: (i64, i64),
+    pub guard: Option<Guard>,
+    /// Where the guarded dim is at least this, the variant serves every
+    /// key, not only `keys` (a long sum pays for the unit's larger tiles
+    /// even on a small output).
+    pub any_key_from: Option<i64>,
+}
+
+impl Variant {
+    /// The kernel as this variant is proved: with its guard a `requires`
+    /// more.
+    pub fn kernel(&self, k: &Kernel) -> Kernel {
+        match self.guard {
+            Some(g) => g.kernel(k),
+            None => k.clone(),
+        }
+    }
+}
+
+/// What a variant asks of a launch beyond the kernel's `requires`: dim
+/// `dim` (an index into the kernel's dims) at least `at_least`. The
+/// matrix-unit schedules' error bound holds only for sums that long
+/// (`warpgroup::MIN_K`, `tensor_core::MIN_K`), so a kernel that admits
+/// shorter sums gets them as a variant, proved with the guard as one more
+/// `requires` and chosen at launch only where it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guard {
+    pub dim: usize,
+    pub at_least: i64,
+}
+
+impl Guard {
+    /// `k` with `requires <dim> >= <at_least>` added.
+    pub fn kernel(&self, k: &Kernel) -> Kernel {
+        let span = k.span;
+        let dim = tir::TExpr { kind: TExprKind::Dim(self.dim), ty: crate::types::Dtype::I32, span };
+        let least = tir::TExpr { kind: TExprKind::Const(tir::Const::Int(self.at_least)), ty: crate::types::Dtype::I32, span };
+        let expr = tir::TExpr { kind: TExprKind::Binary(crate::syntax::ast::BinOp::Ge, Box::new(dim), Box::new(least)), ty: crate::types::Dtype::Bool, span };
+        let mut out = k.clone();
+        out.requires.push(tir::Contract::Pred { expr, text: self.text(k), span });
+        out
+    }
+
+    /// The guard as a `requires` clause reads.
+    pub fn text(&self, k: &Kernel) -> String {
+        format!("{} >= {}", k.dims[self.dim].name, self.at_least)
+    }
+}
+
 /// Alternative block sizes of the row schedule and the row lengths each
 /// serves, `(block, shortest row, longest row)`; the default (`BLOCK`)
 /// serves the rest. Measured on the H100 (bench/RESULTS.md, 2026-11-22):
@@ -52,18 +109,31 @@ pub fn schedule_program(p: &tir::Program, target: &Target) -> Result<Vec<KernelI
 /// faster with 512; at 4096 the three sizes were within a few percent.
 pub const ROW_VARIANTS: &[(u32, i64, i64)] = &[(128, 1, 2048), (512, 16384, i64::MAX)];
 
-/// A kernel's variants, each with the range of its variant key it serves
-/// (`variant_key`): a row schedule at other block sizes (`<kernel>_b<block>`,
-/// by row length), a contraction with smaller tiles (`<kernel>_t<size>`,
-/// by how many default tiles the output has).
-pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<(KernelIr, i64, i64)>, Diagnostic> {
+/// When a matrix-unit variant is chosen: for outputs of at least
+/// `MATRIX_UNIT_MIN_TILES` default (64 x 64) tiles, and for smaller ones
+/// where the sum is at least `MATRIX_UNIT_LONG_SUM` long. Measured on
+/// the H100 (bench/RESULTS.md, 2026-11-24): nano's weight gradient (128 x
+/// 128 summed over 2048 rows) took 97 us on the SIMT `t16` tiles and 52
+/// us on the unit, but nano at batch 128 (every sum 128 long, outputs of
+/// 4 tiles) ran its step 24% slower with the unit's single blocks than
+/// with 64 SIMT blocks.
+pub const MATRIX_UNIT_MIN_TILES: i64 = 33;
+pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
+
+/// A kernel's variants, in the order a launch tries them (the first whose
+/// keys hold the launch's key and whose guard it meets): a contraction on
+/// a matrix unit for long enough sums (`<kernel>_wg` or `<kernel>_mma`)
+/// where the kernel itself admits shorter ones, a contraction with smaller
+/// tiles (`<kernel>_t<size>`, by how many default tiles the output has), a
+/// row schedule at other block sizes (`<kernel>_b<block>`, by row length).
+pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
     if let Schedule::Contraction { .. } = ir.schedule {
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out = Vec::new();
+        let mut out: Vec<Variant> = matrix_unit_variant(k, target, &plan)?.into_iter().collect();
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
-            out.push((v, lo, hi));
+            out.push(Variant { ir: v, keys: (lo, hi), guard: None, any_key_from: None });
         }
         return Ok(out);
     }
@@ -75,9 +145,32 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
-        out.push((v, lo, hi));
+        out.push(Variant { ir: v, keys: (lo, hi), guard: None, any_key_from: None });
     }
     Ok(out)
+}
+
+/// A contraction that runs on CUDA cores because its sum may be shorter
+/// than a matrix unit's bound needs: the first unit that admits it with
+/// the sum at least that long, as a guarded variant (see [`Guard`]).
+fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) -> Result<Option<Variant>, Diagnostic> {
+    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(None) };
+    type Unit = (i64, &'static str, fn(&Kernel, &Target, &contraction::Plan) -> bool, fn(&Kernel, &Target, contraction::Plan) -> Result<KernelIr, Diagnostic>);
+    let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), (tensor_core::MIN_K, "mma", tensor_core::admits, tensor_core::schedule)];
+    for (min_k, suffix, admits, schedule) in units {
+        if k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min_k) {
+            continue;
+        }
+        let guard = Guard { dim, at_least: min_k };
+        let guarded = guard.kernel(k);
+        let Some(gplan) = contraction::detect(&guarded) else { continue };
+        if admits(&guarded, target, &gplan) {
+            let mut ir = schedule(&guarded, target, gplan)?;
+            ir.name = format!("{}_{}", k.name, suffix);
+            return Ok(Some(Variant { ir, keys: (MATRIX_UNIT_MIN_TILES, i64::MAX), guard: Some(guard), any_key_from: Some(MATRIX_UNIT_LONG_SUM) }));
+        }
+    }
+    Ok(None)
 }
 
 pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {

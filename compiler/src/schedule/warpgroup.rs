@@ -69,11 +69,51 @@ const RING_STAGES: u32 = 4;
 /// (`SBO`).
 const LBO: u32 = 64;
 const SBO: u32 = BK * 8;
-/// B's ring: rows of core matrices along N `SBO_B` apart, 16 bytes more
-/// than their data, so that the 16-byte runs of one row of B which
-/// neighbouring threads copy (a coalesced read: consecutive n) land on
-/// distinct banks (with `SBO` all would share the same four).
-const SBO_B: u32 = SBO + 8;
+/// The ring of an operand whose contiguous axis is m or n (B as it lies
+/// in memory, A of `x^T w`): rows of core matrices `SBO_PADDED` apart, 16
+/// bytes more than their data, so that the 16-byte runs of one row of
+/// the operand which neighbouring threads copy (a coalesced read:
+/// consecutive m or n) land on distinct banks (with `SBO` all would share
+/// the same four). Where k is contiguous the runs fill core matrices in
+/// position order and need no padding.
+const SBO_PADDED: u32 = SBO + 8;
+
+/// An operand's slab as the unit reads it: its shared array, where slab
+/// `at` begins, and the layout (k along a core matrix's rows where k is
+/// the operand's contiguous axis, so the instruction reads it as it lies;
+/// else along m or n, the instruction's transpose bit).
+#[derive(Clone)]
+struct UnitSlab {
+    tile: SharedId,
+    at: IExpr,
+    layout: SlabLayout,
+}
+
+impl UnitSlab {
+    /// The unit's view of 16 k of this slab, `step` elements past its
+    /// start; for A, the rows of warpgroup `wg` (`WG_ROWS` a warpgroup).
+    fn operand(&self, wg: Option<&IExpr>, step: i64) -> WgOperand {
+        let SlabLayout::Cores { lbo, sbo, k_inner } = self.layout else { unreachable!("the unit reads core-matrix slabs") };
+        let rows = match wg {
+            Some(wg) => self.at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * sbo as i64))),
+            None => self.at.clone(),
+        };
+        WgOperand { tile: self.tile, base: rows.add(IExpr::c(step)), lbo: lbo as i64, sbo: sbo as i64, k_inner }
+    }
+}
+
+/// The ring layout of an operand `width` wide along m or n: its core
+/// matrices' orientation follows the operand's contiguous axis, and rows
+/// of them are padded (`SBO_PADDED`) where that axis is m or n and
+/// `padded` asks for it. Returns the layout and a stage's length in
+/// elements. A (`x^T` of `x^T gy`) is left unpadded: its copies then meet
+/// on four banks, but with the warpgroup's row offset beside the padding
+/// the race queries of its ring took 276 s of solver time (25 s
+/// unpadded); B's have no such offset.
+fn ring_layout(k_contiguous: bool, width: u32, padded: bool) -> (SlabLayout, u32) {
+    let sbo = if k_contiguous || !padded { SBO } else { SBO_PADDED };
+    (SlabLayout::Cores { lbo: LBO, sbo, k_inner: k_contiguous }, width / 8 * sbo)
+}
 
 /// `(row, column)` of the element of a warpgroup's 64 x n accumulator in
 /// register `reg` of thread `t` of the warpgroup (PTX ISA, "wgmma
@@ -102,7 +142,7 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 /// part_1`, the order of `ReductionOrder::MatrixUnit` (a promotion per
 /// group), in one pass that updates every running sum (the slab loop's
 /// reduction check refutes one that skips some).
-fn slab_instructions(b: &mut Builder, (a, a_at): (SharedId, IExpr), (bt, b_at, b_sbo): (SharedId, IExpr, u32), wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
+fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
     let groups = BK as i64 / 16 / PER_PROMOTION;
     let parts: Vec<LocalId> = (0..groups).map(|_| b.local("part", Dtype::F32)).collect();
     let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: N / 2, init: None }).collect();
@@ -111,9 +151,8 @@ fn slab_instructions(b: &mut Builder, (a, a_at): (SharedId, IExpr), (bt, b_at, b
         for j in 0..PER_PROMOTION {
             // Instruction i of the slab: its 16 k start 2 core matrices
             // (2 LBO) after the previous one's.
-            let step = IExpr::c((group as i64 * PER_PROMOTION + j) * 2 * LBO as i64);
-            let a_op = WgOperand { tile: a, base: a_at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * SBO as i64))).add(step.clone()), lbo: LBO as i64, sbo: SBO as i64, k_inner: true };
-            let b_op = WgOperand { tile: bt, base: b_at.clone().add(step), lbo: LBO as i64, sbo: b_sbo as i64, k_inner: false };
+            let step = (group as i64 * PER_PROMOTION + j) * 2 * LBO as i64;
+            let (a_op, b_op) = (a.operand(Some(wg), step), bt.operand(None, step));
             out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
         }
     }
@@ -136,12 +175,19 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
     let (mext, next, kext) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent), extent_expr(k.vars[p.kvar].extent));
-    let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: true };
-    let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false };
-    let (a_stage, b_stage) = ((BM * BK) as i64, (BN / 8 * SBO_B) as i64);
-    let a_ring = b.shared("a_ring", ty, RING_STAGES * BM * BK);
-    let b_ring = b.shared_padded("b_ring", ty, RING_STAGES * BN / 8, SBO, SBO_B);
-    let b_ring_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO_B, k_inner: false };
+    // The element path's slabs: unpadded (its loader walks them in
+    // position order); the ring's: see `ring_layout`.
+    let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.a_k_contiguous };
+    let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.b_k_contiguous };
+    let (a_ring_layout, a_stage) = ring_layout(p.a_k_contiguous, BM, false);
+    let (b_ring_layout, b_stage) = ring_layout(p.b_k_contiguous, BN, true);
+    let ring = |b: &mut Builder, name: &str, layout: SlabLayout, width: u32| match layout {
+        SlabLayout::Cores { sbo, .. } if sbo != SBO => b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, sbo),
+        _ => b.shared(name, ty, RING_STAGES * width * BK),
+    };
+    let a_ring = ring(&mut b, "a_ring", a_ring_layout, BM);
+    let b_ring = ring(&mut b, "b_ring", b_ring_layout, BN);
+    let (a_stage, b_stage) = (a_stage as i64, b_stage as i64);
     let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
@@ -158,12 +204,14 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // The vector path, over a ring of copies (`copy_ring`): three slabs
     // in flight while the unit works on the stage of slab k0.
     let mut pipelined = Vec::new();
-    let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
+    let va = VectorSlab::new(&mut b, t, a_ring_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
     let vb = VectorSlab::new(&mut b, t, b_ring_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
             let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
-                slab_instructions(b, (a_ring, at.clone().mul(IExpr::c(a_stage))), (b_ring, at.mul(IExpr::c(b_stage)), SBO_B), &wg, acc)
+                let a = UnitSlab { tile: a_ring, at: at.clone().mul(IExpr::c(a_stage)), layout: a_ring_layout };
+                let bt = UnitSlab { tile: b_ring, at: at.mul(IExpr::c(b_stage)), layout: b_ring_layout };
+                slab_instructions(b, &a, &bt, &wg, acc)
             });
             Some((va, vb, ring))
         }
@@ -184,7 +232,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
-    kbody.extend(slab_instructions(&mut b, (a_el, IExpr::c(0)), (b_el, IExpr::c(0), SBO), &wg, acc));
+    let (a, bt) = (UnitSlab { tile: a_el, at: IExpr::c(0), layout: a_layout }, UnitSlab { tile: b_el, at: IExpr::c(0), layout: b_layout });
+    kbody.extend(slab_instructions(&mut b, &a, &bt, &wg, acc));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
@@ -283,7 +332,7 @@ mod tests {
         // of one row of B (a coalesced read), and a quarter warp's eight
         // land on eight distinct 16-byte bank groups of the padded layout;
         // every run's place is its own.
-        let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO_B, k_inner: false };
+        let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO_PADDED, k_inner: false };
         let mut seen = std::collections::HashSet::new();
         for l in 0..(BN * BK / VECTOR) as i64 {
             let (x, kk) = VectorSlab::place(layout, false, BN, BK, IExpr::c(l));

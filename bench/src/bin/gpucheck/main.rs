@@ -190,7 +190,7 @@ fn model_check(dev: &Device, size: tokitai_runtime::moe::config::Size, batch: us
 /// The kernels of examples/ops (read from the working tree) with their
 /// schedules for the runtime's target: the kernel and every variant, since
 /// a launch may run any of them.
-fn schedules() -> Vec<(tokitai_compiler::tir::Kernel, Vec<tokitai_compiler::kir::KernelIr>)> {
+fn schedules() -> Vec<(String, Vec<(tokitai_compiler::tir::Kernel, tokitai_compiler::kir::KernelIr)>)> {
     use tokitai_compiler::{driver, schedule, span::SourceFile, target::Target};
     let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("examples/ops") else { return out };
@@ -202,9 +202,11 @@ fn schedules() -> Vec<(tokitai_compiler::tir::Kernel, Vec<tokitai_compiler::kir:
         let Some(program) = driver::check_source(&SourceFile::new(f.display().to_string(), text)).program else { continue };
         let Ok(irs) = schedule::schedule_program(&program, &target) else { continue };
         for (k, ir) in program.kernels.into_iter().zip(irs) {
-            let mut all = vec![ir.clone()];
-            all.extend(schedule::schedule_variants(&k, &target, &ir).unwrap_or_default().into_iter().map(|v| v.0));
-            out.push((k, all));
+            // Each with the kernel as it is proved (a guarded variant's
+            // `requires` holds its guard).
+            let mut all: Vec<_> = schedule::schedule_variants(&k, &target, &ir).unwrap_or_default().into_iter().map(|v| (v.kernel(&k), v.ir)).collect();
+            all.insert(0, (k.clone(), ir));
+            out.push((k.name.clone(), all));
         }
     }
     out
@@ -213,10 +215,10 @@ fn schedules() -> Vec<(tokitai_compiler::tir::Kernel, Vec<tokitai_compiler::kir:
 /// The bound of each output at these dims for the schedule the runtime
 /// launches there (`launched`, by name); the largest over the kernel's
 /// schedules if none has that name.
-fn bounds_at(k: &tokitai_compiler::tir::Kernel, irs: &[tokitai_compiler::kir::KernelIr], dims: &[i64], launched: &str) -> Vec<(String, f64, f64)> {
+fn bounds_at(schedules: &[(tokitai_compiler::tir::Kernel, tokitai_compiler::kir::KernelIr)], dims: &[i64], launched: &str) -> Vec<(String, f64, f64)> {
     use tokitai_compiler::accuracy::{analyze_at, envelope_of};
-    let chosen: Vec<_> = irs.iter().filter(|ir| ir.name == launched).map(|ir| analyze_at(k, ir, dims)).collect();
-    envelope_of(&if chosen.is_empty() { irs.iter().map(|ir| analyze_at(k, ir, dims)).collect() } else { chosen })
+    let chosen: Vec<_> = schedules.iter().filter(|(_, ir)| ir.name == launched).map(|(k, ir)| analyze_at(k, ir, dims)).collect();
+    envelope_of(&if chosen.is_empty() { schedules.iter().map(|(k, ir)| analyze_at(k, ir, dims)).collect() } else { chosen })
 }
 
 /// Every kernel on at least `min_inputs` input values: elements compared,
@@ -256,7 +258,7 @@ fn soundness(dev: &Device, min_inputs: u64, json: Option<String>) -> i32 {
                 }
             };
             let drawn: u64 = case.tensors.iter().zip(k.info.tensors).filter(|(_, t)| t.role != "output").map(|((shape, _), _)| shape.iter().product::<usize>() as u64).sum::<u64>() + case.scalars.len() as u64;
-            let own = sources.iter().find(|(sk, _)| sk.name == k.info.name).map(|(sk, irs)| bounds_at(sk, irs, &case.dims, k.choose(&case.dims).name));
+            let own = sources.iter().find(|(name, _)| name == k.info.name).map(|(_, irs)| bounds_at(irs, &case.dims, k.choose(&case.dims).name));
             let result = match &own {
                 Some(b) => {
                     let b: Vec<(&str, f64, f64)> = b.iter().map(|(n, a, r)| (n.as_str(), *a, *r)).collect();
