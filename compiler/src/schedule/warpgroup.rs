@@ -5,9 +5,11 @@
 //! accumulator of 64 x 128 (64 f32 registers a thread, laid out as
 //! [`acc_element`] says). The k loop walks 64-deep slabs of both operands
 //! in shared memory, stored as the unit's 8 x 8 core matrices without
-//! swizzling (`SlabLayout::Cores`, `kir::WgOperand`): A with k along a
-//! core matrix's rows (as it lies in memory), B with n along them (the
-//! instruction's transpose bit). Per slab each warpgroup issues four
+//! swizzling (`SlabLayout::Cores`, `kir::WgOperand`), each operand as it
+//! lies in memory: k along a core matrix's rows where k is its contiguous
+//! axis (A of `x w`, B of `gy w^T`), else m or n along them (B of `x w`, A
+//! of `x^T gy`; the instruction's transpose bits), so no layout needs a
+//! transpose. Per slab each warpgroup issues four
 //! instructions of 64 x 128 x 16, the unit reading both operands straight
 //! from shared memory (no fragments in registers), two at a time into a
 //! fresh accumulator each (all four back to back, one wait), the two then
