@@ -152,7 +152,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         .iter()
         .zip(&kernels)
         .map(|(k, ir)| (std::borrow::Cow::Borrowed(k), ir))
-        .chain(program.kernels.iter().zip(&variants).flat_map(|(k, vs)| vs.iter().map(move |v| (std::borrow::Cow::Owned(v.kernel(k)), &v.ir))))
+        .chain(program.kernels.iter().zip(&variants).flat_map(|(k, vs)| vs.iter().map(move |v| (v.kernel(k), &v.ir))))
         .collect();
     let entries = irs.iter().zip(&hip).map(|((k, ir), (_, text))| manifest::kernel_entry(k, ir, &source_sha, text, verified)).collect();
     let manifest = manifest::Manifest {

@@ -45,8 +45,9 @@ pub fn fold(f: &Formula, bounds: Bounds) -> Formula {
 pub fn term(t: &Term, bounds: Bounds) -> Term {
     match t {
         Term::Const(_) | Term::Var(_) => t.clone(),
-        Term::Add(a, b) => recompose(term(a, bounds).add(term(b, bounds))),
-        Term::Sub(a, b) => recompose(term(a, bounds).sub(term(b, bounds))),
+        // A whole sum at once: its digits are put back together at its
+        // top, not again at every partial sum inside it.
+        Term::Add(..) | Term::Sub(..) => recompose(sum(t, bounds)),
         Term::Mul(a, b) => term(a, bounds).mul(term(b, bounds)),
         Term::Min(a, b) => term(a, bounds).min(term(b, bounds)),
         Term::Ite(p, a, b) => Term::Ite(Box::new(fold(p, bounds)), Box::new(term(a, bounds)), Box::new(term(b, bounds))),
@@ -58,6 +59,15 @@ pub fn term(t: &Term, bounds: Bounds) -> Term {
             Term::Const(c) if c > 0 => rem(term(x, bounds), c, bounds),
             c => term(x, bounds).rem(c),
         },
+    }
+}
+
+/// A sum's summands folded, the sum itself rebuilt as it was.
+fn sum(t: &Term, bounds: Bounds) -> Term {
+    match t {
+        Term::Add(a, b) => sum(a, bounds).add(sum(b, bounds)),
+        Term::Sub(a, b) => sum(a, bounds).sub(sum(b, bounds)),
+        other => term(other, bounds),
     }
 }
 

@@ -193,8 +193,8 @@ fn dim_text(k: &Kernel, d: Dim) -> String {
 
 /// The kernel's schedule and its variants, each with the kernel as it is
 /// proved (a guarded variant's `requires` holds its guard).
-fn with_kernels<'a>(k: &Kernel, ir: &'a KernelIr, variants: &'a [Variant]) -> Vec<(Kernel, &'a KernelIr)> {
-    std::iter::once((k.clone(), ir)).chain(variants.iter().map(|v| (v.kernel(k), &v.ir))).collect()
+fn with_kernels<'a>(k: &'a Kernel, ir: &'a KernelIr, variants: &'a [Variant]) -> Vec<(std::borrow::Cow<'a, Kernel>, &'a KernelIr)> {
+    std::iter::once((std::borrow::Cow::Borrowed(k), ir)).chain(variants.iter().map(|v| (v.kernel(k), &v.ir))).collect()
 }
 
 /// Each output's derived error bound: the largest `abs` and `rel` over the

@@ -55,19 +55,15 @@ pub struct Variant {
     /// serves, `(least, most)`.
     pub keys: (i64, i64),
     pub guard: Option<Guard>,
-    /// Where the guarded dim is at least this, the variant serves every
-    /// key, not only `keys` (a long sum pays for the unit's larger tiles
-    /// even on a small output).
-    pub any_key_from: Option<i64>,
 }
 
 impl Variant {
     /// The kernel as this variant is proved: with its guard a `requires`
-    /// more.
-    pub fn kernel(&self, k: &Kernel) -> Kernel {
+    /// more (a copy only where it has one).
+    pub fn kernel<'k>(&self, k: &'k Kernel) -> std::borrow::Cow<'k, Kernel> {
         match self.guard {
-            Some(g) => g.kernel(k),
-            None => k.clone(),
+            Some(g) => std::borrow::Cow::Owned(g.kernel(k)),
+            None => std::borrow::Cow::Borrowed(k),
         }
     }
 }
@@ -82,6 +78,10 @@ impl Variant {
 pub struct Guard {
     pub dim: usize,
     pub at_least: i64,
+    /// A choice, not a proof obligation: where the dim is at least this,
+    /// the variant serves every key, not only its `keys` (a long sum pays
+    /// for the unit's larger tiles even on a small output).
+    pub any_key_from: i64,
 }
 
 impl Guard {
@@ -133,7 +133,7 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
-            out.push(Variant { ir: v, keys: (lo, hi), guard: None, any_key_from: None });
+            out.push(Variant { ir: v, keys: (lo, hi), guard: None });
         }
         return Ok(out);
     }
@@ -145,7 +145,7 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
-        out.push(Variant { ir: v, keys: (lo, hi), guard: None, any_key_from: None });
+        out.push(Variant { ir: v, keys: (lo, hi), guard: None });
     }
     Ok(out)
 }
@@ -161,13 +161,13 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) ->
         if k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min_k) {
             continue;
         }
-        let guard = Guard { dim, at_least: min_k };
+        let guard = Guard { dim, at_least: min_k, any_key_from: MATRIX_UNIT_LONG_SUM };
         let guarded = guard.kernel(k);
         let Some(gplan) = contraction::detect(&guarded) else { continue };
         if admits(&guarded, target, &gplan) {
             let mut ir = schedule(&guarded, target, gplan)?;
             ir.name = format!("{}_{}", k.name, suffix);
-            return Ok(Some(Variant { ir, keys: (MATRIX_UNIT_MIN_TILES, i64::MAX), guard: Some(guard), any_key_from: Some(MATRIX_UNIT_LONG_SUM) }));
+            return Ok(Some(Variant { ir, keys: (MATRIX_UNIT_MIN_TILES, i64::MAX), guard: Some(guard) }));
         }
     }
     Ok(None)

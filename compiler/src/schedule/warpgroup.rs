@@ -84,7 +84,6 @@ const SBO_PADDED: u32 = SBO + 8;
 /// `at` begins, and the layout (k along a core matrix's rows where k is
 /// the operand's contiguous axis, so the instruction reads it as it lies;
 /// else along m or n, the instruction's transpose bit).
-#[derive(Clone)]
 struct UnitSlab {
     tile: SharedId,
     at: IExpr,
@@ -104,17 +103,18 @@ impl UnitSlab {
     }
 }
 
-/// The ring layout of an operand `width` wide along m or n: its core
-/// matrices' orientation follows the operand's contiguous axis, and rows
-/// of them are padded (`SBO_PADDED`) where that axis is m or n and
-/// `padded` asks for it. Returns the layout and a stage's length in
-/// elements. A (`x^T` of `x^T gy`) is left unpadded: its copies then meet
-/// on four banks, but with the warpgroup's row offset beside the padding
-/// the race queries of its ring took 276 s of solver time (25 s
-/// unpadded); B's have no such offset.
-fn ring_layout(k_contiguous: bool, width: u32, padded: bool) -> (SlabLayout, u32) {
+/// An operand's ring of `RING_STAGES` slabs, `width` wide along m or n:
+/// its core matrices' orientation follows the operand's contiguous axis,
+/// and rows of them are padded (`SBO_PADDED`) where that axis is m or n
+/// and `padded` asks for it. Returns the shared array, its layout and a
+/// stage's length in elements. A (`x^T` of `x^T gy`) is left unpadded:
+/// its copies then meet on four banks, but with the warpgroup's row
+/// offset beside the padding the race queries of its ring took 276 s of
+/// solver time (25 s unpadded); B's have no such offset.
+fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, padded: bool) -> (SharedId, SlabLayout, i64) {
     let sbo = if k_contiguous || !padded { SBO } else { SBO_PADDED };
-    (SlabLayout::Cores { lbo: LBO, sbo, k_inner: k_contiguous }, width / 8 * sbo)
+    let tile = if sbo == SBO { b.shared(name, ty, RING_STAGES * width * BK) } else { b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, sbo) };
+    (tile, SlabLayout::Cores { lbo: LBO, sbo, k_inner: k_contiguous }, (width / 8 * sbo) as i64)
 }
 
 /// `(row, column)` of the element of a warpgroup's 64 x n accumulator in
@@ -178,18 +178,11 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
     let (mext, next, kext) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent), extent_expr(k.vars[p.kvar].extent));
     // The element path's slabs: unpadded (its loader walks them in
-    // position order); the ring's: see `ring_layout`.
+    // position order); the ring's: see `ring`.
     let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.a_k_contiguous };
     let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.b_k_contiguous };
-    let (a_ring_layout, a_stage) = ring_layout(p.a_k_contiguous, BM, false);
-    let (b_ring_layout, b_stage) = ring_layout(p.b_k_contiguous, BN, true);
-    let ring = |b: &mut Builder, name: &str, layout: SlabLayout, width: u32| match layout {
-        SlabLayout::Cores { sbo, .. } if sbo != SBO => b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, sbo),
-        _ => b.shared(name, ty, RING_STAGES * width * BK),
-    };
-    let a_ring = ring(&mut b, "a_ring", a_ring_layout, BM);
-    let b_ring = ring(&mut b, "b_ring", b_ring_layout, BN);
-    let (a_stage, b_stage) = (a_stage as i64, b_stage as i64);
+    let (a_ring, a_ring_layout, a_stage) = ring(&mut b, "a_ring", ty, p.a_k_contiguous, BM, false);
+    let (b_ring, b_ring_layout, b_stage) = ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, true);
     let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));

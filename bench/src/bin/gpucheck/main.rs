@@ -204,7 +204,7 @@ fn schedules() -> Vec<(String, Vec<(tokitai_compiler::tir::Kernel, tokitai_compi
         for (k, ir) in program.kernels.into_iter().zip(irs) {
             // Each with the kernel as it is proved (a guarded variant's
             // `requires` holds its guard).
-            let mut all: Vec<_> = schedule::schedule_variants(&k, &target, &ir).unwrap_or_default().into_iter().map(|v| (v.kernel(&k), v.ir)).collect();
+            let mut all: Vec<_> = schedule::schedule_variants(&k, &target, &ir).unwrap_or_default().into_iter().map(|v| (v.kernel(&k).into_owned(), v.ir)).collect();
             all.insert(0, (k.clone(), ir));
             out.push((k.name.clone(), all));
         }
