@@ -3,7 +3,9 @@
 dtypes), timed the same way: device events around each call, median of 20
 after 3 warm-up calls. Also the 512 MiB device copy.
 
-Usage: python3 bench/torch_ref.py [--json FILE]
+Usage: python3 bench/torch_ref.py [--json FILE] [--only TEXT ...]
+(--only: just the workloads whose label contains one of the TEXTs, as
+tokitai-bench-kernels --only takes them.)
 """
 import argparse, json, statistics
 import torch
@@ -95,6 +97,7 @@ def workloads():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--only", nargs="+", help="only the workloads whose label contains one of these")
     args = ap.parse_args()
     torch.manual_seed(0)
     nbytes = 512 << 20
@@ -106,6 +109,8 @@ def main():
            "copy_gbs": 2 * nbytes / (copy_ms * 1e-3) / 1e9, "workloads": {}}
     print(f"torch {torch.__version__} on {out['device']}: copy {copy_ms:.3f} ms, {out['copy_gbs']:.0f} GB/s")
     for label, fn in workloads().items():
+        if args.only and not any(o in label for o in args.only):
+            continue
         ms = time_ms(fn)
         out["workloads"][label] = ms
         print(f"{label:<34} {ms:10.4f} ms")

@@ -237,6 +237,41 @@ fn a_swapped_stage_of_the_ring_is_refuted_by_the_ring_obligation_only() {
     assert!(first_refutation(k, &swapped, &cfg).is_none(), "without the ring obligation the swapped ring survives");
 }
 
+/// The warpgroup ring of a k-contiguous operand pads its core matrices
+/// along k (16 bytes after each, so one line of the operand lands on
+/// distinct banks): a unit instruction whose descriptor forgets it (the
+/// core matrices read 128 bytes apart, `lbo` 64, where they lie 144 apart)
+/// reads the padding, and is refuted by the footprint; the first version
+/// of the padded schedule made the same mistake in the instructions' k
+/// offsets, and the verifier refuted it the same way.
+#[test]
+fn a_wgmma_that_ignores_its_operands_padded_stride_is_refuted() {
+    use tokitai_compiler::kir::KStmt;
+    fn unpad(body: &mut [KStmt]) -> usize {
+        let mut n = 0;
+        for s in body {
+            n += match s {
+                KStmt::Wgmma { a, .. } if a.lbo != 64 => {
+                    a.lbo = 64;
+                    1
+                }
+                KStmt::For { body, .. } => unpad(body),
+                KStmt::If { then, els, .. } => unpad(then) + unpad(els),
+                _ => 0,
+            };
+        }
+        n
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let (k, mut ir) = (&arts.program.kernels[i], arts.kernels[i].clone());
+    // (The build proves the kernel as generated.) Four instructions a slab read the padded A ring (the vector path).
+    assert_eq!(unpad(&mut ir.body), 4, "the ring of A (k-contiguous) is padded along k");
+    let refuted = first_refutation(k, &ir, &Config { timeout_ms: 5_000 }).expect("refuted");
+    assert!(refuted.obligation.description.contains("in the data of its rows"), "refuted by {}", refuted.obligation.description);
+}
+
 #[test]
 fn a_removed_wait_or_fence_of_the_warpgroup_unit_is_refuted_by_its_protocol() {
     use tokitai_compiler::verify::mutate::mutants;

@@ -511,9 +511,11 @@ pub(super) fn ring_pipeline(
 /// own slab's group has landed (at most `ahead - 1` younger ones still in
 /// flight), proxy-fences (`proxy_fence`: the unit reads through the
 /// asynchronous proxy), meets the others at its one barrier (after which
-/// nobody reads the stage the last iteration read), starts the copies of
-/// slab k0 + ahead into that stage, commits them, and runs `slab` on the
-/// stage of slab k0. After the loop the thread waits for every copy (the
+/// nobody reads the stage the last iteration read), and runs `slab` on the
+/// stage of slab k0: its first part (the unit's issue), the copies of slab
+/// k0 + ahead into the stage the last iteration read and their commit,
+/// then its second part (the wait and what follows it), so the copies'
+/// issue overlaps the unit's work. After the loop the thread waits for every copy (the
 /// last ones, past K, fill zeros). The ring is marked with its depth and
 /// prologue (`kir::Ring`); when each copy has landed and been published is
 /// derived by the verifier from this loop's commit, wait and barrier
@@ -536,7 +538,7 @@ pub(super) fn copy_ring(
     kvar: VarId,
     proxy_fence: bool,
     mut stmts: Vec<KStmt>,
-    slab: impl FnOnce(&mut Builder, IExpr) -> Vec<KStmt>,
+    slab: impl FnOnce(&mut Builder, IExpr) -> (Vec<KStmt>, Vec<KStmt>),
 ) -> CopyRing {
     let bk = va.bk as i64;
     let ahead = stages as i64 - 1;
@@ -556,10 +558,12 @@ pub(super) fn copy_ring(
     kbody.push(KStmt::Barrier);
     kbody.push(KStmt::LetInt { var: stage_v, value: IExpr::Var(k0).div(IExpr::c(bk)).rem(IExpr::c(stages as i64)) });
     kbody.push(KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(bk)).rem(IExpr::c(stages as i64)) });
+    let (issue, finish) = slab(b, IExpr::Var(stage_v));
+    kbody.extend(issue);
     let refill = IExpr::Var(refill_v);
     let ahead_acc = [va.copy(b, &ahead_k, &refill.clone().mul(IExpr::c(a_stage)), &mut kbody), vb.copy(b, &ahead_k, &refill.mul(IExpr::c(b_stage)), &mut kbody)];
     kbody.push(KStmt::CpAsyncCommit);
-    kbody.extend(slab(b, IExpr::Var(stage_v)));
+    kbody.extend(finish);
     for (v, len) in [(va, a_stage), (vb, b_stage)] {
         b.ir.shared[v.tile].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: ahead as u32, prologue: Some(p) });
     }
@@ -584,12 +588,13 @@ pub const VECTOR: u32 = 8;
 ///
 /// Run `l` of the slab is thread `l % threads`'s run `l / threads`. Runs
 /// follow the operand's contiguous axis; into core matrices with k along
-/// their rows ([`SlabLayout::Cores`], A) eight consecutive runs fill the
-/// eight rows of one core matrix (128 contiguous bytes: a quarter warp's
-/// stores on distinct banks); into core matrices with n along their rows
-/// (B) consecutive runs are consecutive 16-byte pieces of one row of the
-/// operand (coalesced reads), each the row of a different core matrix
-/// (the layout's padded stride spreads them over the banks).
+/// their rows ([`SlabLayout::Cores`], A) unpadded, eight consecutive runs
+/// fill the eight rows of one core matrix (128 contiguous bytes: a
+/// quarter warp's stores on distinct banks); everywhere else consecutive
+/// runs are consecutive 16-byte pieces of one row of the operand
+/// (coalesced reads), each in a different core matrix (the layout's
+/// padded strides, `lbo` along k or `sbo` along m or n, spread them over
+/// the banks).
 pub(super) struct VectorSlab {
     tensor: tir::TensorId,
     o_first: bool,
@@ -642,7 +647,7 @@ impl VectorSlab {
     /// (x, kk) of run `l`'s first element.
     pub(super) fn place(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, l: IExpr) -> (IExpr, IExpr) {
         let w = VECTOR as i64;
-        if let (SlabLayout::Cores { .. }, true) = (layout, k_contiguous) {
+        if let (SlabLayout::Cores { lbo: 64, .. }, true) = (layout, k_contiguous) {
             // Position order: the eight rows of a core matrix, then the
             // core matrices along k, then the next eight along x.
             let kc = bk as i64 / 8;
@@ -664,7 +669,7 @@ impl VectorSlab {
     /// The run that holds slab element (xo, kk): the inverse of `place`.
     fn run_of(&self, xo: IExpr, kk: IExpr) -> IExpr {
         let w = VECTOR as i64;
-        if let (SlabLayout::Cores { .. }, true) = (self.layout, self.k_contiguous) {
+        if let (SlabLayout::Cores { lbo: 64, .. }, true) = (self.layout, self.k_contiguous) {
             // The inverse of `place`'s position order.
             let kc = self.bk as i64 / 8;
             let lo = if self.k_contiguous { xo.clone().rem(IExpr::c(8)) } else { kk.clone().rem(IExpr::c(8)) };
@@ -741,10 +746,10 @@ impl VectorSlab {
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
     fn store_index(&self, r: usize, x: IVar, kk: IVar) -> IExpr {
         match (self.layout, self.k_contiguous) {
-            // Into core matrices along k run l lies at position 8 l
-            // (`place` walks them in position order; a test checks it):
-            // the index is linear in the thread id.
-            (SlabLayout::Cores { .. }, true) => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
+            // Into unpadded core matrices along k run l lies at position
+            // 8 l (`place` walks them in position order; a test checks
+            // it): the index is linear in the thread id.
+            (SlabLayout::Cores { lbo: 64, .. }, true) => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
             _ => self.layout.index(IExpr::Var(x), IExpr::Var(kk)),
         }
     }

@@ -79,6 +79,13 @@ const SBO: u32 = BK * 8;
 /// the same four). Where k is contiguous the runs fill core matrices in
 /// position order and need no padding.
 const SBO_PADDED: u32 = SBO + 8;
+/// The ring of an operand whose contiguous axis is k (A as it lies in
+/// memory, B of `gy w^T`): core matrices along k `LBO_PADDED` apart, 16
+/// bytes more than their data, so that the eight 16-byte runs of one
+/// 128-byte row of the operand (eight core matrices along k) land on
+/// distinct banks; with `LBO` all eight share the same four (measured on
+/// the H100: 8 times the shared-memory wavefronts of the copies).
+const LBO_PADDED: u32 = LBO + 8;
 
 /// An operand's slab as the unit reads it: its shared array, where slab
 /// `at` begins, and the layout (k along a core matrix's rows where k is
@@ -91,10 +98,12 @@ struct UnitSlab {
 }
 
 impl UnitSlab {
-    /// The unit's view of 16 k of this slab, `step` elements past its
-    /// start; for A, the rows of warpgroup `wg` (`WG_ROWS` a warpgroup).
-    fn operand(&self, wg: Option<&IExpr>, step: i64) -> WgOperand {
+    /// The unit's view of the slab's 16 k of instruction `i` (they start
+    /// two core matrices, 2 `lbo`, after the previous instruction's); for
+    /// A, the rows of warpgroup `wg` (`WG_ROWS` a warpgroup).
+    fn operand(&self, wg: Option<&IExpr>, i: i64) -> WgOperand {
         let SlabLayout::Cores { lbo, sbo, k_inner } = self.layout else { unreachable!("the unit reads core-matrix slabs") };
+        let step = i * 2 * lbo as i64;
         let rows = match wg {
             Some(wg) => self.at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * sbo as i64))),
             None => self.at.clone(),
@@ -105,16 +114,27 @@ impl UnitSlab {
 
 /// An operand's ring of `RING_STAGES` slabs, `width` wide along m or n:
 /// its core matrices' orientation follows the operand's contiguous axis,
-/// and rows of them are padded (`SBO_PADDED`) where that axis is m or n
-/// and `padded` asks for it. Returns the shared array, its layout and a
-/// stage's length in elements. A (`x^T` of `x^T gy`) is left unpadded:
-/// its copies then meet on four banks, but with the warpgroup's row
-/// offset beside the padding the race queries of its ring took 276 s of
-/// solver time (25 s unpadded); B's have no such offset.
+/// and, where `padded` asks for it, padded so that the copies of one
+/// 128-byte line of the operand land on distinct banks: where k is the
+/// contiguous axis, core matrices along k `LBO_PADDED` apart (a line is
+/// one row of eight of them), else rows of core matrices `SBO_PADDED`
+/// apart. Returns the shared array, its layout and a stage's length in
+/// elements. A not k-contiguous (`x^T` of `x^T gy`) is left unpadded: its
+/// copies then meet on four banks, but with the warpgroup's row offset
+/// beside the padding the race queries of its ring took 276 s of solver
+/// time (25 s unpadded); B's have no such offset.
 fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, padded: bool) -> (SharedId, SlabLayout, i64) {
-    let sbo = if k_contiguous || !padded { SBO } else { SBO_PADDED };
-    let tile = if sbo == SBO { b.shared(name, ty, RING_STAGES * width * BK) } else { b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, sbo) };
-    (tile, SlabLayout::Cores { lbo: LBO, sbo, k_inner: k_contiguous }, (width / 8 * sbo) as i64)
+    let (lbo, sbo) = match (padded, k_contiguous) {
+        (false, _) => (LBO, SBO),
+        (true, true) => (LBO_PADDED, BK / 8 * LBO_PADDED),
+        (true, false) => (LBO, SBO_PADDED),
+    };
+    let tile = match (lbo, sbo) {
+        (LBO, SBO) => b.shared(name, ty, RING_STAGES * width * BK),
+        (LBO, _) => b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, sbo),
+        _ => b.shared_padded(name, ty, RING_STAGES * width / 8 * (BK / 8), LBO, lbo),
+    };
+    (tile, SlabLayout::Cores { lbo, sbo, k_inner: k_contiguous }, (width / 8 * sbo) as i64)
 }
 
 /// `(row, column)` of the element of a warpgroup's 64 x n accumulator in
@@ -144,27 +164,31 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 /// part_1`, the order of `ReductionOrder::MatrixUnit` (a promotion per
 /// group), in one pass that updates every running sum (the slab loop's
 /// reduction check refutes one that skips some).
-fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, acc: LocalId) -> Vec<KStmt> {
+///
+/// Returned in two parts, the issue (`.0`) and the wait with the
+/// promotion (`.1`): the ring puts its copies of a later slab between
+/// them, so the threads compute the copies' addresses while the unit
+/// works (H100, gemm_f16 4096^3: the copies' issue held about a fifth of
+/// the warps' stall samples when it came before the instructions).
+fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, acc: LocalId) -> (Vec<KStmt>, Vec<KStmt>) {
     let groups = BK as i64 / 16 / PER_PROMOTION;
     let parts: Vec<LocalId> = (0..groups).map(|_| b.local("part", Dtype::F32)).collect();
     let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: N / 2, init: None }).collect();
     out.push(KStmt::WgmmaFence);
     for (group, &part) in parts.iter().enumerate() {
         for j in 0..PER_PROMOTION {
-            // Instruction i of the slab: its 16 k start 2 core matrices
-            // (2 LBO) after the previous one's.
-            let step = (group as i64 * PER_PROMOTION + j) * 2 * LBO as i64;
-            let (a_op, b_op) = (a.operand(Some(wg), step), bt.operand(None, step));
+            let i = group as i64 * PER_PROMOTION + j;
+            let (a_op, b_op) = (a.operand(Some(wg), i), bt.operand(None, i));
             out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
         }
     }
-    out.push(KStmt::WgmmaWait);
+    let mut finish = vec![KStmt::WgmmaWait];
     let r = b.ivar("r");
     let add = |x: VExpr, y: VExpr| VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(x), Box::new(y)), Dtype::F32);
     let get = |arr: LocalId| VExpr::new(VKind::ArrayGet { arr, index: IExpr::Var(r) }, Dtype::F32);
     let sum = parts.iter().fold(get(acc), |running, &part| add(running, get(part)));
-    out.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
-    out
+    finish.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
+    (out, finish)
 }
 
 /// The schedule (see the module's documentation); the caller checked
@@ -181,7 +205,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // position order); the ring's: see `ring`.
     let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.a_k_contiguous };
     let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.b_k_contiguous };
-    let (a_ring, a_ring_layout, a_stage) = ring(&mut b, "a_ring", ty, p.a_k_contiguous, BM, false);
+    let (a_ring, a_ring_layout, a_stage) = ring(&mut b, "a_ring", ty, p.a_k_contiguous, BM, p.a_k_contiguous);
     let (b_ring, b_ring_layout, b_stage) = ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, true);
     let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
@@ -228,7 +252,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
     let (a, bt) = (UnitSlab { tile: a_el, at: IExpr::c(0), layout: a_layout }, UnitSlab { tile: b_el, at: IExpr::c(0), layout: b_layout });
-    kbody.extend(slab_instructions(&mut b, &a, &bt, &wg, acc));
+    let (issue, finish) = slab_instructions(&mut b, &a, &bt, &wg, acc);
+    kbody.extend(issue.into_iter().chain(finish));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
