@@ -45,8 +45,8 @@ pub struct Artifacts {
     pub kernels: Vec<crate::kir::KernelIr>,
     /// (kernel name, HIP text with prelude), the kernels then their variants.
     pub hip: Vec<(String, String)>,
-    /// Per kernel, its variants at other block sizes with the row lengths
-    /// each serves (see `schedule::ROW_VARIANTS`).
+    /// Per kernel, its variants (other block sizes or tiles, a matrix unit
+    /// under a guard), each with the keys it serves (`schedule::Variant`).
     pub variants: Vec<Vec<crate::schedule::Variant>>,
     pub bindings: String,
     pub manifest: manifest::Manifest,

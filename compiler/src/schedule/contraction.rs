@@ -272,6 +272,14 @@ impl SlabLayout {
         Some((group.mul(IExpr::c(8)).add(x_in), chunk.mul(IExpr::c(8)).add(k_in)))
     }
 
+    /// Do the vector loaders fill this slab in position order (run `l` at
+    /// position `8 l`)? Core matrices with k along their rows, back to
+    /// back along k; a padded `lbo` spreads one line of the operand over
+    /// the banks instead, and its runs follow the operand's rows.
+    fn in_position_order(self) -> bool {
+        matches!(self, SlabLayout::Cores { lbo: 64, k_inner: true, .. })
+    }
+
     /// Does k run along the slab's contiguous axis?
     fn k_contiguous(self) -> bool {
         match self {
@@ -515,8 +523,8 @@ pub(super) fn ring_pipeline(
 /// stage of slab k0: its first part (the unit's issue), the copies of slab
 /// k0 + ahead into the stage the last iteration read and their commit,
 /// then its second part (the wait and what follows it), so the copies'
-/// issue overlaps the unit's work. After the loop the thread waits for every copy (the
-/// last ones, past K, fill zeros). The ring is marked with its depth and
+/// issue overlaps the unit's work. After the loop the thread waits for
+/// every copy (the last ones, past K, fill zeros). The ring is marked with its depth and
 /// prologue (`kir::Ring`); when each copy has landed and been published is
 /// derived by the verifier from this loop's commit, wait and barrier
 /// (`verify::protocol::CopyTiming`).
@@ -647,15 +655,12 @@ impl VectorSlab {
     /// (x, kk) of run `l`'s first element.
     pub(super) fn place(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, l: IExpr) -> (IExpr, IExpr) {
         let w = VECTOR as i64;
-        if let (SlabLayout::Cores { lbo: 64, .. }, true) = (layout, k_contiguous) {
+        if layout.in_position_order() {
             // Position order: the eight rows of a core matrix, then the
             // core matrices along k, then the next eight along x.
             let kc = bk as i64 / 8;
-            let l_all = l.clone();
             let (lo, mid, hi) = (l.clone().rem(IExpr::c(8)), l.clone().div(IExpr::c(8)).rem(IExpr::c(kc)), l.div(IExpr::c(8 * kc)));
-            // (B's k digits together are `l % (8 kc)`: one remainder, not
-            // two, which Z3 decides at once where it stalled on the pair.)
-            return if k_contiguous { (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w))) } else { (hi.mul(IExpr::c(w)), l_all.rem(IExpr::c(8 * kc))) };
+            return (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w)));
         }
         let per = (if k_contiguous { bk } else { width } / VECTOR) as i64;
         let (across, along) = (l.clone().div(IExpr::c(per)), l.rem(IExpr::c(per)).mul(IExpr::c(w)));
@@ -669,10 +674,10 @@ impl VectorSlab {
     /// The run that holds slab element (xo, kk): the inverse of `place`.
     fn run_of(&self, xo: IExpr, kk: IExpr) -> IExpr {
         let w = VECTOR as i64;
-        if let (SlabLayout::Cores { lbo: 64, .. }, true) = (self.layout, self.k_contiguous) {
+        if self.layout.in_position_order() {
             // The inverse of `place`'s position order.
             let kc = self.bk as i64 / 8;
-            let lo = if self.k_contiguous { xo.clone().rem(IExpr::c(8)) } else { kk.clone().rem(IExpr::c(8)) };
+            let lo = xo.clone().rem(IExpr::c(8));
             return xo.div(IExpr::c(8)).mul(IExpr::c(8 * kc)).add(kk.div(IExpr::c(8)).mul(IExpr::c(8))).add(lo);
         }
         let per = (if self.k_contiguous { self.bk } else { self.width } / VECTOR) as i64;
@@ -745,12 +750,13 @@ impl VectorSlab {
 
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
     fn store_index(&self, r: usize, x: IVar, kk: IVar) -> IExpr {
-        match (self.layout, self.k_contiguous) {
-            // Into unpadded core matrices along k run l lies at position
-            // 8 l (`place` walks them in position order; a test checks
-            // it): the index is linear in the thread id.
-            (SlabLayout::Cores { lbo: 64, .. }, true) => IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64)),
-            _ => self.layout.index(IExpr::Var(x), IExpr::Var(kk)),
+        if self.layout.in_position_order() {
+            // Run l lies at position 8 l (`place` walks the slab in
+            // position order; a test checks it): the index is linear in
+            // the thread id.
+            IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64))
+        } else {
+            self.layout.index(IExpr::Var(x), IExpr::Var(kk))
         }
     }
 

@@ -76,8 +76,7 @@ const SBO: u32 = BK * 8;
 /// bytes more than their data, so that the 16-byte runs of one row of
 /// the operand which neighbouring threads copy (a coalesced read:
 /// consecutive m or n) land on distinct banks (with `SBO` all would share
-/// the same four). Where k is contiguous the runs fill core matrices in
-/// position order and need no padding.
+/// the same four).
 const SBO_PADDED: u32 = SBO + 8;
 /// The ring of an operand whose contiguous axis is k (A as it lies in
 /// memory, B of `gy w^T`): core matrices along k `LBO_PADDED` apart, 16
@@ -124,15 +123,12 @@ impl UnitSlab {
 /// beside the padding the race queries of its ring took 276 s of solver
 /// time (25 s unpadded); B's have no such offset.
 fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, padded: bool) -> (SharedId, SlabLayout, i64) {
-    let (lbo, sbo) = match (padded, k_contiguous) {
-        (false, _) => (LBO, SBO),
-        (true, true) => (LBO_PADDED, BK / 8 * LBO_PADDED),
-        (true, false) => (LBO, SBO_PADDED),
-    };
-    let tile = match (lbo, sbo) {
-        (LBO, SBO) => b.shared(name, ty, RING_STAGES * width * BK),
-        (LBO, _) => b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, sbo),
-        _ => b.shared_padded(name, ty, RING_STAGES * width / 8 * (BK / 8), LBO, lbo),
+    let (lbo, sbo, tile) = match (padded, k_contiguous) {
+        (false, _) => (LBO, SBO, b.shared(name, ty, RING_STAGES * width * BK)),
+        // Each core matrix padded.
+        (true, true) => (LBO_PADDED, BK / 8 * LBO_PADDED, b.shared_padded(name, ty, RING_STAGES * width / 8 * (BK / 8), LBO, LBO_PADDED)),
+        // Each row of core matrices padded.
+        (true, false) => (LBO, SBO_PADDED, b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, SBO_PADDED)),
     };
     (tile, SlabLayout::Cores { lbo, sbo, k_inner: k_contiguous }, (width / 8 * sbo) as i64)
 }
