@@ -28,7 +28,7 @@
 use super::known::{self, Known, MemSpan};
 use super::judge::{Judge, Verdict};
 use super::count_all;
-use crate::kernels::probe::{probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
+use crate::kernels::probe::{probe_range_bf16, probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
 use crate::launch::{launch_probe, Arg, Bound, KernelDef};
 use crate::abi::tk_rt::Buf;
 use crate::{DType, Device, Error, Result, Tensor};
@@ -305,6 +305,7 @@ fn each_piece(n: usize, mut probe: impl FnMut(usize, usize, usize, usize) -> Res
 fn range_kernel(dtype: DType) -> Option<&'static KernelDef> {
     match dtype {
         DType::F16 => Some(&probe_range_f16::KERNEL),
+        DType::Bf16 => Some(&probe_range_bf16::KERNEL),
         DType::F32 => Some(&probe_range_f32::KERNEL),
         _ => None,
     }
@@ -672,6 +673,24 @@ fn in_lanes(v: &[f64], none: f64, keep: impl Fn(f64, f64) -> f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_float_input_of_a_shipped_kernel_has_a_range_probe() {
+        // A launch whose input no probe reads is unmeasured on the device
+        // (the bf16 contractions were, before probe_range_bf16): every
+        // float dtype a kernel takes must have a probe of its own, whose
+        // input is that dtype.
+        for k in crate::kernels::all() {
+            for t in k.info.tensors.iter().filter(|t| t.role == "input") {
+                let dtype = DType::parse(t.dtype).unwrap_or_else(|| panic!("{}: dtype {}", k.info.name, t.dtype));
+                if !matches!(dtype, DType::F16 | DType::Bf16 | DType::F32) {
+                    continue;
+                }
+                let probe = range_kernel(dtype).unwrap_or_else(|| panic!("{}: no probe reads {} data (input `{}`)", k.info.name, t.dtype, t.name));
+                assert_eq!(probe.info.tensors[0].dtype, t.dtype, "{}: the probe for {} reads {}", k.info.name, t.dtype, probe.info.tensors[0].dtype);
+            }
+        }
+    }
 
     #[test]
     fn pieces_cover_every_element_once_in_rows_the_probes_admit() {
