@@ -273,11 +273,18 @@ impl SlabLayout {
     }
 
     /// Do the vector loaders fill this slab in position order (run `l` at
-    /// position `8 l`)? Core matrices with k along their rows, back to
-    /// back along k; a padded `lbo` spreads one line of the operand over
-    /// the banks instead, and its runs follow the operand's rows.
+    /// position `8 l`, a row of a core matrix)? Core matrices back to
+    /// back along k in unpadded rows: eight consecutive runs then fill one
+    /// 128-byte line of shared memory (eight distinct bank groups), and a
+    /// store's index is linear in the thread id. A padded `lbo` or `sbo`
+    /// spreads one line of the operand over the banks instead, and its
+    /// runs follow the operand's rows. (With m or n along the core
+    /// matrices' rows a warp's runs read 16 bytes of each of 32 rows of
+    /// the operand; walking its rows instead put every run of a quarter
+    /// warp on the same four banks, and a walk that does both took the
+    /// race queries from 25 to 275 s.)
     fn in_position_order(self) -> bool {
-        matches!(self, SlabLayout::Cores { lbo: 64, k_inner: true, .. })
+        matches!(self, SlabLayout::Cores { lbo: 64, sbo, .. } if sbo % 64 == 0)
     }
 
     /// Does k run along the slab's contiguous axis?
@@ -656,11 +663,12 @@ impl VectorSlab {
     pub(super) fn place(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, l: IExpr) -> (IExpr, IExpr) {
         let w = VECTOR as i64;
         if layout.in_position_order() {
-            // Position order: the eight rows of a core matrix, then the
-            // core matrices along k, then the next eight along x.
+            // Position order: the eight rows of a core matrix (eight x
+            // where k runs along them, else eight k), then the core
+            // matrices along k, then the next eight x.
             let kc = bk as i64 / 8;
             let (lo, mid, hi) = (l.clone().rem(IExpr::c(8)), l.clone().div(IExpr::c(8)).rem(IExpr::c(kc)), l.div(IExpr::c(8 * kc)));
-            return (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w)));
+            return if layout.k_contiguous() { (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w))) } else { (hi.mul(IExpr::c(8)), mid.mul(IExpr::c(8)).add(lo)) };
         }
         let per = (if k_contiguous { bk } else { width } / VECTOR) as i64;
         let (across, along) = (l.clone().div(IExpr::c(per)), l.rem(IExpr::c(per)).mul(IExpr::c(w)));
@@ -677,7 +685,7 @@ impl VectorSlab {
         if self.layout.in_position_order() {
             // The inverse of `place`'s position order.
             let kc = self.bk as i64 / 8;
-            let lo = xo.clone().rem(IExpr::c(8));
+            let lo = if self.layout.k_contiguous() { xo.clone().rem(IExpr::c(8)) } else { kk.clone().rem(IExpr::c(8)) };
             return xo.div(IExpr::c(8)).mul(IExpr::c(8 * kc)).add(kk.div(IExpr::c(8)).mul(IExpr::c(8))).add(lo);
         }
         let per = (if self.k_contiguous { self.bk } else { self.width } / VECTOR) as i64;

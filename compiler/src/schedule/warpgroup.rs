@@ -118,9 +118,10 @@ impl UnitSlab {
 /// contiguous axis, core matrices along k `LBO_PADDED` apart (a line is
 /// one row of eight of them), else rows of core matrices `SBO_PADDED`
 /// apart. Returns the shared array, its layout and a stage's length in
-/// elements. A not k-contiguous (`x^T` of `x^T gy`) is left unpadded: its
-/// copies then meet on four banks, but with the warpgroup's row offset
-/// beside the padding the race queries of its ring took 276 s of solver
+/// elements. A not k-contiguous (`x^T` of `x^T gy`) is left unpadded and
+/// filled in position order (`SlabLayout::in_position_order`: a quarter
+/// warp's copies on eight bank groups): with the warpgroup's row offset
+/// beside a padding the race queries of its ring took 276 s of solver
 /// time (25 s unpadded); B's have no such offset.
 fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, padded: bool) -> (SharedId, SlabLayout, i64) {
     let (lbo, sbo, tile) = match (padded, k_contiguous) {
@@ -333,11 +334,9 @@ mod tests {
                 let (x, kk) = layout.element_at(IExpr::c(p)).expect("core layout");
                 assert_eq!(constant(&layout.index(x, kk)), p, "k_inner {} position {}", k_inner, p);
             }
-            if k_inner {
-                for l in 0..(width * BK / VECTOR) as i64 {
-                    let (x, kk) = VectorSlab::place(layout, k_inner, width, BK, IExpr::c(l));
-                    assert_eq!(constant(&layout.index(x, kk)), l * VECTOR as i64, "k_inner {} run {}", k_inner, l);
-                }
+            for l in 0..(width * BK / VECTOR) as i64 {
+                let (x, kk) = VectorSlab::place(layout, k_inner, width, BK, IExpr::c(l));
+                assert_eq!(constant(&layout.index(x, kk)), l * VECTOR as i64, "k_inner {} run {}", k_inner, l);
             }
         }
     }
@@ -365,6 +364,41 @@ mod tests {
                 .collect();
             assert_eq!(banks.len(), 8, "runs {}..{}", quarter, quarter + 8);
         }
+    }
+
+    #[test]
+    fn an_unpadded_m_contiguous_ring_is_filled_a_bank_line_at_a_time() {
+        // A of `x^T gy`: its ring stays unpadded (see `ring`) and its
+        // runs go in position order: a quarter warp's eight fill one
+        // 128-byte line of shared memory (eight distinct 16-byte bank
+        // groups); a warp reads 16 contiguous bytes of each of 32 rows of
+        // the operand.
+        let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false };
+        let runs = (BM * BK / VECTOR) as i64;
+        let places: Vec<(i64, i64)> = (0..runs)
+            .map(|l| {
+                let (x, kk) = VectorSlab::place(layout, false, BM, BK, IExpr::c(l));
+                (constant(&x), constant(&kk))
+            })
+            .collect();
+        for quarter in (0..runs).step_by(8) {
+            let banks: std::collections::HashSet<i64> = (quarter..quarter + 8)
+                .map(|l| {
+                    let (x, kk) = places[l as usize];
+                    constant(&layout.index(IExpr::c(x), IExpr::c(kk))) * 2 / 16 % 8
+                })
+                .collect();
+            assert_eq!(banks.len(), 8, "runs {}..{}", quarter, quarter + 8);
+        }
+        for warp in (0..runs).step_by(32) {
+            let rows: std::collections::BTreeSet<i64> = (warp..warp + 32).map(|l| places[l as usize].1).collect();
+            let xs: std::collections::BTreeSet<i64> = (warp..warp + 32).map(|l| places[l as usize].0).collect();
+            assert_eq!((rows.len(), xs.len()), (32, 1), "warp of run {}", warp);
+        }
+        // A padded ring keeps the walk along the operand's rows.
+        let padded = SlabLayout::Cores { lbo: LBO, sbo: SBO_PADDED, k_inner: false };
+        let (x1, k1) = VectorSlab::place(padded, false, BN, BK, IExpr::c(1));
+        assert_eq!((constant(&x1), constant(&k1)), (VECTOR as i64, 0));
     }
 
     #[test]
