@@ -2,7 +2,10 @@
 """Merge tokitai-bench-kernels' JSON with torch_ref.py's into the Markdown
 table of bench/RESULTS.md.
 
-Usage: python3 bench/report.py OURS.json TORCH.json [--commit SHA] > table.md
+Usage: python3 bench/report.py OURS.json TORCH.json [--triton TRITON.json]
+       [--commit SHA] > table.md
+(--triton: bench/triton_ref.py's timings; contractions then also say how
+they stand against the Triton peer.)
 """
 import argparse, datetime, json
 
@@ -13,8 +16,10 @@ def main():
     ap.add_argument("ours")
     ap.add_argument("torch")
     ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--triton", help="bench/triton_ref.py --json output")
     a = ap.parse_args()
     ours, ref = json.load(open(a.ours)), json.load(open(a.torch))
+    triton = json.load(open(a.triton)) if a.triton else {}
     copy = ours["copy_gbs"]
     print(f"Date {datetime.date.today()}, commit `{a.commit}`, device {ours['device']}, PyTorch {ref['torch']}.")
     print(f"Device copy (512 MiB, read + write) measured in the same call: ours {ours['copy_gbs']:.0f} GB/s, PyTorch {ref['copy_gbs']:.0f} GB/s.\n")
@@ -29,7 +34,9 @@ def main():
         speed = t / w["ms"] if t else float("nan")
         torch_share = (w["bytes"] / (t * 1e-3) / 1e9) / copy if t else float("nan")
         if w["tflops"] > 0:
-            verdict = "recorded (cuBLAS peer)"
+            verdict = f"{100 * speed:.0f}% of cuBLAS" if t else "recorded (cuBLAS peer)"
+            if label in triton:
+                verdict += f", {triton[label] / w['ms']:.2f}x Triton"
         else:
             ok_bw = w["copy_share"] >= MEMORY_BOUND_TARGET
             ok_pt = speed >= 1.0

@@ -15,4 +15,6 @@ echo "gpucheck exit $?"; tail -3 "$OUT/gpucheck.log"; grep -E "FAIL|ERROR" "$OUT
 echo "soundness exit $?"; tail -1 "$OUT/soundness.log"
 ./target/release/tokitai-bench-kernels --json "$OUT/ours.json" 2>&1 | tee "$OUT/bench.log"
 python3 bench/torch_ref.py --json "$OUT/torch.json" 2>&1 | tee -a "$OUT/bench.log"
-python3 bench/report.py "$OUT/ours.json" "$OUT/torch.json" --commit "$commit" > "$OUT/table.md" && cat "$OUT/table.md"
+# The Triton peer of the contractions (autotuned tl.dot, issue 19).
+python3 bench/triton_ref.py --json "$OUT/triton.json" 2>&1 | tee -a "$OUT/bench.log"
+python3 bench/report.py "$OUT/ours.json" "$OUT/torch.json" --triton "$OUT/triton.json" --commit "$commit" > "$OUT/table.md" && cat "$OUT/table.md"

@@ -82,6 +82,13 @@ def workloads():
     gy, wl, xl = rand((4096, 2048), h), rand((2048, 2048), h, -0.125, 0.125), rand((4096, 2048), h)
     w["linear_bwd_x f16 4096x2048x2048"] = (lambda gy=gy, wl=wl: gy @ wl.t())
     w["linear_bwd_w f16 4096x2048x2048"] = (lambda gy=gy, xl=xl: xl.t() @ gy)
+    # The expert layers of the MoE step at batch 4096 (about 2048 rows an
+    # expert), as in tokitai-bench-kernels.
+    for size, d in [("nano", 128), ("tiny", 2048), ("medium", 4096)]:
+        xe, we, be, ge = rand((2048, d), h), rand((d, d), h, -0.125, 0.125), rand(d, h), rand((2048, d), h)
+        w[f"moe {size} linear_fwd 2048x{d}x{d}"] = (lambda xe=xe, we=we, be=be: torch.addmm(be, xe, we))
+        w[f"moe {size} linear_bwd_x 2048x{d}x{d}"] = (lambda ge=ge, we=we: ge @ we.t())
+        w[f"moe {size} linear_bwd_w 2048x{d}x{d}"] = (lambda xe=xe, ge=ge: xe.t() @ ge)
     # cuBLAS through torch.matmul beside our tensor-core schedule (issue 19).
     for dt, name in [(h, "f16"), (torch.bfloat16, "bf16")]:
         shapes = [(4096, 4096, 4096), (16384, 1024, 1024), (4096, 2048, 2048)] if dt == h else [(4096, 4096, 4096)]

@@ -42,6 +42,19 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "linear_fwd f16 4096x2048x2048", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
     Workload { label: "linear_bwd_x f16 4096x2048x2048", kernel: "linear_bwd_x", dims: &[("M", 4096), ("N", 2048), ("K", 2048)] },
     Workload { label: "linear_bwd_w f16 4096x2048x2048", kernel: "linear_bwd_w", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
+    // The expert layers of the MoE step at batch 4096 (top-2 of 4
+    // experts: about 2048 rows an expert), h = 128 / 2048 / 4096 (nano,
+    // tiny, medium); issue 19's "three linear contractions at the MoE
+    // sizes" (bench/triton_ref.py and torch_ref.py time the same labels).
+    Workload { label: "moe nano linear_fwd 2048x128x128", kernel: "linear_fwd", dims: &[("M", 2048), ("K", 128), ("N", 128)] },
+    Workload { label: "moe nano linear_bwd_x 2048x128x128", kernel: "linear_bwd_x", dims: &[("M", 2048), ("N", 128), ("K", 128)] },
+    Workload { label: "moe nano linear_bwd_w 2048x128x128", kernel: "linear_bwd_w", dims: &[("M", 2048), ("K", 128), ("N", 128)] },
+    Workload { label: "moe tiny linear_fwd 2048x2048x2048", kernel: "linear_fwd", dims: &[("M", 2048), ("K", 2048), ("N", 2048)] },
+    Workload { label: "moe tiny linear_bwd_x 2048x2048x2048", kernel: "linear_bwd_x", dims: &[("M", 2048), ("N", 2048), ("K", 2048)] },
+    Workload { label: "moe tiny linear_bwd_w 2048x2048x2048", kernel: "linear_bwd_w", dims: &[("M", 2048), ("K", 2048), ("N", 2048)] },
+    Workload { label: "moe medium linear_fwd 2048x4096x4096", kernel: "linear_fwd", dims: &[("M", 2048), ("K", 4096), ("N", 4096)] },
+    Workload { label: "moe medium linear_bwd_x 2048x4096x4096", kernel: "linear_bwd_x", dims: &[("M", 2048), ("N", 4096), ("K", 4096)] },
+    Workload { label: "moe medium linear_bwd_w 2048x4096x4096", kernel: "linear_bwd_w", dims: &[("M", 2048), ("K", 4096), ("N", 4096)] },
     // The tensor-core schedule (issue 19): the sizes of perf.md's GEMMs.
     Workload { label: "matmul_f16 tc 4096^3", kernel: "matmul_f16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
     Workload { label: "matmul_f16 tc 16384x1024x1024", kernel: "matmul_f16", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
