@@ -339,3 +339,27 @@ fn a_late_or_missing_copy_wait_is_refuted_by_the_copy_windows() {
     assert_eq!(dropped.len(), 16, "{:?}", dropped);
     assert!(dropped.iter().all(|d| d.contains("in bounds") || d.contains("within")), "{:?}", dropped);
 }
+
+/// The wide promotion (`gemm_f16_wg4`: a slab's four instructions chained
+/// through the unit before each promotion) is proved under its guard, sums
+/// of at least 192, and not without it: its height, 128 + K / 64, exceeds
+/// a sequential sum's K at the K = 128 the kernel itself admits, so against
+/// the unguarded kernel its tolerance cannot be shown. The guard is what
+/// makes the claim, not a choice of speed.
+#[test]
+fn the_wide_promotion_is_proved_only_under_its_guard() {
+    use tokitai_compiler::verify::tolerance::tolerance_proofs;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let k = &arts.program.kernels[i];
+    let wide = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_wg4").expect("a wide-promotion variant");
+    assert_eq!(wide.guard.map(|g| g.at_least), Some(192));
+    let cfg = Config { timeout_ms: 5_000 };
+    let guarded = tolerance_proofs(&wide.kernel(k), &wide.ir, &cfg);
+    assert!(!guarded.is_empty() && guarded.iter().all(|o| o.outcome.is_proved()), "under its guard: {:?}", guarded.iter().map(|o| &o.outcome).collect::<Vec<_>>());
+    let unguarded = tolerance_proofs(k, &wide.ir, &cfg);
+    assert!(unguarded.iter().any(|o| !o.outcome.is_proved()), "the wide promotion's tolerance holds for K >= 128 too: the guard would be needless");
+    // The kernel's own schedule (two instructions a promotion) holds there.
+    assert!(tolerance_proofs(k, &arts.kernels[i], &cfg).iter().all(|o| o.outcome.is_proved()));
+}

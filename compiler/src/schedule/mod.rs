@@ -127,9 +127,14 @@ pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
 /// tiles (`<kernel>_t<size>`, by how many default tiles the output has), a
 /// row schedule at other block sizes (`<kernel>_b<block>`, by row length).
 pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
+    if let Schedule::Warpgroup { .. } = ir.schedule {
+        // On the unit already: the wide promotion for long enough sums.
+        let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
+        return Ok(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?.into_iter().collect());
+    }
     if let Schedule::Contraction { .. } = ir.schedule {
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = matrix_unit_variant(k, target, &plan)?.into_iter().collect();
+        let mut out: Vec<Variant> = matrix_unit_variant(k, target, &plan)?;
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
@@ -152,9 +157,11 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
 
 /// A contraction that runs on CUDA cores because its sum may be shorter
 /// than a matrix unit's bound needs: the first unit that admits it with
-/// the sum at least that long, as a guarded variant (see [`Guard`]).
-fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) -> Result<Option<Variant>, Diagnostic> {
-    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(None) };
+/// the sum at least that long, as a guarded variant (see [`Guard`]); on
+/// the warpgroup unit also its wide promotion for longer sums, tried
+/// first.
+fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) -> Result<Vec<Variant>, Diagnostic> {
+    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(Vec::new()) };
     type Unit = (i64, &'static str, fn(&Kernel, &Target, &contraction::Plan) -> bool, fn(&Kernel, &Target, contraction::Plan) -> Result<KernelIr, Diagnostic>);
     let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), (tensor_core::MIN_K, "mma", tensor_core::admits, tensor_core::schedule)];
     for (min_k, suffix, admits, schedule) in units {
@@ -165,12 +172,37 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) ->
         let guarded = guard.kernel(k);
         let Some(gplan) = contraction::detect(&guarded) else { continue };
         if admits(&guarded, target, &gplan) {
+            let keys = (MATRIX_UNIT_MIN_TILES, i64::MAX);
+            let mut out: Vec<Variant> = if suffix == "wg" { wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?.into_iter().collect() } else { Vec::new() };
             let mut ir = schedule(&guarded, target, gplan)?;
             ir.name = format!("{}_{}", k.name, suffix);
-            return Ok(Some(Variant { ir, keys: (MATRIX_UNIT_MIN_TILES, i64::MAX), guard: Some(guard) }));
+            out.push(Variant { ir, keys, guard: Some(guard) });
+            return Ok(out);
         }
     }
-    Ok(None)
+    Ok(Vec::new())
+}
+
+/// The warpgroup schedule with one promotion a slab (`<kernel>_wg4`,
+/// `warpgroup::MIN_K_WIDE`), guarded by the sum's length, for a kernel
+/// on the unit (or with a unit variant) whose sums may be shorter; none
+/// where every sum is that long already (the kernel's own schedule
+/// promotes so) or none can be.
+fn wide_promotion_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, keys: (i64, i64), any_key_from: i64) -> Result<Option<Variant>, Diagnostic> {
+    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(None) };
+    let min = warpgroup::MIN_K_WIDE;
+    if crate::accuracy::dim_bounds(k, dim).0 >= min || k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min) {
+        return Ok(None);
+    }
+    let guard = Guard { dim, at_least: min, any_key_from };
+    let guarded = guard.kernel(k);
+    let Some(gplan) = contraction::detect(&guarded) else { return Ok(None) };
+    if !warpgroup::admits(&guarded, target, &gplan) {
+        return Ok(None);
+    }
+    let mut ir = warpgroup::schedule(&guarded, target, gplan)?;
+    ir.name = format!("{}_wg4", k.name);
+    Ok(Some(Variant { ir, keys, guard: Some(guard) }))
 }
 
 pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {

@@ -17,7 +17,10 @@
 //! instructions (`ReductionOrder::MatrixUnit { k: 16,
 //! per_promotion: 2 }`, whose bound the tolerance proof derives from the
 //! unit's named assumption; it holds only for sums of at least
-//! [`MIN_K`]).
+//! [`MIN_K`]). Where every sum is at least [`MIN_K_WIDE`] long (the
+//! kernel's `requires`, or the guard of its `_wg4` variant) all four go
+//! into one fresh accumulator, promoted once a slab (`per_promotion: 4`):
+//! half the adds and 64 registers fewer.
 //!
 //! Where both operands' rows are whole 16-byte runs and their buffers
 //! 16-byte aligned (decided once per launch, in the kernel), the slabs
@@ -54,6 +57,13 @@ use crate::types::Dtype;
 /// tolerance below this (contracts::fp::matrix_unit::heights(K, 16, 2)
 /// is 66 at K = 64, 68 at 128).
 pub const MIN_K: i64 = 128;
+/// The shortest sum promoted once per slab (all four instructions chained
+/// through the unit, `WIDE_PROMOTION`): the height is 128 + K / 64, within
+/// a sequential sum's K from K = 131 on; 192 is three slabs. Half the
+/// promotion's adds and one fresh accumulator (64 registers) instead of
+/// two: measured on the H100 (bench/RESULTS.md, 2026-11-24), gemm_f16
+/// 4096^3 308 -> 336 TFLOP/s.
+pub const MIN_K_WIDE: i64 = 192;
 
 const BM: u32 = 128;
 const BN: u32 = 128;
@@ -61,8 +71,10 @@ const BK: u32 = 64;
 /// Instructions 64 x N x 16; a warpgroup's rows.
 const N: u32 = 128;
 const WG_ROWS: i64 = 64;
-/// Instructions per promotion into the running sums.
+/// Instructions per promotion into the running sums: two for sums from
+/// `MIN_K` on, a slab's four for sums from `MIN_K_WIDE` on.
 const PER_PROMOTION: i64 = 2;
+const WIDE_PROMOTION: i64 = 4;
 /// Stages of the copy ring: three slabs in flight while the unit works on
 /// a fourth (4 x 32 KB of shared memory).
 const RING_STAGES: u32 = 4;
@@ -167,14 +179,14 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 /// them, so the threads compute the copies' addresses while the unit
 /// works (H100, gemm_f16 4096^3: the copies' issue held about a fifth of
 /// the warps' stall samples when it came before the instructions).
-fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, acc: LocalId) -> (Vec<KStmt>, Vec<KStmt>) {
-    let groups = BK as i64 / 16 / PER_PROMOTION;
+fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, acc: LocalId, per_promotion: i64) -> (Vec<KStmt>, Vec<KStmt>) {
+    let groups = BK as i64 / 16 / per_promotion;
     let parts: Vec<LocalId> = (0..groups).map(|_| b.local("part", Dtype::F32)).collect();
     let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: N / 2, init: None }).collect();
     out.push(KStmt::WgmmaFence);
     for (group, &part) in parts.iter().enumerate() {
-        for j in 0..PER_PROMOTION {
-            let i = group as i64 * PER_PROMOTION + j;
+        for j in 0..per_promotion {
+            let i = group as i64 * per_promotion + j;
             let (a_op, b_op) = (a.operand(Some(wg), i), bt.operand(None, i));
             out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
         }
@@ -194,7 +206,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
     let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8 };
     let mut b = Builder::new(k, target, Schedule::Warpgroup { bm: BM, bn: BN, bk: BK, n: N }, t.threads());
-    b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: PER_PROMOTION as u32 });
+    let per_promotion = if sums_at_least(k, &p, MIN_K_WIDE) { WIDE_PROMOTION } else { PER_PROMOTION };
+    b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: per_promotion as u32 });
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
     let (mext, next, kext) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent), extent_expr(k.vars[p.kvar].extent));
@@ -227,7 +240,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
             let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
                 let a = UnitSlab { tile: a_ring, at: at.clone().mul(IExpr::c(a_stage)), layout: a_ring_layout };
                 let bt = UnitSlab { tile: b_ring, at: at.mul(IExpr::c(b_stage)), layout: b_ring_layout };
-                slab_instructions(b, &a, &bt, &wg, acc)
+                slab_instructions(b, &a, &bt, &wg, acc, per_promotion)
             });
             Some((va, vb, ring))
         }
@@ -249,7 +262,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
     let (a, bt) = (UnitSlab { tile: a_el, at: IExpr::c(0), layout: a_layout }, UnitSlab { tile: b_el, at: IExpr::c(0), layout: b_layout });
-    let (issue, finish) = slab_instructions(&mut b, &a, &bt, &wg, acc);
+    let (issue, finish) = slab_instructions(&mut b, &a, &bt, &wg, acc, per_promotion);
     kbody.extend(issue.into_iter().chain(finish));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];

@@ -3,13 +3,14 @@
 //! inputs over its domain, outputs poisoned with NaN, against its exact f64
 //! oracle within the declared tolerance.
 //!
-//! Usage: tokitai-gpucheck [--device cuda:0] [--json FILE] [--soundness N | --monitor]
+//! Usage: tokitai-gpucheck [--device cuda:0] [--json FILE] [--only TEXT] [--soundness N | --monitor]
 //! Exit status 0 when every check passes, 1 when one fails, 2 on errors.
 //!
 //! `--soundness N` instead samples every kernel on at least N input values
 //! (random and the domain's edges) and compares every output element with
 //! the error bound the compiler derived (`KernelInfo::bound`, proved within
-//! the tolerance): a table of elements, violations and bound/observed.
+//! the tolerance): a table of elements, violations and bound/observed
+//! (`--only TEXT`: the kernels whose name holds it).
 //!
 //! `--monitor` checks that the contract monitor reaches the same verdict on
 //! the device (probe kernels) as on the host (monitor.rs).
@@ -34,7 +35,7 @@ fn main() {
         std::process::exit(monitor::run(&dev));
     }
     if let Some(n) = opt("--soundness").and_then(|v| v.parse::<u64>().ok()) {
-        std::process::exit(soundness(&dev, n, opt("--json")));
+        std::process::exit(soundness(&dev, n, opt("--json"), opt("--only")));
     }
     // `--only <text>`: the kernels and workloads whose name holds it (and
     // no model check), for runs under compute-sanitizer.
@@ -226,14 +227,14 @@ fn bounds_at(schedules: &[(tokitai_compiler::tir::Kernel, tokitai_compiler::kir:
 /// stronger test; the kernel's envelope `KernelInfo::bound` where the
 /// source is not at hand), and the bound over the observed error at the
 /// element closest to its bound (the tightness).
-fn soundness(dev: &Device, min_inputs: u64, json: Option<String>) -> i32 {
+fn soundness(dev: &Device, min_inputs: u64, json: Option<String>, only: Option<String>) -> i32 {
     let sources = schedules();
     println!("error analysis at each launch's dims for {} kernels of examples/ops", sources.len());
     let mut rows = Vec::new();
     let mut violations_total = 0usize;
     println!("{:<22} {:>10} {:>10} {:>10} {:>16}", "kernel", "inputs", "elements", "violations", "bound/observed");
     for k in kernels::all() {
-        if k.info.bound.is_empty() {
+        if k.info.bound.is_empty() || only.as_deref().is_some_and(|o| !k.info.name.contains(o)) {
             continue;
         }
         let scales: &[i64] = if k.info.schedule.contains("contraction") { &[61, 200, 333] } else { &[61, 333, 1500, 4000] };
