@@ -11,10 +11,13 @@ median of 20 after 3 warm-up calls (the autotuner's own runs come first).
 
 Usage: python3 bench/triton_ref.py [--json FILE] [--only TEXT ...]
 """
-import argparse, json, statistics
+import argparse, json
 import torch
 import triton
 import triton.language as tl
+# The same timing and inputs as PyTorch's side (this directory is on the
+# path when the script runs).
+from torch_ref import rand, time_ms
 
 
 def configs():
@@ -78,22 +81,6 @@ def matmul(a, b, bias=None):
                         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                         HAS_BIAS=bias is not None)
     return c
-
-
-def time_ms(fn, warmup=3, reps=20):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
-def rand(shape, dtype):
-    return (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1).to(dtype)
 
 
 def workloads():
