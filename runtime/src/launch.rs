@@ -211,15 +211,19 @@ mod tests {
 
     #[test]
     fn a_guarded_variant_serves_only_the_launches_its_guard_admits() {
-        // linear_fwd's dims: M, K, N. On the unit from K = 128, for
-        // outputs of at least 33 default tiles or sums of at least 1024.
+        // linear_fwd's dims: M, K, N. On the unit from K = 128 (one
+        // promotion a slab from K = 192), for outputs of at least 33
+        // default tiles or sums of at least 1024.
         let ran = |k: &crate::launch::KernelDef, d: &[i64]| k.choose(d).name;
-        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 2048]), "linear_fwd_wg");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 2048]), "linear_fwd_wg4");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 192, 2048]), "linear_fwd_wg4");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 191, 2048]), "linear_fwd_wg");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 128, 2048]), "linear_fwd_wg");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 127, 2048]), "linear_fwd");
         assert_eq!(ran(&linear_fwd::KERNEL, &[128, 128, 128]), "linear_fwd_t16");
-        assert_eq!(ran(&linear_fwd::KERNEL, &[128, 1024, 128]), "linear_fwd_wg");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[128, 1024, 128]), "linear_fwd_wg4");
         // linear_bwd_w sums over M (dims M, K, N): nano's weight gradient.
-        assert_eq!(ran(&linear_bwd_w::KERNEL, &[2048, 128, 128]), "linear_bwd_w_wg");
+        assert_eq!(ran(&linear_bwd_w::KERNEL, &[2048, 128, 128]), "linear_bwd_w_wg4");
         assert_eq!(ran(&linear_bwd_w::KERNEL, &[100, 128, 128]), "linear_bwd_w_t16");
     }
 }
