@@ -122,8 +122,10 @@ pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
 
 /// A kernel's variants, in the order a launch tries them (the first whose
 /// keys hold the launch's key and whose guard it meets): a contraction on
-/// a matrix unit for long enough sums (`<kernel>_wg` or `<kernel>_mma`)
-/// where the kernel itself admits shorter ones, a contraction with smaller
+/// a matrix unit for long enough sums (`<kernel>_wg4`, then `<kernel>_wg`,
+/// or `<kernel>_mma`) where the kernel itself admits shorter ones (a
+/// kernel on the warpgroup unit itself: `<kernel>_wg4` where its sums may
+/// be shorter than that variant's), a contraction with smaller
 /// tiles (`<kernel>_t<size>`, by how many default tiles the output has), a
 /// row schedule at other block sizes (`<kernel>_b<block>`, by row length).
 pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
