@@ -667,8 +667,15 @@ impl VectorSlab {
             // where k runs along them, else eight k), then the core
             // matrices along k, then the next eight x.
             let kc = bk as i64 / 8;
-            let (lo, mid, hi) = (l.clone().rem(IExpr::c(8)), l.clone().div(IExpr::c(8)).rem(IExpr::c(kc)), l.div(IExpr::c(8 * kc)));
-            return if layout.k_contiguous() { (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w))) } else { (hi.mul(IExpr::c(8)), mid.mul(IExpr::c(8)).add(lo)) };
+            let hi = l.clone().div(IExpr::c(8 * kc));
+            if !layout.k_contiguous() {
+                // The k digits together are `l % (8 kc)`: one remainder,
+                // not two, which Z3 decides at once where it stalled on
+                // the pair.
+                return (hi.mul(IExpr::c(8)), l.rem(IExpr::c(8 * kc)));
+            }
+            let (lo, mid) = (l.clone().rem(IExpr::c(8)), l.div(IExpr::c(8)).rem(IExpr::c(kc)));
+            return (hi.mul(IExpr::c(8)).add(lo), mid.mul(IExpr::c(w)));
         }
         let per = (if k_contiguous { bk } else { width } / VECTOR) as i64;
         let (across, along) = (l.clone().div(IExpr::c(per)), l.rem(IExpr::c(per)).mul(IExpr::c(w)));

@@ -157,28 +157,22 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
     Ok(out)
 }
 
+/// A matrix unit's schedule: the shortest sum its bound holds for, the
+/// variant's name suffix, whether it fits, and the schedule itself.
+type Unit = (i64, &'static str, fn(&Kernel, &Target, &contraction::Plan) -> bool, fn(&Kernel, &Target, contraction::Plan) -> Result<KernelIr, Diagnostic>);
+
 /// A contraction that runs on CUDA cores because its sum may be shorter
 /// than a matrix unit's bound needs: the first unit that admits it with
 /// the sum at least that long, as a guarded variant (see [`Guard`]); on
 /// the warpgroup unit also its wide promotion for longer sums, tried
 /// first.
 fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) -> Result<Vec<Variant>, Diagnostic> {
-    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(Vec::new()) };
-    type Unit = (i64, &'static str, fn(&Kernel, &Target, &contraction::Plan) -> bool, fn(&Kernel, &Target, contraction::Plan) -> Result<KernelIr, Diagnostic>);
+    let keys = (MATRIX_UNIT_MIN_TILES, i64::MAX);
     let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), (tensor_core::MIN_K, "mma", tensor_core::admits, tensor_core::schedule)];
-    for (min_k, suffix, admits, schedule) in units {
-        if k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min_k) {
-            continue;
-        }
-        let guard = Guard { dim, at_least: min_k, any_key_from: MATRIX_UNIT_LONG_SUM };
-        let guarded = guard.kernel(k);
-        let Some(gplan) = contraction::detect(&guarded) else { continue };
-        if admits(&guarded, target, &gplan) {
-            let keys = (MATRIX_UNIT_MIN_TILES, i64::MAX);
-            let mut out: Vec<Variant> = if suffix == "wg" { wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?.into_iter().collect() } else { Vec::new() };
-            let mut ir = schedule(&guarded, target, gplan)?;
-            ir.name = format!("{}_{}", k.name, suffix);
-            out.push(Variant { ir, keys, guard: Some(guard) });
+    for unit in units {
+        if let Some(v) = guarded_variant(k, target, plan, unit, keys, MATRIX_UNIT_LONG_SUM)? {
+            let mut out: Vec<Variant> = if unit.1 == "wg" { wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?.into_iter().collect() } else { Vec::new() };
+            out.push(v);
             return Ok(out);
         }
     }
@@ -189,21 +183,30 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) ->
 /// `warpgroup::MIN_K_WIDE`), guarded by the sum's length, for a kernel
 /// on the unit (or with a unit variant) whose sums may be shorter; none
 /// where every sum is that long already (the kernel's own schedule
-/// promotes so) or none can be.
+/// promotes so).
 fn wide_promotion_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, keys: (i64, i64), any_key_from: i64) -> Result<Option<Variant>, Diagnostic> {
-    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(None) };
-    let min = warpgroup::MIN_K_WIDE;
-    if crate::accuracy::dim_bounds(k, dim).0 >= min || k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min) {
+    if contraction::sums_at_least(k, plan, warpgroup::MIN_K_WIDE) {
         return Ok(None);
     }
-    let guard = Guard { dim, at_least: min, any_key_from };
+    guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, "wg4", warpgroup::admits, warpgroup::schedule), keys, any_key_from)
+}
+
+/// `unit`'s schedule of `k` with the sum at least the unit's shortest as
+/// a guard, named `<kernel>_<suffix>`; none where no sum can be that long
+/// or the unit does not fit.
+fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k, suffix, admits, schedule): Unit, keys: (i64, i64), any_key_from: i64) -> Result<Option<Variant>, Diagnostic> {
+    let tir::Dim::Sym(dim) = k.vars[plan.kvar].extent else { return Ok(None) };
+    if k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min_k) {
+        return Ok(None);
+    }
+    let guard = Guard { dim, at_least: min_k, any_key_from };
     let guarded = guard.kernel(k);
     let Some(gplan) = contraction::detect(&guarded) else { return Ok(None) };
-    if !warpgroup::admits(&guarded, target, &gplan) {
+    if !admits(&guarded, target, &gplan) {
         return Ok(None);
     }
-    let mut ir = warpgroup::schedule(&guarded, target, gplan)?;
-    ir.name = format!("{}_wg4", k.name);
+    let mut ir = schedule(&guarded, target, gplan)?;
+    ir.name = format!("{}_{}", k.name, suffix);
     Ok(Some(Variant { ir, keys, guard: Some(guard) }))
 }
 

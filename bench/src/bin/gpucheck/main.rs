@@ -281,8 +281,9 @@ fn soundness(dev: &Device, min_inputs: u64, json: Option<String>, only: Option<S
                 }
             };
             let drawn: u64 = case.tensors.iter().zip(k.info.tensors).filter(|(_, t)| t.role != "output").map(|((shape, _), _)| shape.iter().product::<usize>() as u64).sum::<u64>() + case.scalars.len() as u64;
-            ran.insert(k.choose(&case.dims).name);
-            let own = if magnitudes { None } else { sources.iter().find(|(name, _)| name == k.info.name).map(|(_, irs)| bounds_at(irs, &case.dims, k.choose(&case.dims).name)) };
+            let chosen = k.choose(&case.dims).name;
+            ran.insert(chosen);
+            let own = if magnitudes { None } else { sources.iter().find(|(name, _)| name == k.info.name).map(|(_, irs)| bounds_at(irs, &case.dims, chosen)) };
             let result = match &own {
                 Some(b) => {
                     let b: Vec<(&str, f64, f64)> = b.iter().map(|(n, a, r)| (n.as_str(), *a, *r)).collect();
