@@ -28,16 +28,34 @@ pub struct Tile {
     pub bk: u32,
     pub tm: u32,
     pub tn: u32,
+    /// Threads beside the tile's own that only copy operands into shared
+    /// memory (a producer warp, `schedule::warpgroup`): they follow the
+    /// `threads()` that compute, and fill the copy ring alone.
+    pub producer: u32,
 }
 
 impl Tile {
+    /// The threads that compute the tile: `tm x tn` outputs each.
     pub(super) fn threads(self) -> u32 {
         (self.bm / self.tm) * (self.bn / self.tn)
+    }
+    /// The block: the computing threads and the producer's.
+    pub(super) fn block(self) -> u32 {
+        self.threads() + self.producer
+    }
+    /// The threads that issue the ring's copies, `(first thread id,
+    /// count)`: the producer where there is one, else every thread.
+    pub(super) fn copiers(self) -> (u32, u32) {
+        if self.producer > 0 {
+            (self.threads(), self.producer)
+        } else {
+            (0, self.threads())
+        }
     }
 }
 
 /// The default tile: 64 x 64 outputs per block, 4 x 4 per thread.
-pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
+pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0 };
 
 /// Smaller tiles for outputs that the default tile would cover with too few
 /// blocks to fill the device, `(tile, suffix, most default tiles served)`:
@@ -45,8 +63,8 @@ pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
 /// of 16 x 16. Chosen by how many default tiles the output has; measured
 /// in bench/RESULTS.md.
 pub const SMALL_TILES: &[(Tile, &str, i64, i64)] = &[
-    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1 }, "t16", 1, 32),
-    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2 }, "t32", 33, 132),
+    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1, producer: 0 }, "t16", 1, 32),
+    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2, producer: 0 }, "t32", 33, 132),
 ];
 
 pub struct Plan<'k> {
@@ -114,7 +132,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
 }
 
 pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Result<KernelIr, Diagnostic> {
-    let Tile { bm, bn, bk, tm, tn } = t;
+    let Tile { bm, bn, bk, tm, tn, .. } = t;
     let schedule = Schedule::Contraction { bm, bn, bk, tm, tn };
     let mut b = Builder::new(k, target, schedule, t.threads());
     b.ir.reduction_order.insert(p.kvar, ReductionOrder::Sequential);
@@ -348,7 +366,7 @@ pub(super) fn tile_load(
         KStmt::LetInt { var: gk_v, value: k0.clone().add(IExpr::Var(kk_v)) },
         KStmt::If { cond: IExpr::Var(g_v).lt(out_ext.clone()).and(IExpr::Var(gk_v).lt(kext.clone())), then, els: zero },
     ];
-    out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64), step: IExpr::c(t.threads() as i64), unroll: false, body });
+    out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64), step: IExpr::c(t.block() as i64), unroll: false, body });
     Ok(())
 }
 
@@ -531,13 +549,16 @@ pub(super) fn ring_pipeline(
 /// k0 + ahead into the stage the last iteration read and their commit,
 /// then its second part (the wait and what follows it), so the copies'
 /// issue overlaps the unit's work. After the loop the thread waits for
-/// every copy (the last ones, past K, fill zeros). The ring is marked with its depth and
+/// every copy (the last ones, past K, fill zeros). With `computers`, the
+/// threads it names run `slab` (both parts, back to back) while the
+/// others, a producer (`Tile::producer`), issue every copy, in the same
+/// places of the loop. The ring is marked with its depth and
 /// prologue (`kir::Ring`); when each copy has landed and been published is
 /// derived by the verifier from this loop's commit, wait and barrier
 /// (`verify::protocol::CopyTiming`).
 pub(super) struct CopyRing {
-    pub first: [Vec<AccessId>; 2],
-    pub ahead: [Vec<AccessId>; 2],
+    pub first: [Copies; 2],
+    pub ahead: [Copies; 2],
     pub prologue: IVar,
     pub k0: IVar,
     pub lookahead: i64,
@@ -552,15 +573,20 @@ pub(super) fn copy_ring(
     stages: u32,
     kvar: VarId,
     proxy_fence: bool,
+    computers: Option<Cond>,
     mut stmts: Vec<KStmt>,
     slab: impl FnOnce(&mut Builder, IExpr) -> (Vec<KStmt>, Vec<KStmt>),
 ) -> CopyRing {
     let bk = va.bk as i64;
     let ahead = stages as i64 - 1;
     let p = b.ivar("p");
-    let mut pro = Vec::new();
+    let mut copies = Vec::new();
     let at = IExpr::Var(p).div(IExpr::c(bk));
-    let first = [va.copy(b, &IExpr::Var(p), &at.clone().mul(IExpr::c(a_stage)), &mut pro), vb.copy(b, &IExpr::Var(p), &at.mul(IExpr::c(b_stage)), &mut pro)];
+    let first = [va.copy(b, &IExpr::Var(p), &at.clone().mul(IExpr::c(a_stage)), &mut copies), vb.copy(b, &IExpr::Var(p), &at.mul(IExpr::c(b_stage)), &mut copies)];
+    let mut pro = match &computers {
+        Some(c) => vec![KStmt::If { cond: Cond::Not(Box::new(c.clone())), then: copies, els: vec![] }],
+        None => copies,
+    };
     pro.push(KStmt::CpAsyncCommit);
     stmts.push(KStmt::For { var: p, start: IExpr::c(0), end: IExpr::c(ahead * bk), step: IExpr::c(bk), unroll: false, body: pro });
     let k0 = b.ivar("k0");
@@ -574,17 +600,50 @@ pub(super) fn copy_ring(
     kbody.push(KStmt::LetInt { var: stage_v, value: IExpr::Var(k0).div(IExpr::c(bk)).rem(IExpr::c(stages as i64)) });
     kbody.push(KStmt::LetInt { var: refill_v, value: ahead_k.clone().div(IExpr::c(bk)).rem(IExpr::c(stages as i64)) });
     let (issue, finish) = slab(b, IExpr::Var(stage_v));
-    kbody.extend(issue);
     let refill = IExpr::Var(refill_v);
-    let ahead_acc = [va.copy(b, &ahead_k, &refill.clone().mul(IExpr::c(a_stage)), &mut kbody), vb.copy(b, &ahead_k, &refill.mul(IExpr::c(b_stage)), &mut kbody)];
-    kbody.push(KStmt::CpAsyncCommit);
-    kbody.extend(finish);
+    let mut copies = Vec::new();
+    let ahead_acc = [va.copy(b, &ahead_k, &refill.clone().mul(IExpr::c(a_stage)), &mut copies), vb.copy(b, &ahead_k, &refill.mul(IExpr::c(b_stage)), &mut copies)];
+    match computers {
+        // The computing threads run the slab while the producer copies.
+        Some(cond) => {
+            kbody.push(KStmt::If { cond, then: issue.into_iter().chain(finish).collect(), els: copies });
+            kbody.push(KStmt::CpAsyncCommit);
+        }
+        None => {
+            kbody.extend(issue);
+            kbody.extend(copies);
+            kbody.push(KStmt::CpAsyncCommit);
+            kbody.extend(finish);
+        }
+    }
     for (v, len) in [(va, a_stage), (vb, b_stage)] {
         b.ir.shared[v.tile].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: ahead as u32, prologue: Some(p) });
     }
     stmts.push(slab_loop(b, k0, kvar, bk as u32, kbody));
     stmts.push(KStmt::CpAsyncWait { pending: 0 });
     CopyRing { first, ahead: ahead_acc, prologue: p, k0, lookahead: ahead, stmts }
+}
+
+/// The copies of one operand's slab at one place of the kernel: their
+/// read accesses, one a run, or one for all where an unrolled loop over
+/// `run` walks the thread's runs (`Runs::Looped`).
+pub(super) struct Copies {
+    pub accesses: Vec<AccessId>,
+    /// The looped copy's digits `(hi, lo)`: its run is `digit * hi + lo`.
+    pub run: Option<(IVar, IVar)>,
+}
+
+/// A thread's runs of a slab.
+enum Runs {
+    /// Each run's place (x, kk), bound once before the loop.
+    Fixed(Vec<(IVar, IVar)>),
+    /// `count` runs, placed by two unrolled loops at each copy, run
+    /// `digit * hi + lo`: a producer warp copies 32 runs of each operand
+    /// a thread, and one copy site instead of 32 keeps the verifier's
+    /// race pairs few. The digits are chosen so that every index is linear
+    /// in them (`VectorSlab::looped_place`): with one run counter the
+    /// padded layouts' divisions of `lane + 32 run` left Z3 undecided.
+    Looped { count: u32, digit: u32 },
 }
 
 /// Elements per vector of the vectorised slab loader: 16 bytes of 16-bit
@@ -601,7 +660,8 @@ pub const VECTOR: u32 = 8;
 /// multiple of [`VECTOR`] and its buffer 16-byte aligned: the verifier
 /// asks both of every vector read.
 ///
-/// Run `l` of the slab is thread `l % threads`'s run `l / threads`. Runs
+/// Run `l` of the slab is copier `l % threads`'s run `l / threads` (the
+/// copiers: every thread, or a producer's, `Tile::copiers`). Runs
 /// follow the operand's contiguous axis; into core matrices with k along
 /// their rows ([`SlabLayout::Cores`], A) unpadded, eight consecutive runs
 /// fill the eight rows of one core matrix (128 contiguous bytes: a
@@ -621,9 +681,12 @@ pub(super) struct VectorSlab {
     kvar: VarId,
     width: u32,
     bk: u32,
+    /// The copying threads: `threads` of them from thread id `first` on
+    /// (`Tile::copiers`).
+    first: u32,
     threads: u32,
     /// Each run's place in the slab: (x, kk) of its first element.
-    runs: Vec<(IVar, IVar)>,
+    runs: Runs,
     /// The tile's first index along the operand's output axis, and the
     /// extents of that axis and of k.
     origin: IExpr,
@@ -643,20 +706,31 @@ impl VectorSlab {
         let ty = b.ir.shared[tile].ty;
         let along = if k_contiguous { t.bk } else { width };
         let total = width * t.bk / VECTOR;
-        if layout.k_contiguous() != k_contiguous || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || !total.is_multiple_of(t.threads()) {
+        let (first, threads) = t.copiers();
+        if layout.k_contiguous() != k_contiguous || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || !total.is_multiple_of(threads) {
             return None;
         }
-        let mut runs = Vec::new();
-        for r in 0..total / t.threads() {
-            let (x, kk) = (b.ivar("x"), b.ivar("kk"));
-            let l = IExpr::Tid.add(IExpr::c((r * t.threads()) as i64));
-            let (xo, kko) = Self::place(layout, k_contiguous, width, t.bk, l);
-            out.push(KStmt::LetInt { var: x, value: xo });
-            out.push(KStmt::LetInt { var: kk, value: kko });
-            runs.push((x, kk));
-        }
+        let runs = if let Some(digit) = Self::looped_digit(layout, k_contiguous, width, t.bk, threads).filter(|d| t.producer > 0 && (total / threads).is_multiple_of(*d)) {
+            Runs::Looped { count: total / threads, digit }
+        } else {
+            let mut runs = Vec::new();
+            for r in 0..total / threads {
+                let (x, kk) = (b.ivar("x"), b.ivar("kk"));
+                let l = Self::copier(first).add(IExpr::c((r * threads) as i64));
+                let (xo, kko) = Self::place(layout, k_contiguous, width, t.bk, l);
+                out.push(KStmt::LetInt { var: x, value: xo });
+                out.push(KStmt::LetInt { var: kk, value: kko });
+                runs.push((x, kk));
+            }
+            Runs::Fixed(runs)
+        };
         let buf = b.buf(tensor);
-        Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, threads: t.threads(), runs, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
+        Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, first, threads, runs, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
+    }
+
+    /// The thread's place among the copiers that start at thread `first`.
+    fn copier(first: u32) -> IExpr {
+        IExpr::Tid.sub(IExpr::c(first as i64))
     }
 
     /// (x, kk) of run `l`'s first element.
@@ -707,7 +781,7 @@ impl VectorSlab {
     pub(super) fn registers(&self, b: &mut Builder, out: &mut Vec<KStmt>) -> Vec<LocalId> {
         let name = format!("{}_run", b.k.tensors[self.tensor].name);
         let ty = b.ir.shared[self.tile].ty;
-        (0..self.runs.len())
+        (0..self.fixed_runs().len())
             .map(|_| {
                 let run = b.local(&name, ty);
                 out.push(KStmt::DeclArray { arr: run, len: VECTOR, init: None });
@@ -721,7 +795,7 @@ impl VectorSlab {
     /// guard of its own); the reads' access ids, for coverage.
     pub(super) fn fetch(&self, b: &mut Builder, regs: &[LocalId], k_s: &IExpr, out: &mut Vec<KStmt>) -> Vec<AccessId> {
         let mut accesses = Vec::new();
-        for (&(x, kk), &run) in self.runs.iter().zip(regs) {
+        for (&(x, kk), &run) in self.fixed_runs().iter().zip(regs) {
             let (inside, axes, base, access) = self.source(b, (x, kk), k_s, "vector read", out);
             let e = b.ivar("e");
             let ty = b.ir.shared[self.tile].ty;
@@ -736,15 +810,85 @@ impl VectorSlab {
     /// starts at element `at` of the array, asynchronously (`cp.async`;
     /// zeros where a run lies past the operand's end, nothing read
     /// there); the reads' access ids, for coverage.
-    pub(super) fn copy(&self, b: &mut Builder, k_s: &IExpr, at: &IExpr, out: &mut Vec<KStmt>) -> Vec<AccessId> {
+    pub(super) fn copy(&self, b: &mut Builder, k_s: &IExpr, at: &IExpr, out: &mut Vec<KStmt>) -> Copies {
         let mut accesses = Vec::new();
-        for (r, &(x, kk)) in self.runs.iter().enumerate() {
-            let (valid, axes, src, access) = self.source(b, (x, kk), k_s, "asynchronous copy", out);
-            let base = at.clone().add(self.store_index(r, x, kk));
-            out.push(KStmt::CpAsync { arr: self.tile, base, buf: self.buf, src, axes, width: VECTOR, valid, access });
-            accesses.push(access);
+        match &self.runs {
+            Runs::Fixed(runs) => {
+                for (r, &(x, kk)) in runs.iter().enumerate() {
+                    let (valid, axes, src, access) = self.source(b, (x, kk), k_s, "asynchronous copy", out);
+                    let base = at.clone().add(self.store_index(IExpr::c(r as i64), x, kk));
+                    out.push(KStmt::CpAsync { arr: self.tile, base, buf: self.buf, src, axes, width: VECTOR, valid, access });
+                    accesses.push(access);
+                }
+                Copies { accesses, run: None }
+            }
+            &Runs::Looped { count, digit } => {
+                let (hi, lo, x, kk) = (b.ivar("run_hi"), b.ivar("run_lo"), b.ivar("x"), b.ivar("kk"));
+                let (xo, kko, index) = self.looped_place(digit, &IExpr::Var(hi), &IExpr::Var(lo));
+                let mut body = vec![KStmt::LetInt { var: x, value: xo }, KStmt::LetInt { var: kk, value: kko }];
+                let (valid, axes, src, access) = self.source(b, (x, kk), k_s, "asynchronous copy", &mut body);
+                let base = at.clone().add(index.unwrap_or_else(|| self.layout.index(IExpr::Var(x), IExpr::Var(kk))));
+                body.push(KStmt::CpAsync { arr: self.tile, base, buf: self.buf, src, axes, width: VECTOR, valid, access });
+                let inner = KStmt::For { var: lo, start: IExpr::c(0), end: IExpr::c(digit as i64), step: IExpr::c(1), unroll: true, body };
+                out.push(KStmt::For { var: hi, start: IExpr::c(0), end: IExpr::c((count / digit) as i64), step: IExpr::c(1), unroll: true, body: vec![inner] });
+                Copies { accesses: vec![access], run: Some((hi, lo)) }
+            }
         }
-        accesses
+    }
+
+    /// The runs bound once before the loop (the register pipeline's).
+    fn fixed_runs(&self) -> &[(IVar, IVar)] {
+        match &self.runs {
+            Runs::Fixed(runs) => runs,
+            Runs::Looped { .. } => unreachable!("a producer's runs only feed a copy ring"),
+        }
+    }
+
+    /// The low digit's range for looped runs (`Runs::Looped`), where the
+    /// walk allows digits that keep the indices linear: in position order
+    /// the copiers' runs together fill whole rows of core matrices (`bk`
+    /// runs, 8 of x by all of k or all of k by 8 of x); along the
+    /// operand's rows they cover whole rows (`per` runs a row) and a whole
+    /// number of them make eight rows.
+    pub(super) fn looped_digit(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, threads: u32) -> Option<u32> {
+        if layout.in_position_order() {
+            return bk.is_multiple_of(threads).then(|| bk / threads);
+        }
+        let per = if k_contiguous { bk } else { width } / VECTOR;
+        let rows = threads.checked_div(per).filter(|g| *g > 0 && threads.is_multiple_of(per))?;
+        8u32.is_multiple_of(rows).then(|| 8 / rows)
+    }
+
+    /// `(x, kk)` of run `digit * hi + lo` of the copier, as [`place`] puts
+    /// run `l = lane + threads (digit * hi + lo)` (a test checks it), and
+    /// in position order its index (`8 l`), in terms linear in the digits:
+    /// along the rows, `l / per` is `8 hi + rows lo + lane / per`, eight
+    /// rows a `hi`; in position order `l / bk` is `hi`.
+    fn looped_place(&self, digit: u32, hi: &IExpr, lo: &IExpr) -> (IExpr, IExpr, Option<IExpr>) {
+        Self::looped_place_in(self.layout, self.k_contiguous, (self.width, self.bk), (self.first, self.threads), digit, (hi, lo))
+    }
+
+    /// [`looped_place`](Self::looped_place) for a slab `width x bk` in
+    /// `layout` copied by `threads` threads from `first` on.
+    pub(super) fn looped_place_in(layout: SlabLayout, k_contiguous: bool, (width, bk): (u32, u32), (first, threads): (u32, u32), digit: u32, (hi, lo): (&IExpr, &IExpr)) -> (IExpr, IExpr, Option<IExpr>) {
+        let lane = Self::copier(first);
+        let threads = threads as i64;
+        let w = VECTOR as i64;
+        if layout.in_position_order() {
+            let within = lo.clone().mul(IExpr::c(threads)).add(lane.clone());
+            let index = lane.add(hi.clone().mul(IExpr::c(digit as i64)).add(lo.clone()).mul(IExpr::c(threads))).mul(IExpr::c(w));
+            let (x, kk) = if layout.k_contiguous() {
+                (hi.clone().mul(IExpr::c(8)).add(within.clone().rem(IExpr::c(8))), within.div(IExpr::c(8)).mul(IExpr::c(w)))
+            } else {
+                (hi.clone().mul(IExpr::c(8)), within)
+            };
+            return (x, kk, Some(index));
+        }
+        let per = (if k_contiguous { bk } else { width } / VECTOR) as i64;
+        let across = hi.clone().mul(IExpr::c(8)).add(lo.clone().mul(IExpr::c(threads / per))).add(lane.clone().div(IExpr::c(per)));
+        let along = lane.rem(IExpr::c(per)).mul(IExpr::c(w));
+        let (x, kk) = if k_contiguous { (across, along) } else { (along, across) };
+        (x, kk, None)
     }
 
     /// Where in the operand the run at slab `(x, kk)` of slab `k_s` starts
@@ -764,12 +908,12 @@ impl VectorSlab {
     }
 
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
-    fn store_index(&self, r: usize, x: IVar, kk: IVar) -> IExpr {
+    fn store_index(&self, r: IExpr, x: IVar, kk: IVar) -> IExpr {
         if self.layout.in_position_order() {
             // Run l lies at position 8 l (`place` walks the slab in
             // position order; a test checks it): the index is linear in
             // the thread id.
-            IExpr::Tid.add(IExpr::c((r as u32 * self.threads) as i64)).mul(IExpr::c(VECTOR as i64))
+            Self::copier(self.first).add(r.mul(IExpr::c(self.threads as i64))).mul(IExpr::c(VECTOR as i64))
         } else {
             self.layout.index(IExpr::Var(x), IExpr::Var(kk))
         }
@@ -778,8 +922,8 @@ impl VectorSlab {
     /// Write the thread's registers (fetched for the next slab) into the
     /// slab that starts at element `at` of the array (a stage of a ring).
     pub(super) fn store(&self, regs: &[LocalId], at: &IExpr, out: &mut Vec<KStmt>) {
-        for (r, (&(x, kk), &run)) in self.runs.iter().zip(regs).enumerate() {
-            let index = self.store_index(r, x, kk);
+        for (r, (&(x, kk), &run)) in self.fixed_runs().iter().zip(regs).enumerate() {
+            let index = self.store_index(IExpr::c(r as i64), x, kk);
             out.push(KStmt::SharedVecStore { arr: self.tile, base: at.clone().add(index), width: VECTOR, src: run });
         }
     }
@@ -791,14 +935,15 @@ impl VectorSlab {
     /// the element loader's coverage (the last one pushed), whose own case
     /// then holds where vectors are off.
     pub(super) fn cover(&self, b: &mut Builder, on: Cond, first: &[AccessId], ahead: &[AccessId], k0: IVar) {
-        self.cover_ahead(b, on, (first, None), ahead, (k0, 1));
+        let (first, ahead) = (Copies { accesses: first.to_vec(), run: None }, Copies { accesses: ahead.to_vec(), run: None });
+        self.cover_ahead(b, on, (&first, None), &ahead, (k0, 1));
     }
 
     /// [`cover`](Self::cover) for a ring `lookahead` slabs deep: slab j <
     /// lookahead is read by the fetch before the loop (`first`), in
     /// iteration `j * bk` of the prologue loop where there is one; slab j
     /// >= lookahead in the loop's iteration j - lookahead.
-    pub(super) fn cover_ahead(&self, b: &mut Builder, on: Cond, (first, prologue): (&[AccessId], Option<IVar>), ahead: &[AccessId], (k0, lookahead): (IVar, i64)) {
+    pub(super) fn cover_ahead(&self, b: &mut Builder, on: Cond, (first, prologue): (&Copies, Option<IVar>), ahead: &Copies, (k0, lookahead): (IVar, i64)) {
         let Some(cover) = b.ir.coverage.last_mut() else { return };
         let Some(base) = cover.cases.first().cloned() else { return };
         cover.cases[0].when = Cond::Not(Box::new(on.clone()));
@@ -806,23 +951,34 @@ impl VectorSlab {
         let bk = self.bk as i64;
         let l = self.run_of(e_o.rem(IExpr::c(self.width as i64)), e_k.clone().rem(IExpr::c(bk)));
         let threads = self.threads as i64;
-        let tid = l.clone().rem(IExpr::c(threads));
+        let tid = l.clone().rem(IExpr::c(threads)).add(IExpr::c(self.first as i64));
         let blocks: Vec<(Witness, IExpr)> = base.assign.iter().filter(|(wit, _)| matches!(wit, Witness::BlockIdx(_))).cloned().collect();
         let slab = e_k.div(IExpr::c(bk));
         let first_slab = Cond::Lt(slab.clone(), IExpr::c(lookahead));
-        for (r, (&first, &ahead)) in first.iter().zip(ahead).enumerate() {
-            // Only the run that holds the element (when there are several).
-            let this_run = if self.runs.len() == 1 { on.clone() } else { on.clone().and(Cond::Eq(l.clone().div(IExpr::c(threads)), IExpr::c(r as i64))) };
+        for (r, (&first_access, &ahead_access)) in first.accesses.iter().zip(&ahead.accesses).enumerate() {
+            // Only the run that holds the element (when there are several
+            // sites; a looped copy's run is its loop's iteration).
+            let this_run = if first.accesses.len() == 1 { on.clone() } else { on.clone().and(Cond::Eq(l.clone().div(IExpr::c(threads)), IExpr::c(r as i64))) };
+            let digits = |copies: &Copies| {
+                let digit = match self.runs {
+                    Runs::Looped { digit, .. } => digit as i64,
+                    Runs::Fixed(_) => 1,
+                };
+                let run = l.clone().div(IExpr::c(threads));
+                copies.run.map(|(hi, lo)| [(Witness::Var(hi), run.clone().div(IExpr::c(digit))), (Witness::Var(lo), run.rem(IExpr::c(digit)))]).into_iter().flatten()
+            };
             let mut first_assign = blocks.clone();
             first_assign.push((Witness::Tid, tid.clone()));
+            first_assign.extend(digits(first));
             if let Some(p) = prologue {
                 first_assign.push((Witness::Var(p), slab.clone().mul(IExpr::c(bk))));
             }
             let mut ahead_assign = blocks.clone();
             ahead_assign.push((Witness::Tid, tid.clone()));
+            ahead_assign.extend(digits(ahead));
             ahead_assign.push((Witness::Var(k0), slab.clone().sub(IExpr::c(lookahead)).mul(IExpr::c(bk))));
-            cover.cases.push(CoverCase { when: this_run.clone().and(first_slab.clone()), access: first, assign: first_assign });
-            cover.cases.push(CoverCase { when: this_run.and(Cond::Not(Box::new(first_slab.clone()))), access: ahead, assign: ahead_assign });
+            cover.cases.push(CoverCase { when: this_run.clone().and(first_slab.clone()), access: first_access, assign: first_assign });
+            cover.cases.push(CoverCase { when: this_run.and(Cond::Not(Box::new(first_slab.clone()))), access: ahead_access, assign: ahead_assign });
         }
     }
 }

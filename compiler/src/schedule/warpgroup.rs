@@ -75,6 +75,20 @@ const WG_ROWS: i64 = 64;
 /// `MIN_K` on, a slab's four for sums from `MIN_K_WIDE` on.
 const PER_PROMOTION: i64 = 2;
 const WIDE_PROMOTION: i64 = 4;
+/// Threads beside the two warpgroups that only issue the ring's copies
+/// (0: none; the warpgroups copy between their instructions). A producer
+/// warp (32) is scheduled and proved (`Tile::producer`, the looped copies
+/// `contraction::Runs::Looped`, the verifier's warpgroup-uniform
+/// conditions and accumulator owners) but left off: the hand-edited
+/// ablation (bench/RESULTS.md, 2026-11-24) ran 32% faster with no copies
+/// in the loop, yet a block of 288 threads is 9 warps, 3 on some SM
+/// sub-partition, so ptxas caps a thread at 168 registers and the
+/// warpgroups spill (NVRTC sm_90a: 1112 bytes of spill stores for
+/// gemm_f16, 412 for its `_wg4` form; 256 threads allow 255). Turning it
+/// on needs `setmaxnreg` (a whole producer warpgroup, which it works
+/// for) with the producer and the warpgroups in loops of their own,
+/// synchronised by mbarriers instead of the block barrier.
+const PRODUCER: u32 = 0;
 /// Stages of the copy ring: three slabs in flight while the unit works on
 /// a fourth (4 x 32 KB of shared memory).
 const RING_STAGES: u32 = 4;
@@ -204,8 +218,16 @@ fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, a
 /// [`admits`].
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
-    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8 };
-    let mut b = Builder::new(k, target, Schedule::Warpgroup { bm: BM, bn: BN, bk: BK, n: N }, t.threads());
+    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8, producer: PRODUCER };
+    let mut b = Builder::new(k, target, Schedule::Warpgroup { bm: BM, bn: BN, bk: BK, n: N }, t.block());
+    // The two warpgroups that run the unit; the producer warp after them.
+    let computers = (t.producer > 0).then(|| IExpr::Tid.lt(IExpr::c(t.threads() as i64)));
+    // Statements only the computing threads run (all of them, where no
+    // producer is beside them).
+    let computing = |stmts: Vec<KStmt>| match &computers {
+        Some(cond) => vec![KStmt::If { cond: cond.clone(), then: stmts, els: vec![] }],
+        None => stmts,
+    };
     let per_promotion = if sums_at_least(k, &p, MIN_K_WIDE) { WIDE_PROMOTION } else { PER_PROMOTION };
     b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: per_promotion as u32 });
     let s = &k.stmts[0];
@@ -237,7 +259,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let vb = VectorSlab::new(&mut b, t, b_ring_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let vector_path = match (va, vb) {
         (Some(va), Some(vb)) => {
-            let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, pipelined, |b, at| {
+            let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, computers.clone(), pipelined, |b, at| {
                 let a = UnitSlab { tile: a_ring, at: at.clone().mul(IExpr::c(a_stage)), layout: a_ring_layout };
                 let bt = UnitSlab { tile: b_ring, at: at.mul(IExpr::c(b_stage)), layout: b_ring_layout };
                 slab_instructions(b, &a, &bt, &wg, acc, per_promotion)
@@ -263,7 +285,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     kbody.push(KStmt::Barrier);
     let (a, bt) = (UnitSlab { tile: a_el, at: IExpr::c(0), layout: a_layout }, UnitSlab { tile: b_el, at: IExpr::c(0), layout: b_layout });
     let (issue, finish) = slab_instructions(&mut b, &a, &bt, &wg, acc, per_promotion);
-    kbody.extend(issue.into_iter().chain(finish));
+    kbody.extend(computing(issue.into_iter().chain(finish).collect()));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match vector_path {
@@ -300,7 +322,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         KStmt::LetInt { var: gn, value: n0.add(col) },
         KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
     ];
-    body.push(KStmt::unrolled(er_v, N / 2, guarded));
+    body.extend(computing(vec![KStmt::unrolled(er_v, N / 2, guarded)]));
     b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
     b.ir.body = body;
     Ok(b.finish())
@@ -412,6 +434,61 @@ mod tests {
         let padded = SlabLayout::Cores { lbo: LBO, sbo: SBO_PADDED, k_inner: false };
         let (x1, k1) = VectorSlab::place(padded, false, BN, BK, IExpr::c(1));
         assert_eq!((constant(&x1), constant(&k1)), (VECTOR as i64, 0));
+    }
+
+    /// An index term's value for thread `tid` (the terms the loaders
+    /// build: no dims, loads or loop variables).
+    fn eval(e: &IExpr, tid: i64) -> i64 {
+        let two = |a: &IExpr, b: &IExpr| (eval(a, tid), eval(b, tid));
+        match e {
+            IExpr::Const(v) => *v,
+            IExpr::Tid => tid,
+            IExpr::Add(a, b) => two(a, b).0 + two(a, b).1,
+            IExpr::Sub(a, b) => two(a, b).0 - two(a, b).1,
+            IExpr::Mul(a, b) => two(a, b).0 * two(a, b).1,
+            IExpr::Div(a, b) => two(a, b).0 / two(a, b).1,
+            IExpr::Rem(a, b) => two(a, b).0 % two(a, b).1,
+            other => panic!("not an index of the loaders: {:?}", other),
+        }
+    }
+
+    /// A producer warp's threads.
+    const WARP: u32 = 32;
+
+    #[test]
+    fn the_producers_looped_runs_are_the_runs_of_the_walk() {
+        // Each ring the producer warp fills: run digit * hi + lo of lane
+        // t is run l = t + 32 (digit * hi + lo) of the walk (`place`), and
+        // in position order lies at 8 l; every run of the slab is some
+        // lane's.
+        let rings = [
+            (SlabLayout::Cores { lbo: LBO_PADDED, sbo: BK / 8 * LBO_PADDED, k_inner: true }, true, BM),
+            (SlabLayout::Cores { lbo: LBO, sbo: SBO_PADDED, k_inner: false }, false, BN),
+            (SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false }, false, BM),
+        ];
+        let first = BM * BN / 64;
+        for (layout, k_contiguous, width) in rings {
+            let runs = (width * BK / VECTOR) as i64;
+            let digit = VectorSlab::looped_digit(layout, k_contiguous, width, BK, WARP).expect("a digit");
+            let per_lane = runs / WARP as i64;
+            let mut seen = std::collections::HashSet::new();
+            for lane in 0..WARP as i64 {
+                for hi in 0..per_lane / digit as i64 {
+                    for lo in 0..digit as i64 {
+                        let (x, kk, index) = VectorSlab::looped_place_in(layout, k_contiguous, (width, BK), (first, WARP), digit, (&IExpr::c(hi), &IExpr::c(lo)));
+                        let tid = first as i64 + lane;
+                        let l = lane + WARP as i64 * (digit as i64 * hi + lo);
+                        let (px, pk) = VectorSlab::place(layout, k_contiguous, width, BK, IExpr::c(l));
+                        assert_eq!((eval(&x, tid), eval(&kk, tid)), (constant(&px), constant(&pk)), "{:?} lane {} run {}", layout, lane, l);
+                        if let Some(index) = index {
+                            assert_eq!(eval(&index, tid), l * VECTOR as i64, "{:?} run {}", layout, l);
+                        }
+                        assert!(seen.insert(l));
+                    }
+                }
+            }
+            assert_eq!(seen.len() as i64, runs);
+        }
     }
 
     #[test]

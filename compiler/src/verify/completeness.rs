@@ -16,6 +16,15 @@ impl<'a> Gen<'a> {
             let span = r.span.unwrap_or(self.exec.k.span);
             let mut hyps = r.path.clone();
             hyps.extend(r.slot_range.iter().cloned());
+            // An accumulator counts only for the threads that read it: a
+            // producer warp beside the unit's warpgroups never updates the
+            // sums, and never reads them. Every read's thread-only
+            // conditions (`array_readers`; none: every thread reads it).
+            if let Some(readers) = r.owner_of.and_then(|arr| self.exec.array_readers.get(&arr)) {
+                if !readers.is_empty() && !readers.contains(&Formula::True) {
+                    hyps.push(Formula::or(readers.clone()));
+                }
+            }
             let goal = Formula::or(r.set_by.clone());
             let (kind, desc) = if r.accumulator {
                 (ObligationKind::ReductionComplete, format!("every slot of the {} is updated", r.what))

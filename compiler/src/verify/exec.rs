@@ -119,6 +119,9 @@ pub struct SlotRead {
     /// count only when their slot names the loop variable (solved for it).
     pub set_by: Vec<Formula>,
     pub what: String,
+    /// For an accumulator's check, the array: only a thread that reads it
+    /// somewhere needs its every slot (`array_readers`).
+    pub owner_of: Option<LocalId>,
 }
 
 /// A loop over a reduction's range, with its bounds as terms and the path
@@ -142,8 +145,15 @@ pub struct Barrier {
     pub uniform: bool,
     pub why_not: String,
     /// What must be reached: a barrier, or a warp-collective instruction
-    /// (asked the same, which is stronger than it needs).
+    /// (asked the same, which is stronger than it needs, unless `group`).
     pub what: &'static str,
+    /// For a collective instruction of `group.0` consecutive threads (a
+    /// warp, a warpgroup) whose only thread-dependent enclosing
+    /// statements are conditions (no loop bounds), those conditions with
+    /// the path to them: each must take one value across every group,
+    /// which the solver is asked (a warpgroup's `if (tid < 256)` of the
+    /// producer split).
+    pub group: Option<(u32, Vec<Formula>, Vec<Formula>)>,
 }
 
 /// An integer variable id no `KernelIr` uses: the register of a fragment
@@ -190,7 +200,13 @@ pub struct Exec<'a> {
     fresh: usize,
     /// Launch assumptions: dims, ids, requires, index-tensor contracts.
     pub base: Vec<Formula>,
-    cond_stack: Vec<(bool, String)>,
+    /// Each enclosing condition or loop bound: thread-uniform, what it
+    /// is, and for a condition its formula.
+    cond_stack: Vec<(bool, String, Option<Formula>)>,
+    /// For each register array, the thread-only conditions (in tid alone)
+    /// on the path of each of its reads: a thread that reads it meets one
+    /// of them (`completeness`: the threads whose accumulator counts).
+    pub array_readers: HashMap<LocalId, Vec<Formula>>,
     /// Register arrays and their slot writes since their declaration;
     /// `uninit` the arrays declared without a value (whose reads are checked).
     slot_writes: HashMap<LocalId, Vec<SlotWrite>>,
@@ -243,6 +259,7 @@ impl<'a> Exec<'a> {
             fresh: 0,
             base: Vec::new(),
             cond_stack: Vec::new(),
+            array_readers: HashMap::new(),
             slot_writes: HashMap::new(),
             uninit: Default::default(),
             slot_seq: 0,
@@ -494,6 +511,7 @@ impl<'a> Exec<'a> {
                 self.iterm(i);
             }
             VKind::ArrayGet { arr, index } => {
+                self.array_read(*arr);
                 let i = self.iterm(index);
                 let len = self.array_len(*arr);
                 self.record(Target::Array(*arr, len), false, i.clone(), 1, None, None);
@@ -625,7 +643,7 @@ impl<'a> Exec<'a> {
                 // The increment after the last iteration must not overflow.
                 let next = kv.clone().add(st.clone());
                 self.int_op(&next, None, "loop increment");
-                self.cond_stack.push((uniform, format!("loop bounds of `{}`", self.ir.ivars[*var])));
+                self.cond_stack.push((uniform, format!("loop bounds of `{}`", self.ir.ivars[*var]), None));
                 self.loop_stack.push(id);
                 let since = self.slot_seq;
                 self.block(body, body_list);
@@ -644,7 +662,7 @@ impl<'a> Exec<'a> {
                 let uniform = !vars.iter().any(|v| v == TID || v.starts_with("load.")) && !self.depends_on_thread(&vars);
                 let saved = (self.path.len(), self.cover_path.len());
                 let tl = self.new_list(self.lists[list].in_loop);
-                self.cond_stack.push((uniform, "a condition".into()));
+                self.cond_stack.push((uniform, "a condition".into(), Some(f.clone())));
                 self.path.push(f.clone());
                 self.cover_path.push(f.clone());
                 self.block(then, tl);
@@ -677,6 +695,7 @@ impl<'a> Exec<'a> {
                 self.write_slots(*arr, None, *width);
             }
             KStmt::SharedVecStore { arr, base, width, src } => {
+                self.array_read(*src);
                 let t = self.iterm(base);
                 self.record(Target::Shared(*arr), true, t, *width, None, None);
                 self.fresh += 1;
@@ -684,6 +703,7 @@ impl<'a> Exec<'a> {
                 self.read_slot(*src, slot.clone(), vec![slot.within(Term::c(0), Term::c(*width as i64))], None);
             }
             KStmt::VecStore { buf, base, width, access, arr } => {
+                self.array_read(*arr);
                 let t = self.iterm(base);
                 self.record(Target::Global(*buf), true, t, *width, Some(*access), None);
                 self.fresh += 1;
@@ -698,8 +718,8 @@ impl<'a> Exec<'a> {
             }
             KStmt::Barrier => {
                 self.lists[list].barriers.push(index);
-                let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
-                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "barrier" });
+                let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
+                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "barrier", group: None });
             }
             KStmt::FragmentLoad { shape, which, src, dst, dst_at, rows } => {
                 use crate::schedule::tensor_core::{element, loads_rows, registers, tile};
@@ -737,7 +757,7 @@ impl<'a> Exec<'a> {
                 let (len, at) = (self.array_len(*dst), self.iterm(dst_at));
                 self.record(Target::Array(*dst, len), true, at.clone(), n, None, None);
                 self.write_slots(*dst, Some(at), n);
-                self.warp_collective();
+                self.warp_collective(32);
             }
             KStmt::Mma { shape, a, a_at, b, b_at, acc, acc_at } => {
                 use crate::schedule::tensor_core::registers;
@@ -759,7 +779,10 @@ impl<'a> Exec<'a> {
                     self.record(Target::Array(*acc, len), true, t.clone(), 1, None, None);
                     self.write_slots(*acc, Some(t), 1);
                 }
-                self.warp_collective();
+                for arr in [a, b, acc] {
+                    self.array_read(*arr);
+                }
+                self.warp_collective(32);
             }
             KStmt::Wgmma { n, a, b, acc, accumulate } => {
                 // The unit reads every element of both operands' tiles (A
@@ -800,9 +823,13 @@ impl<'a> Exec<'a> {
                 }
                 self.record(Target::Array(*acc, len), true, Term::c(0), slots, None, None);
                 self.write_slots(*acc, Some(Term::c(0)), slots);
-                self.warp_collective();
+                if *accumulate {
+                    self.array_read(*acc);
+                }
+                self.warp_collective(128);
             }
-            KStmt::WgmmaFence | KStmt::WgmmaWait | KStmt::ProxyFence => self.warp_collective(),
+            KStmt::WgmmaFence | KStmt::WgmmaWait => self.warp_collective(128),
+            KStmt::ProxyFence => self.warp_collective(32),
             KStmt::CpAsync { arr, base, buf, src, axes, width, valid, access } => {
                 // The global read happens only where `valid` holds; the
                 // shared write (the data or zeros) always, in flight.
@@ -830,9 +857,26 @@ impl<'a> Exec<'a> {
 
     /// A warp-collective instruction: every lane must reach it (asked as
     /// of a barrier: every thread of the block, which is stronger).
-    fn warp_collective(&mut self) {
-        let bad = self.cond_stack.iter().find(|(u, _)| !u).map(|(_, w)| w.clone());
-        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction" });
+    fn warp_collective(&mut self, group: u32) {
+        let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
+        let conds: Option<Vec<Formula>> = self.cond_stack.iter().filter(|(u, ..)| !u).map(|(_, _, f)| f.clone()).collect();
+        let group = conds.filter(|c| !c.is_empty()).map(|c| (group, c, self.path.clone()));
+        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction", group });
+    }
+
+    /// A read of register array `arr`: the thread-only conditions it is
+    /// read under (see `array_readers`).
+    fn array_read(&mut self, arr: LocalId) {
+        let only_tid = |f: &Formula| {
+            let mut vars = Vec::new();
+            f.vars(&mut vars);
+            !vars.is_empty() && vars.iter().all(|v| v == TID)
+        };
+        let owner = Formula::and(self.path.iter().filter(|f| only_tid(f)).cloned().collect());
+        let readers = self.array_readers.entry(arr).or_default();
+        if !readers.contains(&owner) {
+            readers.push(owner);
+        }
     }
 
     fn write_slots(&mut self, arr: LocalId, index: Option<Term>, width: u32) {
@@ -850,7 +894,7 @@ impl<'a> Exec<'a> {
         let writes = self.slot_writes.get(&arr).cloned().unwrap_or_default();
         let set_by = writes.iter().filter_map(|w| self.sets_slot(w, &slot)).collect();
         let what = format!("register array `{}`", self.ir.locals[arr].name);
-        self.slot_reads.push(SlotRead { accumulator: false, span, slot, slot_range, path: self.path.clone(), set_by, what });
+        self.slot_reads.push(SlotRead { accumulator: false, span, slot, slot_range, path: self.path.clone(), set_by, what, owner_of: None });
     }
 
     /// At the end of an iteration of a reduction loop: every array written
@@ -876,7 +920,7 @@ impl<'a> Exec<'a> {
             let set_by = writes.iter().filter_map(|w| self.sets_slot(w, &slot)).collect();
             let what = format!("register array `{}` in each iteration of the loop over {}", self.ir.locals[arr].name, loop_name);
             let slot_range = vec![slot.clone().within(Term::c(0), Term::c(len))];
-            self.slot_reads.push(SlotRead { accumulator: true, span: Some(span), slot, slot_range, path: self.path.clone(), set_by, what });
+            self.slot_reads.push(SlotRead { accumulator: true, span: Some(span), slot, slot_range, path: self.path.clone(), set_by, what, owner_of: Some(arr) });
         }
     }
 

@@ -599,9 +599,25 @@ impl<'a> Gen<'a> {
 
     fn barriers(&mut self) -> Vec<VerifiedObligation> {
         let k = self.exec.k;
+        // A collective of a group of threads under thread-dependent
+        // conditions: each condition takes one value across every group
+        // (asked of the solver; the structural answer below would refute
+        // it).
+        for b in self.exec.barriers.clone() {
+            let Some((size, conds, path)) = b.group.filter(|_| !b.uniform) else { continue };
+            let tid2 = Term::var(format!("{}'", TID));
+            let mut hyps = path.clone();
+            hyps.push(tid2.clone().within(Term::c(0), Term::c(self.exec.ir.block as i64)));
+            hyps.push(Term::var(TID).div(Term::c(size as i64)).eq(tid2.div(Term::c(size as i64))));
+            let other = |f: &Formula| f.rename(&|n| if n == TID { format!("{}'", TID) } else { n.to_string() });
+            let goal = Formula::and(conds.iter().map(|f| other(f)).collect());
+            let desc = format!("every thread of each group of {} consecutive threads reaches this {} together (the conditions around it take one value across the group)", size, b.what);
+            self.push(ObligationKind::BarrierUniform, desc, k.span, &hyps, goal, vec![]);
+        }
         self.exec
             .barriers
             .iter()
+            .filter(|b| b.uniform || b.group.is_none())
             .map(|b| {
                 let ob = Obligation {
                     kind: ObligationKind::BarrierUniform,
