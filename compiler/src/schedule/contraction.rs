@@ -641,7 +641,7 @@ enum Runs {
     /// `digit * hi + lo`: a producer warp copies 32 runs of each operand
     /// a thread, and one copy site instead of 32 keeps the verifier's
     /// race pairs few. The digits are chosen so that every index is linear
-    /// in them (`VectorSlab::looped_place`): with one run counter the
+    /// in them (`VectorSlab::looped_place_in`): with one run counter the
     /// padded layouts' divisions of `lane + 32 run` left Z3 undecided.
     Looped { count: u32, digit: u32 },
 }
@@ -710,7 +710,8 @@ impl VectorSlab {
         if layout.k_contiguous() != k_contiguous || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || !total.is_multiple_of(threads) {
             return None;
         }
-        let runs = if let Some(digit) = Self::looped_digit(layout, k_contiguous, width, t.bk, threads).filter(|d| t.producer > 0 && (total / threads).is_multiple_of(*d)) {
+        let looped = if t.producer > 0 { Self::looped_digit(layout, k_contiguous, width, t.bk, threads) } else { None };
+        let runs = if let Some(digit) = looped.filter(|d| (total / threads).is_multiple_of(*d)) {
             Runs::Looped { count: total / threads, digit }
         } else {
             let mut runs = Vec::new();
@@ -824,7 +825,7 @@ impl VectorSlab {
             }
             &Runs::Looped { count, digit } => {
                 let (hi, lo, x, kk) = (b.ivar("run_hi"), b.ivar("run_lo"), b.ivar("x"), b.ivar("kk"));
-                let (xo, kko, index) = self.looped_place(digit, &IExpr::Var(hi), &IExpr::Var(lo));
+                let (xo, kko, index) = Self::looped_place_in(self.layout, self.k_contiguous, (self.width, self.bk), (self.first, self.threads), digit, (&IExpr::Var(hi), &IExpr::Var(lo)));
                 let mut body = vec![KStmt::LetInt { var: x, value: xo }, KStmt::LetInt { var: kk, value: kko }];
                 let (valid, axes, src, access) = self.source(b, (x, kk), k_s, "asynchronous copy", &mut body);
                 let base = at.clone().add(index.unwrap_or_else(|| self.layout.index(IExpr::Var(x), IExpr::Var(kk))));
@@ -859,24 +860,20 @@ impl VectorSlab {
         8u32.is_multiple_of(rows).then(|| 8 / rows)
     }
 
-    /// `(x, kk)` of run `digit * hi + lo` of the copier, as [`place`] puts
-    /// run `l = lane + threads (digit * hi + lo)` (a test checks it), and
-    /// in position order its index (`8 l`), in terms linear in the digits:
-    /// along the rows, `l / per` is `8 hi + rows lo + lane / per`, eight
-    /// rows a `hi`; in position order `l / bk` is `hi`.
-    fn looped_place(&self, digit: u32, hi: &IExpr, lo: &IExpr) -> (IExpr, IExpr, Option<IExpr>) {
-        Self::looped_place_in(self.layout, self.k_contiguous, (self.width, self.bk), (self.first, self.threads), digit, (hi, lo))
-    }
-
-    /// [`looped_place`](Self::looped_place) for a slab `width x bk` in
-    /// `layout` copied by `threads` threads from `first` on.
+    /// `(x, kk)` of run `digit * hi + lo` of the copier, in a slab `width x
+    /// bk` in `layout` copied by `threads` threads from `first` on, as
+    /// [`place`] puts run `l = lane + threads (digit * hi + lo)` (a test
+    /// checks it), and in position order its index (`8 l`), in terms
+    /// linear in the digits: along the rows, `l / per` is `8 hi + rows lo
+    /// + lane / per`, eight rows a `hi`; in position order `l / bk` is
+    /// `hi`.
     pub(super) fn looped_place_in(layout: SlabLayout, k_contiguous: bool, (width, bk): (u32, u32), (first, threads): (u32, u32), digit: u32, (hi, lo): (&IExpr, &IExpr)) -> (IExpr, IExpr, Option<IExpr>) {
         let lane = Self::copier(first);
         let threads = threads as i64;
         let w = VECTOR as i64;
         if layout.in_position_order() {
-            let within = lo.clone().mul(IExpr::c(threads)).add(lane.clone());
-            let index = lane.add(hi.clone().mul(IExpr::c(digit as i64)).add(lo.clone()).mul(IExpr::c(threads))).mul(IExpr::c(w));
+            let within = lo.clone().mul(IExpr::c(threads)).add(lane);
+            let index = Self::position_index(first, threads, hi.clone().mul(IExpr::c(digit as i64)).add(lo.clone()));
             let (x, kk) = if layout.k_contiguous() {
                 (hi.clone().mul(IExpr::c(8)).add(within.clone().rem(IExpr::c(8))), within.div(IExpr::c(8)).mul(IExpr::c(w)))
             } else {
@@ -910,13 +907,17 @@ impl VectorSlab {
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
     fn store_index(&self, r: IExpr, x: IVar, kk: IVar) -> IExpr {
         if self.layout.in_position_order() {
-            // Run l lies at position 8 l (`place` walks the slab in
-            // position order; a test checks it): the index is linear in
-            // the thread id.
-            Self::copier(self.first).add(r.mul(IExpr::c(self.threads as i64))).mul(IExpr::c(VECTOR as i64))
+            Self::position_index(self.first, self.threads as i64, r)
         } else {
             self.layout.index(IExpr::Var(x), IExpr::Var(kk))
         }
+    }
+
+    /// In position order, the index of the copier's run `r`: run `l = lane
+    /// + threads r` lies at position 8 l (`place` walks the slab in
+    /// position order; a test checks it), linear in the thread id.
+    fn position_index(first: u32, threads: i64, r: IExpr) -> IExpr {
+        Self::copier(first).add(r.mul(IExpr::c(threads))).mul(IExpr::c(VECTOR as i64))
     }
 
     /// Write the thread's registers (fetched for the next slab) into the
@@ -955,18 +956,17 @@ impl VectorSlab {
         let blocks: Vec<(Witness, IExpr)> = base.assign.iter().filter(|(wit, _)| matches!(wit, Witness::BlockIdx(_))).cloned().collect();
         let slab = e_k.div(IExpr::c(bk));
         let first_slab = Cond::Lt(slab.clone(), IExpr::c(lookahead));
+        // A looped copy's digits: its run `l / threads` as `digit * hi + lo`.
+        let digit = match self.runs {
+            Runs::Looped { digit, .. } => digit as i64,
+            Runs::Fixed(_) => 1,
+        };
+        let run = l.clone().div(IExpr::c(threads));
+        let digits = |copies: &Copies| copies.run.map(|(hi, lo)| [(Witness::Var(hi), run.clone().div(IExpr::c(digit))), (Witness::Var(lo), run.clone().rem(IExpr::c(digit)))]).into_iter().flatten();
         for (r, (&first_access, &ahead_access)) in first.accesses.iter().zip(&ahead.accesses).enumerate() {
             // Only the run that holds the element (when there are several
             // sites; a looped copy's run is its loop's iteration).
-            let this_run = if first.accesses.len() == 1 { on.clone() } else { on.clone().and(Cond::Eq(l.clone().div(IExpr::c(threads)), IExpr::c(r as i64))) };
-            let digits = |copies: &Copies| {
-                let digit = match self.runs {
-                    Runs::Looped { digit, .. } => digit as i64,
-                    Runs::Fixed(_) => 1,
-                };
-                let run = l.clone().div(IExpr::c(threads));
-                copies.run.map(|(hi, lo)| [(Witness::Var(hi), run.clone().div(IExpr::c(digit))), (Witness::Var(lo), run.rem(IExpr::c(digit)))]).into_iter().flatten()
-            };
+            let this_run = if first.accesses.len() == 1 { on.clone() } else { on.clone().and(Cond::Eq(run.clone(), IExpr::c(r as i64))) };
             let mut first_assign = blocks.clone();
             first_assign.push((Witness::Tid, tid.clone()));
             first_assign.extend(digits(first));

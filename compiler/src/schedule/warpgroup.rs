@@ -439,15 +439,14 @@ mod tests {
     /// An index term's value for thread `tid` (the terms the loaders
     /// build: no dims, loads or loop variables).
     fn eval(e: &IExpr, tid: i64) -> i64 {
-        let two = |a: &IExpr, b: &IExpr| (eval(a, tid), eval(b, tid));
         match e {
             IExpr::Const(v) => *v,
             IExpr::Tid => tid,
-            IExpr::Add(a, b) => two(a, b).0 + two(a, b).1,
-            IExpr::Sub(a, b) => two(a, b).0 - two(a, b).1,
-            IExpr::Mul(a, b) => two(a, b).0 * two(a, b).1,
-            IExpr::Div(a, b) => two(a, b).0 / two(a, b).1,
-            IExpr::Rem(a, b) => two(a, b).0 % two(a, b).1,
+            IExpr::Add(a, b) => eval(a, tid) + eval(b, tid),
+            IExpr::Sub(a, b) => eval(a, tid) - eval(b, tid),
+            IExpr::Mul(a, b) => eval(a, tid) * eval(b, tid),
+            IExpr::Div(a, b) => eval(a, tid) / eval(b, tid),
+            IExpr::Rem(a, b) => eval(a, tid) % eval(b, tid),
             other => panic!("not an index of the loaders: {:?}", other),
         }
     }

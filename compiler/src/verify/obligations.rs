@@ -604,7 +604,7 @@ impl<'a> Gen<'a> {
         // (asked of the solver; the structural answer below would refute
         // it).
         for b in self.exec.barriers.clone() {
-            let Some((size, conds, path)) = b.group.filter(|_| !b.uniform) else { continue };
+            let Some((size, conds, path)) = b.group else { continue };
             let tid2 = Term::var(format!("{}'", TID));
             let mut hyps = path.clone();
             hyps.push(tid2.clone().within(Term::c(0), Term::c(self.exec.ir.block as i64)));
