@@ -21,6 +21,8 @@ pub const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
 pub type IVar = usize;
 pub type LocalId = usize;
 pub type SharedId = usize;
+/// An array of barriers in shared memory (`KernelIr::mbarriers`).
+pub type MbarId = usize;
 pub type AccessId = usize;
 
 /// Integer terms: addresses, loop bounds, guards.
@@ -255,6 +257,28 @@ pub enum KStmt {
     /// Wait until at most `pending` of the thread's committed groups are
     /// still in flight (`cp.async.wait_group`): the older ones have landed.
     CpAsyncWait { pending: u32 },
+    /// Initialise every barrier of `bar` (`mbarrier.init`) to expect its
+    /// `arrivals` a phase, in phase 0. Run by one thread, before a block
+    /// barrier that publishes the barriers to the others.
+    MbarInit { bar: MbarId },
+    /// Arrive at barrier `stage` of `bar` (`mbarrier.arrive`): one of the
+    /// arrivals its current phase waits for. The thread's earlier shared
+    /// accesses (the unit's reads, once waited for) happen before the
+    /// phase completes.
+    MbarArrive { bar: MbarId, stage: IExpr },
+    /// Arrive at barrier `stage` of `bar` once every asynchronous copy this
+    /// thread issued before has landed (`cp.async.mbarrier.arrive.noinc`:
+    /// the arrival counts toward the phase's `arrivals`).
+    CpAsyncArrive { bar: MbarId, stage: IExpr },
+    /// Wait until the phase of barrier `stage` of `bar` whose parity is
+    /// `parity` has completed (`mbarrier.try_wait.parity`, retried): what
+    /// its arrivals did before arriving happens before what follows.
+    MbarWait { bar: MbarId, stage: IExpr, parity: IExpr },
+    /// Set the thread's register allowance (`setmaxnreg`, sm_90a),
+    /// growing it or releasing registers to the block's pool.
+    /// Warpgroup-collective: every thread of the warpgroup runs it with
+    /// the same count.
+    SetMaxRegisters { regs: u32, grow: bool },
 }
 
 /// A `Wgmma` operand in shared memory, in the unit's layout without
@@ -384,6 +408,17 @@ pub struct Ring {
     pub step: i64,
     pub ahead: u32,
     pub prologue: Option<IVar>,
+}
+
+/// `stages` barriers in shared memory (`mbarrier`, 8 bytes each), each
+/// completing a phase when `arrivals` arrivals have reached it (see
+/// `KStmt::MbarArrive`, `KStmt::CpAsyncArrive`); what a ring's stage of
+/// slabs is waited on (`schedule::producer_ring`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MbarArray {
+    pub name: String,
+    pub stages: u32,
+    pub arrivals: u32,
 }
 
 /// A padded slab: `rows` rows of `width` data slots, `stride` apart. The
@@ -564,6 +599,8 @@ pub struct KernelIr {
     pub min_blocks: u32,
     pub grid: Vec<GridDim>,
     pub shared: Vec<SharedArray>,
+    /// Barriers in shared memory, after the arrays.
+    pub mbarriers: Vec<MbarArray>,
     pub locals: Vec<LocalDecl>,
     pub ivars: Vec<String>,
     pub body: Vec<KStmt>,
@@ -598,6 +635,7 @@ impl KernelIr {
             reduction_order: BTreeMap::new(),
             coverage: vec![],
             reduction_loops: vec![],
+            mbarriers: vec![],
         }
     }
 
@@ -609,7 +647,11 @@ impl KernelIr {
     }
 
     fn static_shared_bytes(&self) -> u32 {
-        self.shared.iter().map(|s| s.len * s.ty.size_bytes()).sum()
+        self.shared.iter().map(|s| s.len * s.ty.size_bytes()).sum::<u32>() + self.mbarrier_bytes()
+    }
+
+    fn mbarrier_bytes(&self) -> u32 {
+        self.mbarriers.iter().map(|m| 8 * m.stages).sum()
     }
 
     /// Do the shared arrays need dynamic shared memory (more than a block
@@ -620,8 +662,27 @@ impl KernelIr {
     }
 
     /// Each shared array's byte offset in dynamic shared memory (every one
-    /// 128-byte aligned), and the bytes in all.
+    /// 128-byte aligned), and the bytes in all (the barriers' included).
     pub fn shared_offsets(&self) -> (Vec<u32>, u32) {
+        let (offsets, at) = self.array_offsets();
+        (offsets, at + self.mbarrier_bytes())
+    }
+
+    /// Each barrier array's byte offset in dynamic shared memory: after the
+    /// arrays, 8-byte aligned (the arrays end 128-byte aligned).
+    pub fn mbarrier_offsets(&self) -> Vec<u32> {
+        let mut at = self.array_offsets().1;
+        self.mbarriers
+            .iter()
+            .map(|m| {
+                let here = at;
+                at += 8 * m.stages;
+                here
+            })
+            .collect()
+    }
+
+    fn array_offsets(&self) -> (Vec<u32>, u32) {
         let mut at = 0;
         let offsets = self
             .shared

@@ -184,9 +184,22 @@ impl<'a> Printer<'a> {
             }
             self.line(&decl);
         }
+        for (m, at) in ir.mbarriers.iter().zip(ir.mbarrier_offsets()) {
+            let note = format!("// {} barriers, {} arrivals a phase", m.stages, m.arrivals);
+            if ir.dynamic_shared() {
+                self.line(&format!("unsigned long long* const {} = reinterpret_cast<unsigned long long*>(tk_shared + {}); {}", m.name, at, note));
+            } else {
+                self.line(&format!("__shared__ alignas(8) unsigned long long {}[{}]; {}", m.name, m.stages, note));
+            }
+        }
         self.block(&ir.body);
         self.indent -= 1;
         self.line("}");
+    }
+
+    /// The shared-window address of barrier `stage` of `bar`.
+    fn mbarrier(&self, bar: MbarId, stage: &IExpr) -> String {
+        format!("(unsigned)__cvta_generic_to_shared(&{}[{}])", self.ir.mbarriers[bar].name, self.iexpr(stage))
     }
 
     fn block(&mut self, body: &[KStmt]) {
@@ -346,6 +359,38 @@ impl<'a> Printer<'a> {
             }
             KStmt::CpAsyncCommit => self.line("asm volatile(\"cp.async.commit_group;\" ::: \"memory\");"),
             KStmt::CpAsyncWait { pending } => self.line(&format!("asm volatile(\"cp.async.wait_group {};\" ::: \"memory\");", pending)),
+            KStmt::MbarInit { bar } => {
+                let m = &self.ir.mbarriers[*bar];
+                for stage in 0..m.stages {
+                    let at = self.mbarrier(*bar, &IExpr::c(stage as i64));
+                    self.line(&format!("asm volatile(\"mbarrier.init.shared::cta.b64 [%0], {};\" :: \"r\"({}) : \"memory\");", m.arrivals, at));
+                }
+                // The initialisation is visible to the other threads (and
+                // the asynchronous proxy) once the barrier that follows it
+                // is passed.
+                self.line("asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");");
+            }
+            KStmt::MbarArrive { bar, stage } => {
+                let at = self.mbarrier(*bar, stage);
+                self.line(&format!("asm volatile(\"{{\\n\\t.reg .b64 state;\\n\\tmbarrier.arrive.shared::cta.b64 state, [%0];\\n\\t}}\" :: \"r\"({}) : \"memory\");", at));
+            }
+            KStmt::CpAsyncArrive { bar, stage } => {
+                let at = self.mbarrier(*bar, stage);
+                self.line(&format!("asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\" :: \"r\"({}) : \"memory\");", at));
+            }
+            KStmt::MbarWait { bar, stage, parity } => {
+                // The labels are local to the braces: one wait's loop per
+                // block of PTX.
+                let at = self.mbarrier(*bar, stage);
+                self.line(&format!(
+                    "asm volatile(\"{{\\n\\t.reg .pred done;\\n\\tTK_WAIT:\\n\\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\\n\\t@!done bra TK_WAIT;\\n\\t}}\" :: \"r\"({}), \"r\"({}) : \"memory\");",
+                    at,
+                    self.iexpr(parity)
+                ));
+            }
+            KStmt::SetMaxRegisters { regs, grow } => {
+                self.line(&format!("asm volatile(\"setmaxnreg.{}.sync.aligned.u32 {};\" ::: \"memory\");", if *grow { "inc" } else { "dec" }, regs));
+            }
         }
     }
 

@@ -301,7 +301,7 @@ impl SlabLayout {
     /// the operand; walking its rows instead put every run of a quarter
     /// warp on the same four banks, and a walk that does both took the
     /// race queries from 25 to 275 s.)
-    fn in_position_order(self) -> bool {
+    pub(super) fn in_position_order(self) -> bool {
         matches!(self, SlabLayout::Cores { lbo: 64, sbo, .. } if sbo % 64 == 0)
     }
 
@@ -717,7 +717,7 @@ impl VectorSlab {
             let mut runs = Vec::new();
             for r in 0..total / threads {
                 let (x, kk) = (b.ivar("x"), b.ivar("kk"));
-                let l = Self::copier(first).add(IExpr::c((r * threads) as i64));
+                let l = Self::copier(first, threads).add(IExpr::c((r * threads) as i64));
                 let (xo, kko) = Self::place(layout, k_contiguous, width, t.bk, l);
                 out.push(KStmt::LetInt { var: x, value: xo });
                 out.push(KStmt::LetInt { var: kk, value: kko });
@@ -729,9 +729,35 @@ impl VectorSlab {
         Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, first, threads, runs, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
     }
 
-    /// The thread's place among the copiers that start at thread `first`.
-    fn copier(first: u32) -> IExpr {
-        IExpr::Tid.sub(IExpr::c(first as i64))
+    /// The slab's depth along k.
+    pub(super) fn bk(&self) -> u32 {
+        self.bk
+    }
+
+    /// How many threads copy the slab.
+    pub(super) fn copiers(&self) -> u32 {
+        self.threads
+    }
+
+    /// The shared array the slab is copied into.
+    pub(super) fn tile(&self) -> SharedId {
+        self.tile
+    }
+
+    /// The thread's place among the copiers that start at thread `first`:
+    /// `tid % threads` where the copiers begin at a multiple of their
+    /// count (a producer beside the warpgroups), which is `tid - first` for
+    /// them and lets the device compiler see a value that is never
+    /// negative: its divisions are shifts (measured on the H100 with the
+    /// warp-specialised form, bench/RESULTS.md 2026-11-25: with `tid -
+    /// 256` the producer's signed divisions cost a fifth of the kernel's
+    /// speed).
+    fn copier(first: u32, threads: u32) -> IExpr {
+        if first > 0 && first.is_multiple_of(threads) {
+            IExpr::Tid.rem(IExpr::c(threads as i64))
+        } else {
+            IExpr::Tid.sub(IExpr::c(first as i64))
+        }
     }
 
     /// (x, kk) of run `l`'s first element.
@@ -849,14 +875,18 @@ impl VectorSlab {
     /// walk allows digits that keep the indices linear: in position order
     /// the copiers' runs together fill whole rows of core matrices (`bk`
     /// runs, 8 of x by all of k or all of k by 8 of x); along the
-    /// operand's rows they cover whole rows (`per` runs a row) and a whole
-    /// number of them make eight rows.
+    /// operand's rows they cover whole rows (`per` runs a row), and a
+    /// whole number of them make eight rows (`8 / rows` runs a `hi`) or
+    /// they make a whole number of eight rows (one run a `hi`).
     pub(super) fn looped_digit(layout: SlabLayout, k_contiguous: bool, width: u32, bk: u32, threads: u32) -> Option<u32> {
         if layout.in_position_order() {
             return bk.is_multiple_of(threads).then(|| bk / threads);
         }
         let per = if k_contiguous { bk } else { width } / VECTOR;
         let rows = threads.checked_div(per).filter(|g| *g > 0 && threads.is_multiple_of(per))?;
+        if rows.is_multiple_of(8) {
+            return Some(1);
+        }
         8u32.is_multiple_of(rows).then(|| 8 / rows)
     }
 
@@ -864,11 +894,11 @@ impl VectorSlab {
     /// bk` in `layout` copied by `threads` threads from `first` on, as
     /// [`place`] puts run `l = lane + threads (digit * hi + lo)` (a test
     /// checks it), and in position order its index (`8 l`), in terms
-    /// linear in the digits: along the rows, `l / per` is `8 hi + rows lo
-    /// + lane / per`, eight rows a `hi`; in position order `l / bk` is
-    /// `hi`.
+    /// linear in the digits: along the rows, `l / per` is `step hi + rows
+    /// lo + lane / per`, `step` eight rows a `hi` (or the copiers' rows,
+    /// where they are more); in position order `l / bk` is `hi`.
     pub(super) fn looped_place_in(layout: SlabLayout, k_contiguous: bool, (width, bk): (u32, u32), (first, threads): (u32, u32), digit: u32, (hi, lo): (&IExpr, &IExpr)) -> (IExpr, IExpr, Option<IExpr>) {
-        let lane = Self::copier(first);
+        let lane = Self::copier(first, threads);
         let threads = threads as i64;
         let w = VECTOR as i64;
         if layout.in_position_order() {
@@ -882,7 +912,8 @@ impl VectorSlab {
             return (x, kk, Some(index));
         }
         let per = (if k_contiguous { bk } else { width } / VECTOR) as i64;
-        let across = hi.clone().mul(IExpr::c(8)).add(lo.clone().mul(IExpr::c(threads / per))).add(lane.clone().div(IExpr::c(per)));
+        let rows = threads / per;
+        let across = hi.clone().mul(IExpr::c(rows.max(8))).add(lo.clone().mul(IExpr::c(rows))).add(lane.clone().div(IExpr::c(per)));
         let along = lane.rem(IExpr::c(per)).mul(IExpr::c(w));
         let (x, kk) = if k_contiguous { (across, along) } else { (along, across) };
         (x, kk, None)
@@ -917,7 +948,7 @@ impl VectorSlab {
     /// + threads r` lies at position 8 l (`place` walks the slab in
     /// position order; a test checks it), linear in the thread id.
     fn position_index(first: u32, threads: i64, r: IExpr) -> IExpr {
-        Self::copier(first).add(r.mul(IExpr::c(threads))).mul(IExpr::c(VECTOR as i64))
+        Self::copier(first, threads as u32).add(r.mul(IExpr::c(threads))).mul(IExpr::c(VECTOR as i64))
     }
 
     /// Write the thread's registers (fetched for the next slab) into the

@@ -88,6 +88,7 @@ impl<'k> Builder<'k> {
             reduction_order: BTreeMap::new(),
             coverage: Vec::new(),
             reduction_loops: Vec::new(),
+            mbarriers: Vec::new(),
         };
         Builder { k, ir, buf_of, row_var: None, closing_barrier: true }
     }
@@ -114,6 +115,14 @@ impl<'k> Builder<'k> {
         let name = format!("{}_{}", name, self.ir.shared.len());
         self.ir.shared.push(SharedArray { name, ty, len, footprint: None, ring: None });
         self.ir.shared.len() - 1
+    }
+
+    /// `stages` barriers in shared memory, each expecting `arrivals` a
+    /// phase (see [`MbarArray`]).
+    pub fn mbarriers(&mut self, name: &str, stages: u32, arrivals: u32) -> MbarId {
+        let name = format!("{}_{}", name, self.ir.mbarriers.len());
+        self.ir.mbarriers.push(MbarArray { name, stages, arrivals });
+        self.ir.mbarriers.len() - 1
     }
 
     /// A shared slab of `rows` rows of `width` elements, each row padded to

@@ -12,6 +12,7 @@
 mod contraction;
 mod lower;
 mod pointwise;
+mod producer_ring;
 mod row;
 pub mod tensor_core;
 pub mod warpgroup;
@@ -208,6 +209,14 @@ fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k
     let mut ir = schedule(&guarded, target, gplan)?;
     ir.name = format!("{}_{}", k.name, suffix);
     Ok(Some(Variant { ir, keys, guard: Some(guard) }))
+}
+
+/// The warpgroup schedule's warp-specialised form of a contraction that
+/// admits the schedule (`None` where it does not): not launched yet (see
+/// `warpgroup::schedule_specialised`); for tests and measurements.
+pub fn schedule_warp_specialised(k: &Kernel, target: &Target) -> Option<Result<KernelIr, Diagnostic>> {
+    let plan = contraction::detect(k)?;
+    warpgroup::admits(k, target, &plan).then(|| warpgroup::schedule_specialised(k, target, plan))
 }
 
 pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {

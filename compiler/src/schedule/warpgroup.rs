@@ -42,7 +42,8 @@
 //! every access in its window, from its issue to the barrier after the
 //! wait that retires it, as the loop's commit, wait and barrier place it.
 
-use super::contraction::{copy_ring, slab_loop, sums_at_least, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab};
+use super::contraction::{copy_ring, slab_loop, sums_at_least, tile_load, vector_decision, CopyRing, Plan, SlabLayout, Tile, VectorSlab};
+use super::producer_ring::{producer_ring, ProducerRing};
 use super::extent_expr;
 use super::lower::{node_key, Builder, Env};
 use super::tensor_core::operand_dtype;
@@ -65,7 +66,6 @@ pub const MIN_K: i64 = 128;
 /// 4096^3 308 -> 336 TFLOP/s.
 pub const MIN_K_WIDE: i64 = 192;
 
-const BM: u32 = 128;
 const BN: u32 = 128;
 const BK: u32 = 64;
 /// Instructions 64 x N x 16; a warpgroup's rows.
@@ -84,10 +84,9 @@ const WIDE_PROMOTION: i64 = 4;
 /// in the loop, yet a block of 288 threads is 9 warps, 3 on some SM
 /// sub-partition, so ptxas caps a thread at 168 registers and the
 /// warpgroups spill (NVRTC sm_90a: 1112 bytes of spill stores for
-/// gemm_f16, 412 for its `_wg4` form; 256 threads allow 255). Turning it
-/// on needs `setmaxnreg` (a whole producer warpgroup, which it works
-/// for) with the producer and the warpgroups in loops of their own,
-/// synchronised by mbarriers instead of the block barrier.
+/// gemm_f16, 412 for its `_wg4` form; 256 threads allow 255). The form
+/// that pays is [`SPECIALISED`]: a producer warpgroup with `setmaxnreg`,
+/// in a loop of its own, synchronised with the warpgroups by mbarriers.
 const PRODUCER: u32 = 0;
 /// Stages of the copy ring: three slabs in flight while the unit works on
 /// a fourth (4 x 32 KB of shared memory).
@@ -125,12 +124,20 @@ struct UnitSlab {
 impl UnitSlab {
     /// The unit's view of the slab's 16 k of instruction `i` (they start
     /// two core matrices, 2 `lbo`, after the previous instruction's); for
-    /// A, the rows of warpgroup `wg` (`WG_ROWS` a warpgroup).
-    fn operand(&self, wg: Option<&IExpr>, i: i64) -> WgOperand {
+    /// A, the rows of warpgroup `wg` (`form.wg_rows()` a warpgroup), its
+    /// instruction's `half` of them.
+    fn operand(&self, rows: Option<(&IExpr, Form, i64)>, i: i64) -> WgOperand {
         let SlabLayout::Cores { lbo, sbo, k_inner } = self.layout else { unreachable!("the unit reads core-matrix slabs") };
         let step = i * 2 * lbo as i64;
-        let rows = match wg {
-            Some(wg) => self.at.clone().add(wg.clone().mul(IExpr::c(WG_ROWS / 8 * sbo as i64))),
+        let rows = match rows {
+            Some((wg, form, half)) => {
+                let first = self.at.clone().add(wg.clone().mul(IExpr::c(form.wg_rows() / 8 * sbo as i64)));
+                if half > 0 {
+                    first.add(IExpr::c(half * WG_ROWS / 8 * sbo as i64))
+                } else {
+                    first
+                }
+            }
             None => self.at.clone(),
         };
         WgOperand { tile: self.tile, base: rows.add(IExpr::c(step)), lbo: lbo as i64, sbo: sbo as i64, k_inner }
@@ -149,13 +156,13 @@ impl UnitSlab {
 /// warp's copies on eight bank groups): with the warpgroup's row offset
 /// beside a padding the race queries of its ring took 276 s of solver
 /// time (25 s unpadded); B's have no such offset.
-fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, padded: bool) -> (SharedId, SlabLayout, i64) {
+fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, padded: bool, stages: u32) -> (SharedId, SlabLayout, i64) {
     let (lbo, sbo, tile) = match (padded, k_contiguous) {
-        (false, _) => (LBO, SBO, b.shared(name, ty, RING_STAGES * width * BK)),
+        (false, _) => (LBO, SBO, b.shared(name, ty, stages * width * BK)),
         // Each core matrix padded.
-        (true, true) => (LBO_PADDED, BK / 8 * LBO_PADDED, b.shared_padded(name, ty, RING_STAGES * width / 8 * (BK / 8), LBO, LBO_PADDED)),
+        (true, true) => (LBO_PADDED, BK / 8 * LBO_PADDED, b.shared_padded(name, ty, stages * width / 8 * (BK / 8), LBO, LBO_PADDED)),
         // Each row of core matrices padded.
-        (true, false) => (LBO, SBO_PADDED, b.shared_padded(name, ty, RING_STAGES * width / 8, SBO, SBO_PADDED)),
+        (true, false) => (LBO, SBO_PADDED, b.shared_padded(name, ty, stages * width / 8, SBO, SBO_PADDED)),
     };
     (tile, SlabLayout::Cores { lbo, sbo, k_inner: k_contiguous }, (width / 8 * sbo) as i64)
 }
@@ -193,7 +200,11 @@ pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
 /// them, so the threads compute the copies' addresses while the unit
 /// works (H100, gemm_f16 4096^3: the copies' issue held about a fifth of
 /// the warps' stall samples when it came before the instructions).
-fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, acc: LocalId, per_promotion: i64) -> (Vec<KStmt>, Vec<KStmt>) {
+///
+/// In a form of two halves (`Form::halves`) the warpgroup's rows are two
+/// instructions' 64: this builds `half`'s, promoted into its running sums
+/// `acc[64 half ..]`.
+fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form, half): (&IExpr, Form, i64), acc: LocalId, per_promotion: i64) -> (Vec<KStmt>, Vec<KStmt>) {
     let groups = BK as i64 / 16 / per_promotion;
     let parts: Vec<LocalId> = (0..groups).map(|_| b.local("part", Dtype::F32)).collect();
     let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: N / 2, init: None }).collect();
@@ -201,7 +212,7 @@ fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, a
     for (group, &part) in parts.iter().enumerate() {
         for j in 0..per_promotion {
             let i = group as i64 * per_promotion + j;
-            let (a_op, b_op) = (a.operand(Some(wg), i), bt.operand(None, i));
+            let (a_op, b_op) = (a.operand(Some((wg, form, half)), i), bt.operand(None, i));
             out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
         }
     }
@@ -209,18 +220,78 @@ fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, wg: &IExpr, a
     let r = b.ivar("r");
     let add = |x: VExpr, y: VExpr| VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(x), Box::new(y)), Dtype::F32);
     let get = |arr: LocalId| VExpr::new(VKind::ArrayGet { arr, index: IExpr::Var(r) }, Dtype::F32);
-    let sum = parts.iter().fold(get(acc), |running, &part| add(running, get(part)));
-    finish.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: IExpr::Var(r), value: sum }]));
+    let slot = if half > 0 { IExpr::Var(r).add(IExpr::c(half * (N / 2) as i64)) } else { IExpr::Var(r) };
+    let running = VExpr::new(VKind::ArrayGet { arr: acc, index: slot.clone() }, Dtype::F32);
+    let sum = parts.iter().fold(running, |running, &part| add(running, get(part)));
+    finish.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: slot, value: sum }]));
     (out, finish)
 }
+
+/// The block's form: how many instructions' rows (64 each) a warpgroup
+/// owns, and whether a producer warpgroup fills the ring in a loop of its
+/// own (`producer_ring`) while the two warpgroups drain it in theirs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Form {
+    halves: u32,
+    producer: bool,
+}
+
+impl Form {
+    /// The block's rows: two warpgroups'.
+    fn bm(self) -> u32 {
+        2 * WG_ROWS as u32 * self.halves
+    }
+
+    fn wg_rows(self) -> i64 {
+        WG_ROWS * self.halves as i64
+    }
+
+    /// Stages of the copy ring: the 256-row form's slabs take 53 KB a
+    /// stage, so three fit beside the element path's slabs.
+    fn stages(self) -> u32 {
+        if self.halves > 1 {
+            3
+        } else {
+            RING_STAGES
+        }
+    }
+}
+
+/// The form every launch takes: one instruction's rows a warpgroup, the
+/// warpgroups copying between their instructions.
+const PLAIN: Form = Form { halves: 1, producer: false };
+/// Warp specialisation (`producer_ring`): 256 x 128 tiles, each warpgroup
+/// 128 rows as two halves (128 running sums a thread; one fresh
+/// accumulator, reused), so only where a slab is promoted once
+/// (`WIDE_PROMOTION`: two fresh accumulators would not fit beside them).
+const SPECIALISED: Form = Form { halves: 2, producer: true };
+/// Off: the verifier cannot prove what the form's mbarriers order yet
+/// (`verify::protocol` refutes it), and no unproved kernel runs.
+const WARP_SPECIALISED: bool = false;
 
 /// The schedule (see the module's documentation); the caller checked
 /// [`admits`].
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    let per_promotion = if sums_at_least(k, &p, MIN_K_WIDE) { WIDE_PROMOTION } else { PER_PROMOTION };
+    let form = if WARP_SPECIALISED && per_promotion == WIDE_PROMOTION { SPECIALISED } else { PLAIN };
+    schedule_form(k, target, p, form, per_promotion)
+}
+
+/// The warp-specialised form of [`schedule`] for a kernel whose sums
+/// are promoted once a slab: what the schedule would run were the form on
+/// (its tests, and the verifier's until it proves the form).
+pub fn schedule_specialised(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    schedule_form(k, target, p, SPECIALISED, WIDE_PROMOTION)
+}
+
+fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion: i64) -> Result<KernelIr, Diagnostic> {
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
-    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8, producer: PRODUCER };
-    let mut b = Builder::new(k, target, Schedule::Warpgroup { bm: BM, bn: BN, bk: BK, n: N }, t.block());
-    // The two warpgroups that run the unit; the producer warp after them.
+    let bm = form.bm();
+    let producer = if form.producer { 128 } else { PRODUCER };
+    // 256 computing threads: two warpgroups (`Tile::threads`).
+    let t = Tile { bm, bn: BN, bk: BK, tm: 8 * form.halves, tn: 8, producer };
+    let mut b = Builder::new(k, target, Schedule::Warpgroup { bm, bn: BN, bk: BK, n: N }, t.block());
+    // The two warpgroups that run the unit; the producer after them.
     let computers = (t.producer > 0).then(|| IExpr::Tid.lt(IExpr::c(t.threads() as i64)));
     // Statements only the computing threads run (all of them, where no
     // producer is beside them).
@@ -228,7 +299,6 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         Some(cond) => vec![KStmt::If { cond: cond.clone(), then: stmts, els: vec![] }],
         None => stmts,
     };
-    let per_promotion = if sums_at_least(k, &p, MIN_K_WIDE) { WIDE_PROMOTION } else { PER_PROMOTION };
     b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: 16, per_promotion: per_promotion as u32 });
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
@@ -237,34 +307,59 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // position order); the ring's: see `ring`.
     let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.a_k_contiguous };
     let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.b_k_contiguous };
-    let (a_ring, a_ring_layout, a_stage) = ring(&mut b, "a_ring", ty, p.a_k_contiguous, BM, p.a_k_contiguous);
-    let (b_ring, b_ring_layout, b_stage) = ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, true);
-    let (a_el, b_el) = (b.shared("a_slab", ty, BM * BK), b.shared("b_slab", ty, BK * BN));
+    let stages = form.stages();
+    let (a_ring, a_ring_layout, a_stage) = ring(&mut b, "a_ring", ty, p.a_k_contiguous, bm, p.a_k_contiguous, stages);
+    let (b_ring, b_ring_layout, b_stage) = ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, true, stages);
+    let (a_el, b_el) = (b.shared("a_slab", ty, bm * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
     let mut body = vec![
-        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
+        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(bm as i64)) },
         KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
         KStmt::LetInt { var: wg_v, value: IExpr::Tid.div(IExpr::c(128)) },
     ];
     // Vector loads where every operand's rows are whole 16-byte runs and
     // its buffer 16-byte aligned (decided once, the same for every thread).
     let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
+    let acc_len = N / 2 * form.halves;
     let acc = b.local("acc", Dtype::F32);
-    body.push(KStmt::DeclArray { arr: acc, len: N / 2, init: Some(VExpr::zero(Dtype::F32)) });
-    // The vector path, over a ring of copies (`copy_ring`): three slabs
-    // in flight while the unit works on the stage of slab k0.
+    body.push(KStmt::DeclArray { arr: acc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
+    let unit = |b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, acc: LocalId| -> Vec<(Vec<KStmt>, Vec<KStmt>)> {
+        (0..form.halves as i64).map(|half| slab_instructions(b, a, bt, (&wg, form, half), acc, per_promotion)).collect()
+    };
+    // The vector path: a ring of copies, filled by the warpgroups between
+    // their instructions (`copy_ring`: three slabs in flight while the
+    // unit works on the stage of slab k0), or by a producer warpgroup
+    // (`producer_ring`).
     let mut pipelined = Vec::new();
-    let va = VectorSlab::new(&mut b, t, a_ring_layout, p.a, a_ring, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
+    let va = VectorSlab::new(&mut b, t, a_ring_layout, p.a, a_ring, (mvar, p.kvar), bm, (&m0, &mext, &kext), &mut pipelined);
     let vb = VectorSlab::new(&mut b, t, b_ring_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
+    let unit_slabs = |at: IExpr| {
+        let a = UnitSlab { tile: a_ring, at: at.clone().mul(IExpr::c(a_stage)), layout: a_ring_layout };
+        let bt = UnitSlab { tile: b_ring, at: at.mul(IExpr::c(b_stage)), layout: b_ring_layout };
+        (a, bt)
+    };
     let vector_path = match (va, vb) {
-        (Some(va), Some(vb)) => {
-            let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), RING_STAGES, p.kvar, true, computers.clone(), pipelined, |b, at| {
-                let a = UnitSlab { tile: a_ring, at: at.clone().mul(IExpr::c(a_stage)), layout: a_ring_layout };
-                let bt = UnitSlab { tile: b_ring, at: at.mul(IExpr::c(b_stage)), layout: b_ring_layout };
-                slab_instructions(b, &a, &bt, &wg, acc, per_promotion)
+        (Some(va), Some(vb)) if form.producer => {
+            // The consumers' own running sums, so that nothing of the
+            // element path's lives across their register allowance.
+            let vacc = b.local("acc", Dtype::F32);
+            let ring = producer_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, computers.clone().expect("a producer"), pipelined, |b, at| {
+                let (a, bt) = unit_slabs(at);
+                unit(b, &a, &bt, vacc).into_iter().flat_map(|(issue, finish)| issue.into_iter().chain(finish)).collect()
             });
-            Some((va, vb, ring))
+            Some((va, vb, Ahead::Producer { ring, acc: vacc }))
+        }
+        (Some(va), Some(vb)) => {
+            let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, true, computers.clone(), pipelined, |b, at| {
+                let (a, bt) = unit_slabs(at);
+                let mut halves = unit(b, &a, &bt, acc).into_iter();
+                let (issue, mut finish) = halves.next().expect("a half");
+                // Later halves after the first one's wait.
+                finish.extend(halves.flat_map(|(issue, finish)| issue.into_iter().chain(finish)));
+                (issue, finish)
+            });
+            Some((va, vb, Ahead::Copies(ring)))
         }
         _ => None,
     };
@@ -273,26 +368,87 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let k0 = IExpr::Var(k0_v);
     let mut kbody = Vec::new();
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
-    tile_load(&mut b, t, a_layout, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    if let Some((va, _, ring)) = &vector_path {
-        va.cover_ahead(&mut b, on.clone(), (&ring.first[0], Some(ring.prologue)), &ring.ahead[0], (ring.k0, ring.lookahead));
+    tile_load(&mut b, t, a_layout, p.a, a_el, mvar, p.kvar, bm, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
+    if let Some((va, _, ahead)) = &vector_path {
+        ahead.cover(&mut b, va, 0, on.clone());
     }
     tile_load(&mut b, t, b_layout, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
-    if let Some((_, vb, ring)) = &vector_path {
-        vb.cover_ahead(&mut b, on.clone(), (&ring.first[1], Some(ring.prologue)), &ring.ahead[1], (ring.k0, ring.lookahead));
+    if let Some((_, vb, ahead)) = &vector_path {
+        ahead.cover(&mut b, vb, 1, on.clone());
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
     let (a, bt) = (UnitSlab { tile: a_el, at: IExpr::c(0), layout: a_layout }, UnitSlab { tile: b_el, at: IExpr::c(0), layout: b_layout });
-    let (issue, finish) = slab_instructions(&mut b, &a, &bt, &wg, acc, per_promotion);
-    kbody.extend(computing(issue.into_iter().chain(finish).collect()));
+    let halves = unit(&mut b, &a, &bt, acc);
+    kbody.extend(computing(halves.into_iter().flat_map(|(issue, finish)| issue.into_iter().chain(finish)).collect()));
     kbody.push(KStmt::Barrier);
-    let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
-    match vector_path {
-        Some((.., ring)) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
-        None => body.extend(element_path),
-    }
+    let mut element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     // Epilogue: the statement with the sum replaced by the thread's sums.
+    let mut outputs = Vec::new();
+    match vector_path {
+        Some((.., Ahead::Copies(ring))) => {
+            body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path });
+            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::True)?;
+            body.extend(computing(store));
+            outputs.push(case);
+        }
+        Some((.., Ahead::Producer { mut ring, acc: vacc, .. })) => {
+            // Each path stores its own sums: the consumers' in their
+            // branch (their register allowance), the element path's after
+            // its loop.
+            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), vacc, on.clone())?;
+            ring.consumer.insert(0, KStmt::DeclArray { arr: vacc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
+            ring.consumer.extend(store);
+            outputs.push(case);
+            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::Not(Box::new(on.clone())))?;
+            element_path.extend(computing(store));
+            outputs.push(case);
+            body.push(KStmt::If { cond: on, then: ring.assemble(), els: element_path });
+        }
+        None => {
+            body.extend(element_path);
+            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::True)?;
+            body.extend(computing(store));
+            outputs.push(case);
+        }
+    }
+    let elem = outputs[0].0.clone();
+    b.cover_axes(s.target, elem, outputs.into_iter().map(|(_, case)| case).collect());
+    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
+    b.ir.body = body;
+    Ok(b.finish())
+}
+
+/// How the vector path's ring is filled, for its coverage.
+enum Ahead {
+    Copies(CopyRing),
+    Producer { ring: ProducerRing, acc: LocalId },
+}
+
+impl Ahead {
+    /// Operand `which`'s copies as cases of the element loader's coverage
+    /// (the last one pushed) where vectors are `on`.
+    fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
+        match self {
+            Ahead::Copies(ring) => v.cover_ahead(b, on, (&ring.first[which], Some(ring.prologue)), &ring.ahead[which], (ring.k0, ring.lookahead)),
+            // Slab j in the producer's iteration j (nothing ahead).
+            Ahead::Producer { ring, .. } => v.cover_ahead(b, on, (&ring.copies[which], None), &ring.copies[which], (ring.kp, 0)),
+        }
+    }
+}
+
+/// An output's coverage case, with the element's variables it names.
+type OutputCase = (Vec<IVar>, CoverCase);
+
+/// The epilogue over running sums `acc`: every thread's sums stored (the
+/// statements, for the computing threads), and the output's coverage
+/// case, which holds `when`: each element by its block, warpgroup, warp,
+/// lane and register (the layout's inverse; see the tests), with the
+/// element's variables.
+fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, (m0, n0, wg): (&IExpr, &IExpr, &IExpr), acc: LocalId, when: Cond) -> Result<(Vec<KStmt>, OutputCase), Diagnostic> {
+    let s = &k.stmts[0];
+    let (mvar, nvar) = (s.vars[0], s.vars[1]);
+    let (mext, next) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent));
     let er_v = b.ivar("r");
     let gm = b.ivar(&k.vars[mvar].name.clone());
     let gn = b.ivar(&k.vars[nvar].name.clone());
@@ -303,29 +459,32 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mut store = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut store)?;
     let access = b.store(s, value, &env, &mut store);
-    let (row, col) = acc_element(&IExpr::Tid.rem(IExpr::c(128)), &IExpr::Var(er_v));
-    // Output element (m, n): its block, warpgroup, warp, lane and register
-    // from the layout's inverse (see the tests).
+    // Register r: half r / 64's register r % 64.
+    let per_half = (N / 2) as i64;
+    let (half, reg_in_half) = if form.halves > 1 { (Some(IExpr::Var(er_v).div(IExpr::c(per_half))), IExpr::Var(er_v).rem(IExpr::c(per_half))) } else { (None, IExpr::Var(er_v)) };
+    let (row, col) = acc_element(&IExpr::Tid.rem(IExpr::c(128)), &reg_in_half);
+    let row = match &half {
+        Some(h) => h.clone().mul(IExpr::c(WG_ROWS)).add(row),
+        None => row,
+    };
     let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
-    let tid = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(WG_ROWS)).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
+    let bm = form.bm() as i64;
+    let tid = m.clone().rem(IExpr::c(bm)).div(IExpr::c(form.wg_rows())).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
     let reg = n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(8)).mul(IExpr::c(4)).add(m.clone().rem(IExpr::c(16)).div(IExpr::c(8)).mul(IExpr::c(2))).add(n.clone().rem(IExpr::c(2)));
+    let reg = if form.halves > 1 { m.clone().rem(IExpr::c(form.wg_rows())).div(IExpr::c(WG_ROWS)).mul(IExpr::c(per_half)).add(reg) } else { reg };
     let assign = vec![
-        (Witness::BlockIdx(1), m.div(IExpr::c(BM as i64))),
+        (Witness::BlockIdx(1), m.div(IExpr::c(bm))),
         (Witness::BlockIdx(0), n.div(IExpr::c(BN as i64))),
         (Witness::Tid, tid),
         (Witness::Var(er_v), reg),
     ];
-    b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
-        KStmt::LetInt { var: gm, value: m0.add(wg.mul(IExpr::c(WG_ROWS))).add(row) },
-        KStmt::LetInt { var: gn, value: n0.add(col) },
-        KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
+        KStmt::LetInt { var: gm, value: m0.clone().add(wg.clone().mul(IExpr::c(form.wg_rows()))).add(row) },
+        KStmt::LetInt { var: gn, value: n0.clone().add(col) },
+        KStmt::If { cond: IExpr::Var(gm).lt(mext).and(IExpr::Var(gn).lt(next)), then: store, els: vec![] },
     ];
-    body.extend(computing(vec![KStmt::unrolled(er_v, N / 2, guarded)]));
-    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
-    b.ir.body = body;
-    Ok(b.finish())
+    Ok((vec![KStmt::unrolled(er_v, N / 2 * form.halves, guarded)], (vec![xm, xn], CoverCase { when, access, assign })))
 }
 
 #[cfg(test)]
@@ -364,7 +523,7 @@ mod tests {
         // the layout's own place for the element.
         for k_inner in [true, false] {
             let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner };
-            let width = if k_inner { BM } else { BN };
+            let width = if k_inner { PLAIN.bm() } else { BN };
             for p in 0..(width * BK) as i64 {
                 let (x, kk) = layout.element_at(IExpr::c(p)).expect("core layout");
                 assert_eq!(constant(&layout.index(x, kk)), p, "k_inner {} position {}", k_inner, p);
@@ -409,10 +568,10 @@ mod tests {
         // groups); a warp reads 16 contiguous bytes of each of 32 rows of
         // the operand.
         let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false };
-        let runs = (BM * BK / VECTOR) as i64;
+        let runs = (PLAIN.bm() * BK / VECTOR) as i64;
         let places: Vec<(i64, i64)> = (0..runs)
             .map(|l| {
-                let (x, kk) = VectorSlab::place(layout, false, BM, BK, IExpr::c(l));
+                let (x, kk) = VectorSlab::place(layout, false, PLAIN.bm(), BK, IExpr::c(l));
                 (constant(&x), constant(&kk))
             })
             .collect();
@@ -451,42 +610,46 @@ mod tests {
         }
     }
 
-    /// A producer warp's threads.
-    const WARP: u32 = 32;
-
     #[test]
     fn the_producers_looped_runs_are_the_runs_of_the_walk() {
-        // Each ring the producer warp fills: run digit * hi + lo of lane
-        // t is run l = t + 32 (digit * hi + lo) of the walk (`place`), and
+        // Each ring a producer fills (a warp beside 128-row tiles, a
+        // warpgroup beside 256-row ones): run digit * hi + lo of lane t is
+        // run l = t + copiers (digit * hi + lo) of the walk (`place`), and
         // in position order lies at 8 l; every run of the slab is some
-        // lane's.
-        let rings = [
-            (SlabLayout::Cores { lbo: LBO_PADDED, sbo: BK / 8 * LBO_PADDED, k_inner: true }, true, BM),
-            (SlabLayout::Cores { lbo: LBO, sbo: SBO_PADDED, k_inner: false }, false, BN),
-            (SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false }, false, BM),
-        ];
-        let first = BM * BN / 64;
-        for (layout, k_contiguous, width) in rings {
-            let runs = (width * BK / VECTOR) as i64;
-            let digit = VectorSlab::looped_digit(layout, k_contiguous, width, BK, WARP).expect("a digit");
-            let per_lane = runs / WARP as i64;
-            let mut seen = std::collections::HashSet::new();
-            for lane in 0..WARP as i64 {
-                for hi in 0..per_lane / digit as i64 {
-                    for lo in 0..digit as i64 {
-                        let (x, kk, index) = VectorSlab::looped_place_in(layout, k_contiguous, (width, BK), (first, WARP), digit, (&IExpr::c(hi), &IExpr::c(lo)));
-                        let tid = first as i64 + lane;
-                        let l = lane + WARP as i64 * (digit as i64 * hi + lo);
-                        let (px, pk) = VectorSlab::place(layout, k_contiguous, width, BK, IExpr::c(l));
-                        assert_eq!((eval(&x, tid), eval(&kk, tid)), (constant(&px), constant(&pk)), "{:?} lane {} run {}", layout, lane, l);
-                        if let Some(index) = index {
-                            assert_eq!(eval(&index, tid), l * VECTOR as i64, "{:?} run {}", layout, l);
+        // lane's. A warpgroup's position-order walk has no digit (64 k
+        // across 128 copiers): its runs stay fixed.
+        for (copiers, bm) in [(32u32, PLAIN.bm()), (128, 2 * PLAIN.bm())] {
+            let rings = [
+                (SlabLayout::Cores { lbo: LBO_PADDED, sbo: BK / 8 * LBO_PADDED, k_inner: true }, true, bm),
+                (SlabLayout::Cores { lbo: LBO, sbo: SBO_PADDED, k_inner: false }, false, BN),
+                (SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: false }, false, bm),
+            ];
+            let first = 256;
+            for (layout, k_contiguous, width) in rings {
+                let runs = (width * BK / VECTOR) as i64;
+                let Some(digit) = VectorSlab::looped_digit(layout, k_contiguous, width, BK, copiers) else {
+                    assert!(copiers == 128 && layout.in_position_order(), "{:?}: no digit for {} copiers", layout, copiers);
+                    continue;
+                };
+                let per_lane = runs / copiers as i64;
+                let mut seen = std::collections::HashSet::new();
+                for lane in 0..copiers as i64 {
+                    for hi in 0..per_lane / digit as i64 {
+                        for lo in 0..digit as i64 {
+                            let (x, kk, index) = VectorSlab::looped_place_in(layout, k_contiguous, (width, BK), (first, copiers), digit, (&IExpr::c(hi), &IExpr::c(lo)));
+                            let tid = first as i64 + lane;
+                            let l = lane + copiers as i64 * (digit as i64 * hi + lo);
+                            let (px, pk) = VectorSlab::place(layout, k_contiguous, width, BK, IExpr::c(l));
+                            assert_eq!((eval(&x, tid), eval(&kk, tid)), (constant(&px), constant(&pk)), "{:?} lane {} run {}", layout, lane, l);
+                            if let Some(index) = index {
+                                assert_eq!(eval(&index, tid), l * VECTOR as i64, "{:?} run {}", layout, l);
+                            }
+                            assert!(seen.insert(l));
                         }
-                        assert!(seen.insert(l));
                     }
                 }
+                assert_eq!(seen.len() as i64, runs);
             }
-            assert_eq!(seen.len() as i64, runs);
         }
     }
 
@@ -494,7 +657,7 @@ mod tests {
     fn core_matrix_layouts_place_every_slab_element_once() {
         for k_inner in [true, false] {
             let layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner };
-            let width = if k_inner { BM } else { BN } as i64;
+            let width = if k_inner { PLAIN.bm() } else { BN } as i64;
             let mut seen = vec![false; (width * BK as i64) as usize];
             for x in 0..width {
                 for kk in 0..BK as i64 {

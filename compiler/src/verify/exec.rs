@@ -852,6 +852,11 @@ impl<'a> Exec<'a> {
                 }
             }
             KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. } => {}
+            // Every thread of a warpgroup sets the same allowance.
+            KStmt::SetMaxRegisters { .. } => self.warp_collective(128),
+            // What the barriers order is not modelled here: the protocol
+            // pass refutes every kernel that uses them (`verify::protocol`).
+            KStmt::MbarInit { .. } | KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } | KStmt::MbarWait { .. } => {}
         }
     }
 
