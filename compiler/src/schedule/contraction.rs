@@ -582,7 +582,7 @@ pub(super) fn copy_ring(
     let p = b.ivar("p");
     let mut copies = Vec::new();
     let at = IExpr::Var(p).div(IExpr::c(bk));
-    let first = [va.copy(b, &IExpr::Var(p), &at.clone().mul(IExpr::c(a_stage)), &mut copies), vb.copy(b, &IExpr::Var(p), &at.mul(IExpr::c(b_stage)), &mut copies)];
+    let first = copy_stage(b, (va, vb), &IExpr::Var(p), &at, (a_stage, b_stage), &mut copies);
     let mut pro = match &computers {
         Some(c) => vec![KStmt::If { cond: Cond::Not(Box::new(c.clone())), then: copies, els: vec![] }],
         None => copies,
@@ -602,7 +602,7 @@ pub(super) fn copy_ring(
     let (issue, finish) = slab(b, IExpr::Var(stage_v));
     let refill = IExpr::Var(refill_v);
     let mut copies = Vec::new();
-    let ahead_acc = [va.copy(b, &ahead_k, &refill.clone().mul(IExpr::c(a_stage)), &mut copies), vb.copy(b, &ahead_k, &refill.mul(IExpr::c(b_stage)), &mut copies)];
+    let ahead_acc = copy_stage(b, (va, vb), &ahead_k, &refill, (a_stage, b_stage), &mut copies);
     match computers {
         // The computing threads run the slab while the producer copies.
         Some(cond) => {
@@ -622,6 +622,12 @@ pub(super) fn copy_ring(
     stmts.push(slab_loop(b, k0, kvar, bk as u32, kbody));
     stmts.push(KStmt::CpAsyncWait { pending: 0 });
     CopyRing { first, ahead: ahead_acc, prologue: p, k0, lookahead: ahead, stmts }
+}
+
+/// Both operands' slab `k_s` copied into ring stage `stage` (each operand's
+/// stage `*_stage` elements long), A's copies first.
+pub(super) fn copy_stage(b: &mut Builder, (va, vb): (&VectorSlab, &VectorSlab), k_s: &IExpr, stage: &IExpr, (a_stage, b_stage): (i64, i64), out: &mut Vec<KStmt>) -> [Copies; 2] {
+    [va.copy(b, k_s, &stage.clone().mul(IExpr::c(a_stage)), out), vb.copy(b, k_s, &stage.clone().mul(IExpr::c(b_stage)), out)]
 }
 
 /// The copies of one operand's slab at one place of the kernel: their

@@ -31,7 +31,7 @@
 //! (`verify::protocol` refutes every kernel that uses one), so the
 //! warpgroup schedule keeps this form off (`warpgroup::FORM`).
 
-use super::contraction::{slab_loop, Copies, VectorSlab};
+use super::contraction::{copy_stage, slab_loop, Copies, VectorSlab};
 use super::lower::Builder;
 use crate::kir::*;
 use crate::tir::VarId;
@@ -100,18 +100,14 @@ pub(super) fn producer_ring(
     // The producer: wait for the stage to be released (from its second
     // use on), copy the slab into it, arrive when the copies land.
     let kp = b.ivar("kp");
-    let (slab_p, stage_p) = (b.ivar("slab"), b.ivar("stage"));
-    let mut pbody = vec![
-        KStmt::LetInt { var: slab_p, value: IExpr::Var(kp).div(IExpr::c(bk)) },
-        KStmt::LetInt { var: stage_p, value: IExpr::Var(slab_p).rem(stages_e.clone()) },
-        KStmt::If {
+    let mut pbody = Vec::new();
+    let (slab_p, stage_p) = slab_and_stage(b, kp, bk, &stages_e, &mut pbody);
+    pbody.push(KStmt::If {
             cond: Cond::Not(Box::new(IExpr::Var(slab_p).lt(stages_e.clone()))),
             then: vec![KStmt::MbarWait { bar: empty, stage: IExpr::Var(stage_p), parity: IExpr::Var(slab_p).div(stages_e.clone()).add(IExpr::c(1)).rem(IExpr::c(2)) }],
             els: vec![],
-        },
-    ];
-    let at = IExpr::Var(stage_p);
-    let copies = [va.copy(b, &IExpr::Var(kp), &at.clone().mul(IExpr::c(a_stage)), &mut pbody), vb.copy(b, &IExpr::Var(kp), &at.mul(IExpr::c(b_stage)), &mut pbody)];
+        });
+    let copies = copy_stage(b, (va, vb), &IExpr::Var(kp), &IExpr::Var(stage_p), (a_stage, b_stage), &mut pbody);
     pbody.push(KStmt::CpAsyncArrive { bar: full, stage: IExpr::Var(stage_p) });
     let mut producer = vec![KStmt::SetMaxRegisters { regs: PRODUCER_REGISTERS, grow: false }];
     producer.extend(lets);
@@ -121,13 +117,10 @@ pub(super) fn producer_ring(
     // The consumers: wait for the slab, make the copies visible to the
     // unit, run the slab, release the stage.
     let k0 = b.ivar("k0");
-    let (slab_c, stage_c) = (b.ivar("slab"), b.ivar("stage"));
-    let mut cbody = vec![
-        KStmt::LetInt { var: slab_c, value: IExpr::Var(k0).div(IExpr::c(bk)) },
-        KStmt::LetInt { var: stage_c, value: IExpr::Var(slab_c).rem(stages_e.clone()) },
-        KStmt::MbarWait { bar: full, stage: IExpr::Var(stage_c), parity: IExpr::Var(slab_c).div(stages_e).rem(IExpr::c(2)) },
-        KStmt::ProxyFence,
-    ];
+    let mut cbody = Vec::new();
+    let (slab_c, stage_c) = slab_and_stage(b, k0, bk, &stages_e, &mut cbody);
+    cbody.push(KStmt::MbarWait { bar: full, stage: IExpr::Var(stage_c), parity: IExpr::Var(slab_c).div(stages_e).rem(IExpr::c(2)) });
+    cbody.push(KStmt::ProxyFence);
     cbody.extend(slab(b, IExpr::Var(stage_c)));
     cbody.push(KStmt::MbarArrive { bar: empty, stage: IExpr::Var(stage_c) });
     let mut consumer = vec![KStmt::SetMaxRegisters { regs: CONSUMER_REGISTERS, grow: true }];
@@ -136,6 +129,15 @@ pub(super) fn producer_ring(
         b.ir.shared[v.tile()].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: 0, prologue: None });
     }
     ProducerRing { copies, kp, init, producer, consumer, consumers }
+}
+
+/// The slab a loop over `k` (stepping by `bk`) is at, and its stage of
+/// the ring, bound in `out`.
+fn slab_and_stage(b: &mut Builder, k: IVar, bk: i64, stages: &IExpr, out: &mut Vec<KStmt>) -> (IVar, IVar) {
+    let (slab, stage) = (b.ivar("slab"), b.ivar("stage"));
+    out.push(KStmt::LetInt { var: slab, value: IExpr::Var(k).div(IExpr::c(bk)) });
+    out.push(KStmt::LetInt { var: stage, value: IExpr::Var(slab).rem(stages.clone()) });
+    (slab, stage)
 }
 
 #[cfg(test)]

@@ -324,9 +324,11 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     let acc_len = N / 2 * form.halves;
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
+    // Each half's (issue, wait and promotion), in order.
     let unit = |b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, acc: LocalId| -> Vec<(Vec<KStmt>, Vec<KStmt>)> {
         (0..form.halves as i64).map(|half| slab_instructions(b, a, bt, (&wg, form, half), acc, per_promotion)).collect()
     };
+    let in_order = |halves: Vec<(Vec<KStmt>, Vec<KStmt>)>| -> Vec<KStmt> { halves.into_iter().flat_map(|(issue, finish)| issue.into_iter().chain(finish)).collect() };
     // The vector path: a ring of copies, filled by the warpgroups between
     // their instructions (`copy_ring`: three slabs in flight while the
     // unit works on the stage of slab k0), or by a producer warpgroup
@@ -346,17 +348,17 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
             let vacc = b.local("acc", Dtype::F32);
             let ring = producer_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, computers.clone().expect("a producer"), pipelined, |b, at| {
                 let (a, bt) = unit_slabs(at);
-                unit(b, &a, &bt, vacc).into_iter().flat_map(|(issue, finish)| issue.into_iter().chain(finish)).collect()
+                in_order(unit(b, &a, &bt, vacc))
             });
             Some((va, vb, Ahead::Producer { ring, acc: vacc }))
         }
         (Some(va), Some(vb)) => {
             let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, true, computers.clone(), pipelined, |b, at| {
                 let (a, bt) = unit_slabs(at);
-                let mut halves = unit(b, &a, &bt, acc).into_iter();
-                let (issue, mut finish) = halves.next().expect("a half");
+                let mut halves = unit(b, &a, &bt, acc);
+                let (issue, mut finish) = halves.remove(0);
                 // Later halves after the first one's wait.
-                finish.extend(halves.flat_map(|(issue, finish)| issue.into_iter().chain(finish)));
+                finish.extend(in_order(halves));
                 (issue, finish)
             });
             Some((va, vb, Ahead::Copies(ring)))
@@ -380,37 +382,31 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     kbody.push(KStmt::Barrier);
     let (a, bt) = (UnitSlab { tile: a_el, at: IExpr::c(0), layout: a_layout }, UnitSlab { tile: b_el, at: IExpr::c(0), layout: b_layout });
     let halves = unit(&mut b, &a, &bt, acc);
-    kbody.extend(computing(halves.into_iter().flat_map(|(issue, finish)| issue.into_iter().chain(finish)).collect()));
+    kbody.extend(computing(in_order(halves)));
     kbody.push(KStmt::Barrier);
     let mut element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     // Epilogue: the statement with the sum replaced by the thread's sums.
     let mut outputs = Vec::new();
-    match vector_path {
-        Some((.., Ahead::Copies(ring))) => {
-            body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path });
-            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::True)?;
-            body.extend(computing(store));
-            outputs.push(case);
+    if let Some((.., Ahead::Producer { mut ring, acc: vacc })) = vector_path {
+        // Each path stores its own sums: the consumers' in their branch
+        // (their register allowance), the element path's after its loop.
+        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), vacc, on.clone())?;
+        ring.consumer.insert(0, KStmt::DeclArray { arr: vacc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
+        ring.consumer.extend(store);
+        outputs.push(case);
+        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::Not(Box::new(on.clone())))?;
+        element_path.extend(computing(store));
+        outputs.push(case);
+        body.push(KStmt::If { cond: on, then: ring.assemble(), els: element_path });
+    } else {
+        // One store after both paths.
+        match vector_path {
+            Some((.., Ahead::Copies(ring))) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
+            _ => body.extend(element_path),
         }
-        Some((.., Ahead::Producer { mut ring, acc: vacc, .. })) => {
-            // Each path stores its own sums: the consumers' in their
-            // branch (their register allowance), the element path's after
-            // its loop.
-            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), vacc, on.clone())?;
-            ring.consumer.insert(0, KStmt::DeclArray { arr: vacc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
-            ring.consumer.extend(store);
-            outputs.push(case);
-            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::Not(Box::new(on.clone())))?;
-            element_path.extend(computing(store));
-            outputs.push(case);
-            body.push(KStmt::If { cond: on, then: ring.assemble(), els: element_path });
-        }
-        None => {
-            body.extend(element_path);
-            let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::True)?;
-            body.extend(computing(store));
-            outputs.push(case);
-        }
+        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::True)?;
+        body.extend(computing(store));
+        outputs.push(case);
     }
     let elem = outputs[0].0.clone();
     b.cover_axes(s.target, elem, outputs.into_iter().map(|(_, case)| case).collect());
