@@ -908,8 +908,8 @@ impl VectorSlab {
         let threads = threads as i64;
         let w = VECTOR as i64;
         if layout.in_position_order() {
+            let index = Self::position_index(lane.clone(), threads, hi.clone().mul(IExpr::c(digit as i64)).add(lo.clone()));
             let within = lo.clone().mul(IExpr::c(threads)).add(lane);
-            let index = Self::position_index(first, threads, hi.clone().mul(IExpr::c(digit as i64)).add(lo.clone()));
             let (x, kk) = if layout.k_contiguous() {
                 (hi.clone().mul(IExpr::c(8)).add(within.clone().rem(IExpr::c(8))), within.div(IExpr::c(8)).mul(IExpr::c(w)))
             } else {
@@ -944,17 +944,18 @@ impl VectorSlab {
     /// Where run `r` (first element at slab `(x, kk)`) lies in the slab.
     fn store_index(&self, r: IExpr, x: IVar, kk: IVar) -> IExpr {
         if self.layout.in_position_order() {
-            Self::position_index(self.first, self.threads as i64, r)
+            Self::position_index(Self::copier(self.first, self.threads), self.threads as i64, r)
         } else {
             self.layout.index(IExpr::Var(x), IExpr::Var(kk))
         }
     }
 
-    /// In position order, the index of the copier's run `r`: run `l = lane
-    /// + threads r` lies at position 8 l (`place` walks the slab in
-    /// position order; a test checks it), linear in the thread id.
-    fn position_index(first: u32, threads: i64, r: IExpr) -> IExpr {
-        Self::copier(first, threads as u32).add(r.mul(IExpr::c(threads))).mul(IExpr::c(VECTOR as i64))
+    /// In position order, the index of run `r` of the copier at `lane`
+    /// (`copier`): run `l = lane + threads r` lies at position 8 l
+    /// (`place` walks the slab in position order; a test checks it),
+    /// linear in the thread id.
+    fn position_index(lane: IExpr, threads: i64, r: IExpr) -> IExpr {
+        lane.add(r.mul(IExpr::c(threads))).mul(IExpr::c(VECTOR as i64))
     }
 
     /// Write the thread's registers (fetched for the next slab) into the

@@ -610,7 +610,7 @@ impl<'a> Gen<'a> {
             hyps.push(tid2.clone().within(Term::c(0), Term::c(self.exec.ir.block as i64)));
             hyps.push(Term::var(TID).div(Term::c(size as i64)).eq(tid2.div(Term::c(size as i64))));
             let other = |f: &Formula| f.rename(&|n| if n == TID { format!("{}'", TID) } else { n.to_string() });
-            let goal = Formula::and(conds.iter().map(|f| other(f)).collect());
+            let goal = Formula::and(conds.iter().map(other).collect());
             let desc = format!("every thread of each group of {} consecutive threads reaches this {} together (the conditions around it take one value across the group)", size, b.what);
             self.push(ObligationKind::BarrierUniform, desc, k.span, &hyps, goal, vec![]);
         }
