@@ -99,6 +99,10 @@ def workloads():
             w[label.replace("matmul_", "gemm_").replace(" tc ", " wg ")] = w[label]
     a, b = rand((8192, 8192), h), rand((8192, 8192), h)
     w["gemm_f16 wg 8192^3"] = (lambda a=a, b=b: torch.matmul(a, b))
+    # Where the warp-specialised form starts to pay (issue 19's threshold).
+    for m in (1024, 1536, 2048, 3072):
+        a, b = rand((m, 4096), h), rand((4096, m), h)
+        w[f"gemm_f16 wg {m}x4096x{m}"] = (lambda a=a, b=b: torch.matmul(a, b))
     return w
 
 def main():

@@ -87,7 +87,8 @@ def workloads():
     """label -> (function, flops): the labels of tokitai-bench-kernels."""
     h = torch.float16
     w = {}
-    for m, k, n in [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 1024, 1024), (4096, 2048, 2048)]:
+    for m, k, n in [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 1024, 1024), (4096, 2048, 2048),
+                    (1024, 4096, 1024), (1536, 4096, 1536), (2048, 4096, 2048), (3072, 4096, 3072)]:
         a, b = rand((m, k), h), rand((k, n), h)
         shape = "4096^3" if m == k == n == 4096 else "8192^3" if m == k == n else f"{m}x{k}x{n}"
         w[f"gemm_f16 wg {shape}"] = ((lambda a=a, b=b: matmul(a, b)), 2 * m * k * n)

@@ -65,6 +65,12 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "gemm_f16 wg 8192^3", kernel: "gemm_f16", dims: &[("M", 8192), ("K", 8192), ("N", 8192)] },
     Workload { label: "gemm_f16 wg 16384x1024x1024", kernel: "gemm_f16", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
     Workload { label: "gemm_f16 wg 4096x2048x2048", kernel: "gemm_f16", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
+    // Where warp specialisation starts to pay (its 256 x 128 tiles against
+    // the plain 128 x 128 ones: `schedule::WARP_SPECIALISED_MIN_BLOCKS`).
+    Workload { label: "gemm_f16 wg 1024x4096x1024", kernel: "gemm_f16", dims: &[("M", 1024), ("K", 4096), ("N", 1024)] },
+    Workload { label: "gemm_f16 wg 1536x4096x1536", kernel: "gemm_f16", dims: &[("M", 1536), ("K", 4096), ("N", 1536)] },
+    Workload { label: "gemm_f16 wg 2048x4096x2048", kernel: "gemm_f16", dims: &[("M", 2048), ("K", 4096), ("N", 2048)] },
+    Workload { label: "gemm_f16 wg 3072x4096x3072", kernel: "gemm_f16", dims: &[("M", 3072), ("K", 4096), ("N", 3072)] },
     Workload { label: "gemm_bf16 wg 4096^3", kernel: "gemm_bf16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
 ];
 

@@ -400,6 +400,12 @@ pub struct SharedArray {
 /// of slab `of + ahead * step`, and a prologue loop (`prologue`, stepping
 /// by `step` from 0) fills the stages of slabs `0 .. ahead` before it
 /// (its iteration `p` the stage of slab `p`).
+///
+/// A ring `filled_by` a producer's loop (warp specialisation,
+/// `schedule::producer_ring`) is filled there instead: that loop's
+/// iteration `p` (stepping by `step` from 0, like `of`) writes the stage
+/// of slab `p`, and nothing else writes the ring; the two loops meet only
+/// at the mbarriers, whose protocol `verify::mbarrier` proves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ring {
     pub stages: u32,
@@ -408,6 +414,7 @@ pub struct Ring {
     pub step: i64,
     pub ahead: u32,
     pub prologue: Option<IVar>,
+    pub filled_by: Option<IVar>,
 }
 
 /// `stages` barriers in shared memory (`mbarrier`, 8 bytes each), each

@@ -41,6 +41,40 @@ pub fn time<T>(kernel: &str, phase: &str, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// One solver call among the slowest: who asked, for how long.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slow {
+    pub seconds: f64,
+    pub kernel: String,
+    pub what: String,
+}
+
+/// How many of the slowest obligations are kept.
+pub const SLOWEST_KEPT: usize = 12;
+
+fn slowest_list() -> &'static Mutex<Vec<Slow>> {
+    static SLOWEST: OnceLock<Mutex<Vec<Slow>>> = OnceLock::new();
+    SLOWEST.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Offer one obligation's solver time to the list of the slowest (kept
+/// sorted, slowest first, at most [`SLOWEST_KEPT`]): a table per kind says
+/// which kind is slow, this says which query to fold or split.
+pub fn record_obligation(kernel: &str, what: &str, seconds: f64) {
+    let Ok(mut list) = slowest_list().lock() else { return };
+    if list.len() >= SLOWEST_KEPT && list.last().is_some_and(|s| s.seconds >= seconds) {
+        return;
+    }
+    let at = list.partition_point(|s| s.seconds >= seconds);
+    list.insert(at, Slow { seconds, kernel: kernel.to_string(), what: what.to_string() });
+    list.truncate(SLOWEST_KEPT);
+}
+
+/// The slowest obligations recorded so far, slowest first.
+pub fn slowest() -> Vec<Slow> {
+    slowest_list().lock().map(|l| l.clone()).unwrap_or_default()
+}
+
 /// Everything recorded so far.
 pub fn snapshot() -> BTreeMap<(String, String), Entry> {
     table().lock().map(|t| t.clone()).unwrap_or_default()
@@ -50,6 +84,9 @@ pub fn snapshot() -> BTreeMap<(String, String), Entry> {
 pub fn clear() {
     if let Ok(mut t) = table().lock() {
         t.clear();
+    }
+    if let Ok(mut l) = slowest_list().lock() {
+        l.clear();
     }
 }
 
@@ -104,6 +141,13 @@ pub fn render(rows: usize) -> String {
         let _ = write!(out, " {:>w$.2}", t, w = w);
     }
     let _ = writeln!(out, " {:>8.2}", totals.iter().sum::<f64>());
+    let slow = slowest();
+    if !slow.is_empty() {
+        let _ = writeln!(out, "slowest obligations:");
+        for s in &slow {
+            let _ = writeln!(out, "  {:>7.2}s  {}: {}", s.seconds, s.kernel, s.what);
+        }
+    }
     out
 }
 
@@ -124,6 +168,18 @@ mod tests {
         let text = render(100);
         let row = text.lines().find(|l| l.starts_with("timings_test_k")).expect("a row for the kernel");
         assert!(row.contains("0.75"), "{}", row);
-        assert!(text.lines().last().unwrap().starts_with("total"));
+        assert!(text.lines().any(|l| l.starts_with("total")));
+    }
+
+    #[test]
+    fn keeps_the_slowest_obligations_in_order() {
+        for i in 0..(SLOWEST_KEPT as u32 + 5) {
+            record_obligation("timings_slow_k", &format!("goal {}", i), 1000.0 + f64::from(i));
+        }
+        let kept: Vec<Slow> = slowest().into_iter().filter(|s| s.kernel == "timings_slow_k").collect();
+        assert_eq!(kept.len(), SLOWEST_KEPT);
+        assert_eq!(kept[0].what, format!("goal {}", SLOWEST_KEPT + 4));
+        assert!(kept.windows(2).all(|w| w[0].seconds >= w[1].seconds));
+        assert!(render(100).contains(&format!("timings_slow_k: goal {}", SLOWEST_KEPT + 4)));
     }
 }

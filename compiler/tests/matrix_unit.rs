@@ -111,13 +111,15 @@ fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
     let k = &arts.program.kernels[0];
     assert!(!matches!(arts.kernels[0].schedule, Schedule::Warpgroup { .. }));
     // ... and the warpgroup schedule is a variant guarded by K >= 128,
-    // after its wide promotion guarded by K >= 192 (a launch takes the
-    // first variant that admits it).
+    // after its wide promotion guarded by K >= 192, and before both the
+    // warp-specialised form of the wide promotion, for large outputs (a
+    // launch takes the first variant that admits it).
     let names: Vec<&str> = arts.variants[0].iter().filter(|v| v.guard.is_some()).map(|v| v.ir.name.as_str()).collect();
-    assert_eq!(names, ["lin_wg4", "lin_wg"]);
-    let wide = &arts.variants[0][0];
-    assert_eq!(wide.guard.map(|g| g.at_least), Some(192));
-    assert_eq!(wide.ir.reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }]);
+    assert_eq!(names, ["lin_ws", "lin_wg4", "lin_wg"]);
+    for wide in &arts.variants[0][..2] {
+        assert_eq!(wide.guard.map(|g| g.at_least), Some(192), "{}", wide.ir.name);
+        assert_eq!(wide.ir.reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }], "{}", wide.ir.name);
+    }
     let v = arts.variants[0].iter().find(|v| v.ir.name == "lin_wg").expect("a warpgroup variant");
     assert_eq!(v.ir.reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 2 }]);
     assert!(matches!(v.ir.schedule, Schedule::Warpgroup { .. }), "{:?}", v.ir.schedule);
@@ -141,14 +143,16 @@ fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
     assert!(matches!(mma.ir.schedule, Schedule::TensorCore { .. }), "{:?}", mma.ir.schedule);
     let short = compile(&linear(1, "f16").replace("K <= 4096", "K <= 50"));
     assert!(short.variants[0].iter().all(|v| v.guard.is_none()));
-    // On the unit itself from K >= 128, with the wide promotion as its
-    // only variant; from K >= 192 the kernel's own schedule promotes once
-    // a slab, with no variant.
+    // On the unit itself from K >= 128, with the wide promotion (and its
+    // warp-specialised form) as its variants; from K >= 192 the kernel's
+    // own schedule promotes once a slab, and the warp-specialised form
+    // needs no guard.
     let long = compile(&linear(128, "f16"));
     assert!(matches!(long.kernels[0].schedule, Schedule::Warpgroup { .. }));
     let names: Vec<(&str, Option<i64>)> = long.variants[0].iter().map(|v| (v.ir.name.as_str(), v.guard.map(|g| g.at_least))).collect();
-    assert_eq!(names, [("lin_wg4", Some(192))]);
+    assert_eq!(names, [("lin_ws", Some(192)), ("lin_wg4", Some(192))]);
     let longer = compile(&linear(192, "f16"));
-    assert!(longer.variants[0].is_empty());
+    let names: Vec<(&str, Option<i64>)> = longer.variants[0].iter().map(|v| (v.ir.name.as_str(), v.guard.map(|g| g.at_least))).collect();
+    assert_eq!(names, [("lin_ws", None)]);
     assert_eq!(longer.kernels[0].reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }]);
 }

@@ -321,13 +321,18 @@ fn a_late_or_missing_copy_wait_is_refuted_by_the_copy_windows() {
     assert_eq!(missing.len(), 2, "{:?}", by_operator);
     assert!(missing.iter().any(|d| d.contains("never meet") && d.contains("ring")), "the loop's wait: {:?}", missing);
     assert!(missing.iter().any(|d| d.contains("copies into shared memory may still land")), "the last wait: {:?}", missing);
-    for op in ["late copy wait", "wait after barrier"] {
-        let found = by(op);
-        assert!(!found.is_empty(), "no {} mutant: {:?}", op, by_operator);
-        // The last wait made later still ends with copies in flight; every
-        // other is a copy landing where the unit reads.
-        assert!(found.iter().any(|d| d.contains("never meet")), "{}: {:?}", op, found);
-    }
+    let late = by("late copy wait");
+    assert!(!late.is_empty(), "no late copy wait mutant: {:?}", by_operator);
+    // The last wait made later still ends with copies in flight; every
+    // other is a copy landing where the unit reads.
+    assert!(late.iter().any(|d| d.contains("never meet")), "late copy wait: {:?}", late);
+    // A wait moved past the barrier also lands its copies after the proxy
+    // fence that precedes the barrier: a race with the unit's reads, or
+    // (the protocol's finding, which comes first) stores the unit may not
+    // see.
+    let after = by("wait after barrier");
+    assert!(!after.is_empty(), "no wait after barrier mutant: {:?}", by_operator);
+    assert!(after.iter().all(|d| d.contains("never meet") || d.contains("no proxy fence between")), "wait after barrier: {:?}", after);
     // A copy never committed is never waited for (the protocol sees it
     // first; its window is unbounded too).
     let uncommitted = by("missing copy commit");
@@ -364,16 +369,27 @@ fn the_wide_promotion_is_proved_only_under_its_guard() {
     assert!(tolerance_proofs(k, &arts.kernels[i], &cfg).iter().all(|o| o.outcome.is_proved()));
 }
 
-/// The warpgroup schedule's warp-specialised form (a producer warpgroup
-/// filling the ring, the two warpgroups draining it, synchronised by
-/// mbarriers) is built but not launched: the verifier has no rule yet for
-/// what an mbarrier orders, so it must refuse the form, not pass it.
+/// The warpgroup schedule's warp-specialised form (`gemm_f16_ws`: a
+/// producer warpgroup filling the ring, the two warpgroups draining it,
+/// synchronised by mbarriers) is proved under its guard, and every mutant
+/// of it is refuted. The mbarrier operators' refutations name what they
+/// broke: a deleted wait leaves a copy and a read (or two copies) of one
+/// stage unordered, which race-freedom refutes; a wait for the other
+/// phase fails the parity obligation; a deleted arrival leaves its
+/// barrier with no arrivals; an allowance beyond the pool is refuted by
+/// the register budget. No mutant survives (an equivalent one would say
+/// the schedule holds a statement that does nothing: the producer's
+/// first waits were once in a branch, and it ended with a copy wait that
+/// saw no group).
 #[test]
-fn the_warp_specialised_form_is_refused_until_its_mbarriers_are_modelled() {
+fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
+    use tokitai_compiler::verify::{mutate::mutants, verify_kernel};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
     let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
-    let k = arts.program.kernels.iter().find(|k| k.name == "gemm_f16").expect("gemm_f16");
-    let ir = tokitai_compiler::schedule::schedule_warp_specialised(k, &Target::default_cuda()).expect("admitted").expect("scheduled");
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let ws = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws").expect("a warp-specialised variant");
+    assert_eq!(ws.guard.map(|g| g.at_least), Some(192), "promoted once a slab: sums of at least 192");
+    let (k, ir) = (ws.kernel(&arts.program.kernels[i]), ws.ir.clone());
     // Two warpgroups consume, one produces; each side's barrier expects
     // every thread of the other side's arrivals.
     assert_eq!(ir.block, 384);
@@ -383,6 +399,69 @@ fn the_warp_specialised_form_is_refused_until_its_mbarriers_are_modelled() {
     for line in ["setmaxnreg.dec.sync.aligned.u32 88;", "setmaxnreg.inc.sync.aligned.u32 208;", "cp.async.mbarrier.arrive.noinc", "mbarrier.try_wait.parity"] {
         assert!(text.contains(line), "no `{}` in the form's source", line);
     }
-    let refuted = first_refutation(k, &ir, &Config { timeout_ms: 5_000 }).expect("refused");
-    assert!(refuted.obligation.description.contains("mbarriers, which the verifier does not model yet"), "refused by {}", refuted.obligation.description);
+    let cfg = Config { timeout_ms: 5_000 };
+    let proofs = verify_kernel(&k, &mut ir.clone(), &cfg);
+    let unproved: Vec<&str> = proofs.obligations.iter().filter(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.as_str()).collect();
+    assert!(unproved.is_empty(), "not proved: {:?}", unproved);
+    for what in ["with parity", "names the stage of its iteration's slab", "in every iteration that refills a stage", "arrived at by exactly its count of threads"] {
+        assert!(proofs.obligations.iter().any(|o| o.obligation.description.contains(what)), "no obligation on `{}`", what);
+    }
+    let mut by_operator: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let all = mutants(&k, &ir);
+    for m in &all {
+        let refuted = first_refutation(&k, &m.ir, &cfg).unwrap_or_else(|| panic!("{} survived", m.description));
+        by_operator.entry(m.operator).or_default().push(refuted.obligation.description.clone());
+    }
+    let by = |op: &str| by_operator.get(op).cloned().unwrap_or_default();
+    // The consumers' wait on `full`, the producer's on `empty`.
+    let missing = by("missing mbarrier wait");
+    assert_eq!(missing.len(), 2, "{:?}", by_operator);
+    assert!(missing.iter().all(|d| d.contains("never meet")), "{:?}", missing);
+    let swapped = by("swapped barrier phase");
+    assert_eq!(swapped.len(), 2, "{:?}", by_operator);
+    assert!(swapped.iter().all(|d| d.contains("with parity")), "{:?}", swapped);
+    let arrivals = by("missing mbarrier arrival");
+    assert_eq!(arrivals.len(), 2, "{:?}", by_operator);
+    // (The producer's copies with no arrival after them are also still
+    // in flight at its end, which the protocol may report first.)
+    assert!(arrivals.iter().all(|d| d.contains("arrived at by 0 statements") || d.contains("may still land")), "{:?}", arrivals);
+    assert!(arrivals.iter().any(|d| d.contains("`empty_1` is arrived at by 0 statements")), "{:?}", arrivals);
+    let registers = by("register allowance beyond the pool");
+    assert_eq!(registers.len(), 1, "{:?}", by_operator);
+    assert!(registers[0].contains("register allowances take"), "{:?}", registers);
+    // The consumers releasing a stage the unit may still read: their
+    // arrival moved before the last wgmma wait.
+    let mut early = ir.clone();
+    assert!(release_before_wait(&mut early.body), "the consumers' loop arrives after a wgmma wait");
+    let refuted = first_refutation(&k, &early, &cfg).expect("an early release is refuted");
+    assert!(refuted.obligation.description.contains("mbarrier arrival is reached while a wgmma"), "refuted by {}", refuted.obligation.description);
+    println!("{} mutants of {}, every one refuted: {:?}", all.len(), ir.name, by_operator.iter().map(|(op, v)| (op, v.len())).collect::<Vec<_>>());
+}
+
+/// Move the `MbarArrive` of the loop that holds one before the last
+/// `WgmmaWait` before it; whether one was moved.
+fn release_before_wait(body: &mut [tokitai_compiler::kir::KStmt]) -> bool {
+    use tokitai_compiler::kir::KStmt;
+    for s in body.iter_mut() {
+        match s {
+            KStmt::For { body, .. } => {
+                if let Some(a) = body.iter().position(|s| matches!(s, KStmt::MbarArrive { .. })) {
+                    let Some(w) = body[..a].iter().rposition(|s| matches!(s, KStmt::WgmmaWait)) else { return false };
+                    let arrive = body.remove(a);
+                    body.insert(w, arrive);
+                    return true;
+                }
+                if release_before_wait(body) {
+                    return true;
+                }
+            }
+            KStmt::If { then, els, .. } => {
+                if release_before_wait(then) || release_before_wait(els) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }

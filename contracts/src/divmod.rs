@@ -26,6 +26,41 @@ use crate::term::{Formula, Term};
 /// A variable's known bounds, `(lowest, highest)` (`None`: unbounded).
 pub type Bounds<'a> = &'a dyn Fn(&str) -> (Option<i64>, Option<i64>);
 
+/// The constant bounds that `hypotheses` state of single variables (`c <=
+/// v`, `v < c` and the like, in conjunctions), as [`Bounds`] needs them:
+/// each implied by the hypotheses, so a fold under them is equivalent
+/// given the hypotheses.
+pub fn stated_bounds(hypotheses: &[Formula]) -> std::collections::HashMap<String, (Option<i64>, Option<i64>)> {
+    fn walk(f: &Formula, out: &mut std::collections::HashMap<String, (Option<i64>, Option<i64>)>) {
+        let mut lower = |v: &str, c: i64| {
+            let e = out.entry(v.to_string()).or_insert((None, None));
+            e.0 = Some(e.0.map_or(c, |x| x.max(c)));
+        };
+        match f {
+            Formula::And(v) => v.iter().for_each(|x| walk(x, out)),
+            Formula::Le(Term::Const(c), Term::Var(v)) => lower(v, *c),
+            Formula::Lt(Term::Const(c), Term::Var(v)) => {
+                if let Some(c) = c.checked_add(1) {
+                    lower(v, c)
+                }
+            }
+            Formula::Le(Term::Var(v), Term::Const(c)) | Formula::Lt(Term::Var(v), Term::Const(c)) => {
+                let c = if matches!(f, Formula::Lt(..)) { c.checked_sub(1) } else { Some(*c) };
+                if let Some(c) = c {
+                    let e = out.entry(v.to_string()).or_insert((None, None));
+                    e.1 = Some(e.1.map_or(c, |x| x.min(c)));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    for f in hypotheses {
+        walk(f, &mut out);
+    }
+    out
+}
+
 /// The formula with its divisions and remainders by positive constants
 /// folded (see the module's documentation).
 pub fn fold(f: &Formula, bounds: Bounds) -> Formula {
@@ -252,6 +287,20 @@ fn interval(t: &Term, bounds: Bounds) -> (Option<i64>, Option<i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stated_bounds_are_read_off_conjunctions_of_comparisons_with_constants() {
+        let t = Term::var("t");
+        let hyps = vec![Formula::and(vec![Term::c(0).le(t.clone()), t.clone().lt(Term::c(384))]), Term::c(256).le(t.clone()), Term::var("k").lt(Term::var("n"))];
+        let b = stated_bounds(&hyps);
+        assert_eq!(b.get("t"), Some(&(Some(256), Some(383))));
+        assert_eq!(b.get("k"), None);
+        // Folded under them: (t % 128) is below 128, so a multiple of 72
+        // plus it, modulo 72, is the remainder alone only where it fits.
+        let bounds = |n: &str| b.get(n).copied().unwrap_or((None, None));
+        let x = Term::c(72).mul(Term::var("q")).add(t.clone().rem(Term::c(8)));
+        assert_eq!(term(&x.rem(Term::c(72)), &bounds), t.rem(Term::c(8)));
+    }
 
     fn nonneg(_: &str) -> (Option<i64>, Option<i64>) {
         (Some(0), None)

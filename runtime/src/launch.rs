@@ -84,7 +84,8 @@ impl KernelDef {
     pub fn choose(&self, dims: &[i64]) -> Chosen {
         let key = (self.row_length)(dims);
         let guarded = guarded_variants_on();
-        match self.variants.iter().find(|v| (guarded || v.guard.is_none()) && v.serves(dims, key)) {
+        let skipped = |v: &Variant| skipped_variants().iter().any(|s| v.name.strip_prefix(self.info.name).is_some_and(|rest| rest == format!("_{}", s)));
+        match self.variants.iter().find(|v| (guarded || v.guard.is_none()) && !skipped(v) && v.serves(dims, key)) {
             Some(v) => Chosen::of(v),
             None => self.primary(),
         }
@@ -108,6 +109,15 @@ impl KernelDef {
 fn guarded_variants_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("TOKITAI_GUARDED_VARIANTS").map_or(true, |v| v != "off"))
+}
+
+/// Variants never chosen, by their name's suffix (`ws` for
+/// `<kernel>_ws`): `TOKITAI_SKIP_VARIANTS=ws,wg4`, an ablation switch like
+/// `TOKITAI_GUARDED_VARIANTS`, so that a benchmark can time one shape
+/// with and without a form in one run. Read once.
+fn skipped_variants() -> &'static [String] {
+    static SKIP: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    SKIP.get_or_init(|| std::env::var("TOKITAI_SKIP_VARIANTS").map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()).unwrap_or_default())
 }
 
 /// Bind and check everything about a call that does not need a device.
@@ -213,10 +223,16 @@ mod tests {
     fn a_guarded_variant_serves_only_the_launches_its_guard_admits() {
         // linear_fwd's dims: M, K, N. On the unit from K = 128 (one
         // promotion a slab from K = 192), for outputs of at least 33
-        // default tiles or sums of at least 1024.
+        // default tiles or sums of at least 1024; warp-specialised (from
+        // K = 192 too) for outputs of at least 64 of its 256 x 128 tiles
+        // (the key counts the kernel's own tiles: 2048 x 1024 is the
+        // first such output of 1024 columns).
         let ran = |k: &crate::launch::KernelDef, d: &[i64]| k.choose(d).name;
-        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 2048]), "linear_fwd_wg4");
-        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 192, 2048]), "linear_fwd_wg4");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 2048]), "linear_fwd_ws");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 192, 2048]), "linear_fwd_ws");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[2048, 4096, 1024]), "linear_fwd_ws");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[1920, 4096, 1024]), "linear_fwd_wg4");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[1024, 2048, 1024]), "linear_fwd_wg4");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 191, 2048]), "linear_fwd_wg");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 128, 2048]), "linear_fwd_wg");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 127, 2048]), "linear_fwd");

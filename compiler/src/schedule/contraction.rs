@@ -531,8 +531,8 @@ pub(super) fn ring_pipeline(
     }
     kbody.extend(slab(b, IExpr::Var(stage_v), stores));
     kbody.push(KStmt::Barrier);
-    b.ir.shared[va.tile].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0, step: bk as i64, ahead: 1, prologue: None });
-    b.ir.shared[vb.tile].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0, step: bk as i64, ahead: 1, prologue: None });
+    b.ir.shared[va.tile].ring = Some(Ring { stages: STAGES, stage_len: a_stage, of: k0, step: bk as i64, ahead: 1, prologue: None, filled_by: None });
+    b.ir.shared[vb.tile].ring = Some(Ring { stages: STAGES, stage_len: b_stage, of: k0, step: bk as i64, ahead: 1, prologue: None, filled_by: None });
     stmts.push(slab_loop(b, k0, kvar, bk, kbody));
     RingPipeline { first, ahead, k0, stmts }
 }
@@ -617,7 +617,7 @@ pub(super) fn copy_ring(
         }
     }
     for (v, len) in [(va, a_stage), (vb, b_stage)] {
-        b.ir.shared[v.tile].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: ahead as u32, prologue: Some(p) });
+        b.ir.shared[v.tile].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: ahead as u32, prologue: Some(p), filled_by: None });
     }
     stmts.push(slab_loop(b, k0, kvar, bk as u32, kbody));
     stmts.push(KStmt::CpAsyncWait { pending: 0 });

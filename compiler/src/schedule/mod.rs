@@ -119,6 +119,16 @@ pub const ROW_VARIANTS: &[(u32, i64, i64)] = &[(128, 1, 2048), (512, 16384, i64:
 /// 4 tiles) ran its step 24% slower with the unit's single blocks than
 /// with 64 SIMT blocks.
 pub const MATRIX_UNIT_MIN_TILES: i64 = 33;
+/// When the warp-specialised variant is chosen: for outputs of at least
+/// this many of its 256 x 128 tiles (see `warp_specialised_variant`).
+/// Measured on the H100 (issue 19, bench/ws_crossover.sh, gemm_f16 at
+/// K = 4096 with the form and without it in one run): 32 tiles (1024 x
+/// 1024) ran at 104 TFLOP/s against the plain form's 149, 72 tiles (1536
+/// x 1536) at 220 against 173, and every larger output gained (2048^2:
+/// 350 against 304; 4096^3: 414 against 335). A block of 256 x 128 on
+/// every other SM is where the deeper pipeline starts to pay for having
+/// half as many blocks to spread.
+pub const WARP_SPECIALISED_MIN_BLOCKS: i64 = 64;
 pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
 
 /// A kernel's variants, in the order a launch tries them (the first whose
@@ -131,13 +141,16 @@ pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
 /// row schedule at other block sizes (`<kernel>_b<block>`, by row length).
 pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
     if let Schedule::Warpgroup { .. } = ir.schedule {
-        // On the unit already: the wide promotion for long enough sums.
+        // On the unit already: warp specialisation for large outputs, the
+        // wide promotion for long enough sums.
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        return Ok(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?.into_iter().collect());
+        let mut out: Vec<Variant> = warp_specialised_variant(k, target, &plan, ir)?.into_iter().collect();
+        out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
+        return Ok(out);
     }
     if let Schedule::Contraction { .. } = ir.schedule {
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = matrix_unit_variant(k, target, &plan)?;
+        let mut out: Vec<Variant> = matrix_unit_variant(k, target, &plan, ir)?;
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
@@ -167,17 +180,46 @@ type Unit = (i64, &'static str, fn(&Kernel, &Target, &contraction::Plan) -> bool
 /// the sum at least that long, as a guarded variant (see [`Guard`]); on
 /// the warpgroup unit also its wide promotion for longer sums, tried
 /// first.
-fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) -> Result<Vec<Variant>, Diagnostic> {
+fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
     let keys = (MATRIX_UNIT_MIN_TILES, i64::MAX);
     let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), (tensor_core::MIN_K, "mma", tensor_core::admits, tensor_core::schedule)];
     for unit in units {
         if let Some(v) = guarded_variant(k, target, plan, unit, keys, MATRIX_UNIT_LONG_SUM)? {
-            let mut out: Vec<Variant> = if unit.1 == "wg" { wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?.into_iter().collect() } else { Vec::new() };
+            let mut out: Vec<Variant> = Vec::new();
+            if unit.1 == "wg" {
+                out.extend(warp_specialised_variant(k, target, plan, base)?);
+                out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
+            }
             out.push(v);
             return Ok(out);
         }
     }
     Ok(Vec::new())
+}
+
+/// The warp-specialised form (`<kernel>_ws`, `warpgroup::schedule_specialised`:
+/// a producer warpgroup, 256 x 128 tiles, the wide promotion) for
+/// outputs of at least `WARP_SPECIALISED_MIN_BLOCKS` of its tiles,
+/// guarded by the wide promotion's shortest sum where the kernel admits
+/// shorter ones. The key counts the kernel's own tiles (`base`'s grid),
+/// so the threshold is converted into them.
+fn warp_specialised_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
+    let (bm, bn) = match base.schedule {
+        Schedule::Warpgroup { bm, bn, .. } | Schedule::Contraction { bm, bn, .. } | Schedule::TensorCore { bm, bn, .. } => (bm as i64, bn as i64),
+        _ => return Ok(None),
+    };
+    let per_block = (warpgroup::SPECIALISED_TILE.0 * warpgroup::SPECIALISED_TILE.1) as i64;
+    let keys = ((WARP_SPECIALISED_MIN_BLOCKS * per_block + bm * bn - 1) / (bm * bn), i64::MAX);
+    if contraction::sums_at_least(k, plan, warpgroup::MIN_K_WIDE) {
+        if !warpgroup::admits(k, target, plan) {
+            return Ok(None);
+        }
+        let Some(plan) = contraction::detect(k) else { return Ok(None) };
+        let mut ir = warpgroup::schedule_specialised(k, target, plan)?;
+        ir.name = format!("{}_ws", k.name);
+        return Ok(Some(Variant { ir, keys, guard: None }));
+    }
+    guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, "ws", warpgroup::admits, warpgroup::schedule_specialised), keys, i64::MAX)
 }
 
 /// The warpgroup schedule with one promotion a slab (`<kernel>_wg4`,
@@ -211,13 +253,6 @@ fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k
     Ok(Some(Variant { ir, keys, guard: Some(guard) }))
 }
 
-/// The warpgroup schedule's warp-specialised form of a contraction that
-/// admits the schedule (`None` where it does not): not launched yet (see
-/// `warpgroup::schedule_specialised`); for tests and measurements.
-pub fn schedule_warp_specialised(k: &Kernel, target: &Target) -> Option<Result<KernelIr, Diagnostic>> {
-    let plan = contraction::detect(k)?;
-    warpgroup::admits(k, target, &plan).then(|| warpgroup::schedule_specialised(k, target, plan))
-}
 
 pub fn schedule_kernel(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     if let Some(plan) = contraction::detect(k) {

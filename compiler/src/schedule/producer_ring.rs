@@ -9,8 +9,9 @@
 //! threads arrive at once the unit has read the stage. Slab `j` lives in
 //! stage `j % stages`; it is that stage's use `u = j / stages`, so the
 //! consumer waits for the phase of `full[s]` with parity `u % 2`, and the
-//! producer, from the second use on, for the phase of `empty[s]` that
-//! the consumers completed with slab `j - stages`, parity `(u - 1) % 2`.
+//! producer for the phase of `empty[s]` that the consumers completed with
+//! slab `j - stages`, parity `(u - 1) % 2` (on the first use, the phase
+//! before a fresh barrier's first, which counts as complete).
 //! Neither side can run two phases ahead of the other's wait (each
 //! waits for the other before it arrives again), so one parity bit names
 //! the phase.
@@ -27,9 +28,11 @@
 //! 256 x 128 tiles ran 435 / 466 TFLOP/s at 4096^3 / 8192^3, against 349
 //! / 367 for the schedule in use; with 128 x 128 tiles it gained nothing.
 //!
-//! The verifier does not model what an mbarrier orders yet
-//! (`verify::protocol` refutes every kernel that uses one), so the
-//! warpgroup schedule keeps this form off (`warpgroup::FORM`).
+//! The verifier proves what the barriers order (`verify::mbarrier`): each
+//! wait's stage and parity are its slab's, each barrier's arrivals are
+//! counted, and race-freedom pairs a copy of slab `jw` only with reads of
+//! the slabs `jx < jw < jx + stages` that the barriers leave unordered.
+//! The ring (`kir::Ring::filled_by`) names the producer's loop for it.
 
 use super::contraction::{copy_stage, slab_loop, Copies, VectorSlab};
 use super::lower::Builder;
@@ -97,23 +100,24 @@ pub(super) fn producer_ring(
         KStmt::Barrier,
     ];
     let kext = super::extent_expr(b.k.vars[kvar].extent);
-    // The producer: wait for the stage to be released (from its second
-    // use on), copy the slab into it, arrive when the copies land.
+    // The producer: wait for the stage to be released, copy the slab into
+    // it, arrive when the copies land.
     let kp = b.ivar("kp");
     let mut pbody = Vec::new();
     let (slab_p, stage_p) = slab_and_stage(b, kp, bk, &stages_e, &mut pbody);
-    pbody.push(KStmt::If {
-            cond: Cond::Not(Box::new(IExpr::Var(slab_p).lt(stages_e.clone()))),
-            then: vec![KStmt::MbarWait { bar: empty, stage: IExpr::Var(stage_p), parity: IExpr::Var(slab_p).div(stages_e.clone()).add(IExpr::c(1)).rem(IExpr::c(2)) }],
-            els: vec![],
-        });
+    // In every iteration: on a stage's first use the wait is for parity
+    // 1, the phase before a fresh barrier's first, which counts as
+    // complete, so it passes at once (and a branch around it would be a
+    // second way of saying the same).
+    pbody.push(KStmt::MbarWait { bar: empty, stage: IExpr::Var(stage_p), parity: IExpr::Var(slab_p).div(stages_e.clone()).add(IExpr::c(1)).rem(IExpr::c(2)) });
     let copies = copy_stage(b, (va, vb), &IExpr::Var(kp), &IExpr::Var(stage_p), (a_stage, b_stage), &mut pbody);
     pbody.push(KStmt::CpAsyncArrive { bar: full, stage: IExpr::Var(stage_p) });
     let mut producer = vec![KStmt::SetMaxRegisters { regs: PRODUCER_REGISTERS, grow: false }];
     producer.extend(lets);
     producer.push(KStmt::For { var: kp, start: IExpr::c(0), end: kext, step: IExpr::c(bk), unroll: false, body: pbody });
-    // Nothing in flight when the thread ends.
-    producer.push(KStmt::CpAsyncWait { pending: 0 });
+    // No wait at the end: its copies are never committed to a group
+    // (`cp.async.wait_group` would not see them); each lands before its
+    // arrival completes a phase the consumers wait for.
     // The consumers: wait for the slab, make the copies visible to the
     // unit, run the slab, release the stage.
     let k0 = b.ivar("k0");
@@ -126,7 +130,7 @@ pub(super) fn producer_ring(
     let mut consumer = vec![KStmt::SetMaxRegisters { regs: CONSUMER_REGISTERS, grow: true }];
     consumer.push(slab_loop(b, k0, kvar, bk as u32, cbody));
     for (v, len) in [(va, a_stage), (vb, b_stage)] {
-        b.ir.shared[v.tile()].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: 0, prologue: None });
+        b.ir.shared[v.tile()].ring = Some(Ring { stages, stage_len: len, of: k0, step: bk, ahead: 0, prologue: None, filled_by: Some(kp) });
     }
     ProducerRing { copies, kp, init, producer, consumer, consumers }
 }

@@ -238,7 +238,7 @@ struct Form {
 
 impl Form {
     /// The block's rows: two warpgroups'.
-    fn bm(self) -> u32 {
+    const fn bm(self) -> u32 {
         2 * WG_ROWS as u32 * self.halves
     }
 
@@ -265,21 +265,22 @@ const PLAIN: Form = Form { halves: 1, producer: false };
 /// accumulator, reused), so only where a slab is promoted once
 /// (`WIDE_PROMOTION`: two fresh accumulators would not fit beside them).
 const SPECIALISED: Form = Form { halves: 2, producer: true };
-/// Off: the verifier cannot prove what the form's mbarriers order yet
-/// (`verify::protocol` refutes it), and no unproved kernel runs.
-const WARP_SPECIALISED: bool = false;
+/// The warp-specialised form's output tile, rows by columns.
+pub const SPECIALISED_TILE: (u32, u32) = (SPECIALISED.bm(), BN);
 
 /// The schedule (see the module's documentation); the caller checked
 /// [`admits`].
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
     let per_promotion = if sums_at_least(k, &p, MIN_K_WIDE) { WIDE_PROMOTION } else { PER_PROMOTION };
-    let form = if WARP_SPECIALISED && per_promotion == WIDE_PROMOTION { SPECIALISED } else { PLAIN };
-    schedule_form(k, target, p, form, per_promotion)
+    schedule_form(k, target, p, PLAIN, per_promotion)
 }
 
-/// The warp-specialised form of [`schedule`] for a kernel whose sums
-/// are promoted once a slab: what the schedule would run were the form on
-/// (its tests, and the verifier's until it proves the form).
+/// The warp-specialised form of [`schedule`] (`SPECIALISED`), promoting
+/// once a slab: the caller's kernel sums at least [`MIN_K_WIDE`] (its
+/// `requires` or a variant's guard; the tolerance proof refutes it
+/// otherwise). Chosen per launch for large outputs
+/// (`schedule::warp_specialised_variant`): on small ones its 256-row
+/// tiles leave SMs idle (H100, 1000^3: 69 against 105 TFLOP/s).
 pub fn schedule_specialised(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
     schedule_form(k, target, p, SPECIALISED, WIDE_PROMOTION)
 }
@@ -385,16 +386,19 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     kbody.extend(computing(in_order(halves)));
     kbody.push(KStmt::Barrier);
     let mut element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
-    // Epilogue: the statement with the sum replaced by the thread's sums.
+    // Epilogue: the statement with the sum replaced by the thread's sums;
+    // each path's store is a case of the output's coverage, over one
+    // element's variables.
+    let elem = (b.ivar("elem_m"), b.ivar("elem_n"));
     let mut outputs = Vec::new();
     if let Some((.., Ahead::Producer { mut ring, acc: vacc })) = vector_path {
         // Each path stores its own sums: the consumers' in their branch
         // (their register allowance), the element path's after its loop.
-        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), vacc, on.clone())?;
+        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), vacc, elem, on.clone())?;
         ring.consumer.insert(0, KStmt::DeclArray { arr: vacc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
         ring.consumer.extend(store);
         outputs.push(case);
-        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::Not(Box::new(on.clone())))?;
+        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, elem, Cond::Not(Box::new(on.clone())))?;
         element_path.extend(computing(store));
         outputs.push(case);
         body.push(KStmt::If { cond: on, then: ring.assemble(), els: element_path });
@@ -404,12 +408,11 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
             Some((.., Ahead::Copies(ring))) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
             _ => body.extend(element_path),
         }
-        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, Cond::True)?;
+        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, elem, Cond::True)?;
         body.extend(computing(store));
         outputs.push(case);
     }
-    let elem = outputs[0].0.clone();
-    b.cover_axes(s.target, elem, outputs.into_iter().map(|(_, case)| case).collect());
+    b.cover_axes(s.target, vec![elem.0, elem.1], outputs);
     b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
     b.ir.body = body;
     Ok(b.finish())
@@ -433,15 +436,12 @@ impl Ahead {
     }
 }
 
-/// An output's coverage case, with the element's variables it names.
-type OutputCase = (Vec<IVar>, CoverCase);
-
 /// The epilogue over running sums `acc`: every thread's sums stored (the
 /// statements, for the computing threads), and the output's coverage
 /// case, which holds `when`: each element by its block, warpgroup, warp,
 /// lane and register (the layout's inverse; see the tests), with the
 /// element's variables.
-fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, (m0, n0, wg): (&IExpr, &IExpr, &IExpr), acc: LocalId, when: Cond) -> Result<(Vec<KStmt>, OutputCase), Diagnostic> {
+fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, (m0, n0, wg): (&IExpr, &IExpr, &IExpr), acc: LocalId, (xm, xn): (IVar, IVar), when: Cond) -> Result<(Vec<KStmt>, CoverCase), Diagnostic> {
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
     let (mext, next) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent));
@@ -463,7 +463,6 @@ fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, (m0, n0, wg): (&I
         Some(h) => h.clone().mul(IExpr::c(WG_ROWS)).add(row),
         None => row,
     };
-    let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
     let bm = form.bm() as i64;
     let tid = m.clone().rem(IExpr::c(bm)).div(IExpr::c(form.wg_rows())).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
@@ -480,7 +479,7 @@ fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, (m0, n0, wg): (&I
         KStmt::LetInt { var: gn, value: n0.clone().add(col) },
         KStmt::If { cond: IExpr::Var(gm).lt(mext).and(IExpr::Var(gn).lt(next)), then: store, els: vec![] },
     ];
-    Ok((vec![KStmt::unrolled(er_v, N / 2 * form.halves, guarded)], (vec![xm, xn], CoverCase { when, access, assign })))
+    Ok((vec![KStmt::unrolled(er_v, N / 2 * form.halves, guarded)], CoverCase { when, access, assign }))
 }
 
 #[cfg(test)]

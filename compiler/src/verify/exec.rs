@@ -156,6 +156,35 @@ pub struct Barrier {
     pub group: Option<(u32, Vec<Formula>, Vec<Formula>)>,
 }
 
+/// What an mbarrier statement does (see `KStmt::MbarInit` and the rest).
+#[derive(Clone, Debug, PartialEq)]
+pub enum MbarKind {
+    Init,
+    Arrive,
+    /// `KStmt::CpAsyncArrive`: an arrival once the thread's copies land.
+    CopiesArrive,
+    Wait { parity: Term },
+}
+
+/// An mbarrier statement as executed: which barrier of which array, under
+/// what path, inside which loops, where (as `Access::pos`), and the
+/// enclosing conditions and loop bounds that depend on the thread (who
+/// arrives: `verify::mbarrier` counts them).
+#[derive(Clone, Debug)]
+pub struct MbarEvent {
+    pub kind: MbarKind,
+    pub bar: MbarId,
+    /// The barrier's index in its array (`Const(0)` for an `Init`, which
+    /// initialises all of them).
+    pub stage: Term,
+    pub path: Vec<Formula>,
+    pub loops: Vec<usize>,
+    pub pos: Vec<(usize, usize)>,
+    /// The thread-dependent enclosing conditions' formulas; `None` where
+    /// a loop bound depends on the thread (no count can be given).
+    pub thread_conds: Option<Vec<Formula>>,
+}
+
 /// An integer variable id no `KernelIr` uses: the register of a fragment
 /// while a `FragmentLoad`'s reads are recorded.
 const FRAGMENT_REGISTER: IVar = usize::MAX;
@@ -196,12 +225,17 @@ pub struct Exec<'a> {
     /// path: the unit asks one descriptor of the whole warpgroup, 16-byte
     /// aligned.
     pub descriptors: Vec<(Term, Vec<Formula>, String, Vec<String>)>,
+    pub mbar_events: Vec<MbarEvent>,
+    /// Each register allowance a thread sets (`KStmt::SetMaxRegisters`),
+    /// with the conditions on the threads that set it (as
+    /// `MbarEvent::thread_conds`).
+    pub allowances: Vec<(u32, Option<Vec<Formula>>)>,
     pub int_ops: Vec<IntOp>,
     fresh: usize,
     /// Launch assumptions: dims, ids, requires, index-tensor contracts.
     pub base: Vec<Formula>,
     /// Each enclosing condition or loop bound: thread-uniform, what it
-    /// is, and for a condition its formula.
+    /// is, and for a condition its formula (negated in the else arm).
     cond_stack: Vec<(bool, String, Option<Formula>)>,
     /// For each register array, the thread-only conditions (in tid alone)
     /// on the path of each of its reads: a thread that reads it meets one
@@ -255,6 +289,8 @@ impl<'a> Exec<'a> {
             accesses: Vec::new(),
             barriers: Vec::new(),
             descriptors: Vec::new(),
+            mbar_events: Vec::new(),
+            allowances: Vec::new(),
             int_ops: Vec::new(),
             fresh: 0,
             base: Vec::new(),
@@ -669,6 +705,11 @@ impl<'a> Exec<'a> {
                 self.path.truncate(saved.0);
                 self.cover_path.truncate(saved.1);
                 let el = self.new_list(self.lists[list].in_loop);
+                // The else arm runs where the condition fails: its own
+                // formula for what asks which threads are here.
+                if let Some(top) = self.cond_stack.last_mut() {
+                    top.2 = Some(f.clone().not());
+                }
                 self.path.push(f.clone().not());
                 self.cover_path.push(f.not());
                 self.block(els, el);
@@ -853,11 +894,50 @@ impl<'a> Exec<'a> {
             }
             KStmt::CpAsyncCommit | KStmt::CpAsyncWait { .. } => {}
             // Every thread of a warpgroup sets the same allowance.
-            KStmt::SetMaxRegisters { .. } => self.warp_collective(128),
-            // What the barriers order is not modelled here: the protocol
-            // pass refutes every kernel that uses them (`verify::protocol`).
-            KStmt::MbarInit { .. } | KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } | KStmt::MbarWait { .. } => {}
+            KStmt::SetMaxRegisters { regs, .. } => {
+                let threads = self.thread_conds();
+                self.allowances.push((*regs, threads));
+                self.warp_collective(128)
+            }
+            // What the barriers order is `verify::mbarrier`'s: here each
+            // statement is recorded with its terms and place.
+            KStmt::MbarInit { bar } => self.mbar_event(MbarKind::Init, *bar, Term::c(0)),
+            KStmt::MbarArrive { bar, stage } => {
+                let t = self.iterm(stage);
+                self.mbar_event(MbarKind::Arrive, *bar, t)
+            }
+            KStmt::CpAsyncArrive { bar, stage } => {
+                let t = self.iterm(stage);
+                self.mbar_event(MbarKind::CopiesArrive, *bar, t)
+            }
+            KStmt::MbarWait { bar, stage, parity } => {
+                let (t, parity) = (self.iterm(stage), self.iterm(parity));
+                self.mbar_event(MbarKind::Wait { parity }, *bar, t)
+            }
         }
+    }
+
+    fn mbar_event(&mut self, kind: MbarKind, bar: MbarId, stage: Term) {
+        let thread_conds = self.thread_conds();
+        self.mbar_events.push(MbarEvent { kind, bar, stage, path: self.path.clone(), loops: self.loop_stack.clone(), pos: self.pos.clone(), thread_conds });
+    }
+
+    /// The conditions that decide which threads are here, as formulas in
+    /// `tid` alone (each with the polarity of its arm); `None` where a
+    /// loop bound or a condition depends on the thread through anything
+    /// else (which threads are here is then not a function of `tid`).
+    fn thread_conds(&self) -> Option<Vec<Formula>> {
+        let tid_only = |f: &Formula| {
+            let mut vars = Vec::new();
+            f.vars(&mut vars);
+            !vars.is_empty() && vars.iter().all(|v| v == TID)
+        };
+        for (uniform, _, f) in &self.cond_stack {
+            if !uniform && !f.as_ref().is_some_and(tid_only) {
+                return None;
+            }
+        }
+        Some(self.path.iter().filter(|f| tid_only(f)).cloned().collect())
     }
 
     /// A warp-collective instruction: every lane must reach it (asked as

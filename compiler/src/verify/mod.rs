@@ -3,6 +3,7 @@
 
 mod completeness;
 mod exec;
+mod mbarrier;
 pub mod float_ensures;
 mod obligations;
 mod protocol;

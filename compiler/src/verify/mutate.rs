@@ -293,6 +293,37 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     _ => false,
                 }, site);
             }
+            // A producer ring's mbarriers: a wait or an arrival deleted, a
+            // wait for the other phase (its parity flipped), an allowance
+            // that takes more registers than the block's pool holds.
+            KStmt::MbarWait { bar, .. } | KStmt::MbarArrive { bar, .. } | KStmt::CpAsyncArrive { bar, .. } => {
+                let name = &ir.mbarriers[*bar].name;
+                let waits = matches!(stmt, KStmt::MbarWait { .. });
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    l.remove(i);
+                    let (operator, what) = if waits { ("missing mbarrier wait", "a wait") } else { ("missing mbarrier arrival", "an arrival") };
+                    all.push(Mutant { operator, description: format!("{}: {} on `{}` is removed", ir.name, what, name), ir: m });
+                }
+                if waits {
+                    mutate_at(&mut all, ir, "swapped barrier phase", format!("the wait on `{}` waits for the other phase", name), &|s| match s {
+                        KStmt::MbarWait { parity, .. } => {
+                            *parity = parity.clone().add(IExpr::c(1)).rem(IExpr::c(2));
+                            true
+                        }
+                        _ => false,
+                    }, site);
+                }
+            }
+            KStmt::SetMaxRegisters { grow: true, .. } => {
+                mutate_at(&mut all, ir, "register allowance beyond the pool", "the growing allowance takes 8 registers more".into(), &|s| match s {
+                    KStmt::SetMaxRegisters { regs, .. } => {
+                        *regs += 8;
+                        true
+                    }
+                    _ => false,
+                }, site);
+            }
             KStmt::Barrier => {
                 let mut m = ir.clone();
                 if let Some((l, i)) = parent(&mut m.body, site) {

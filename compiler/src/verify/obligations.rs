@@ -1,6 +1,7 @@
 //! Obligation generation and discharge for one kernel.
 
 use super::exec::{self, Access, Exec, LoopForm, Target, BID, TID};
+use super::mbarrier::{self, Handshake};
 use super::protocol::CopyTiming;
 use crate::diag::Diagnostic;
 use crate::kir::KernelIr;
@@ -218,7 +219,13 @@ impl<'a> Gen<'a> {
                     goal.push(a.index.clone().eq(horner));
                     let run = if w > 1 { format!(" ({} elements along the last axis, {}-aligned)", w, w) } else { String::new() };
                     let desc = format!("{} at ({}) stays within every axis of `{}`{}", what, a.axes.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "), self.exec.ir.bufs[*b].name, run);
-                    self.push(ObligationKind::InBounds, desc, span, &a.path, Formula::and(goal), vec![]);
+                    // A copy's axes are digits of the thread index (row,
+                    // 16-byte chunk): folded as a slab's index is. Measured:
+                    // the producer's copy of an m-major `x` ran past Z3's
+                    // resource limit unfolded (the limit is not polled
+                    // everywhere: it never returned).
+                    let goal = self.folded(&a.path, goal);
+                    self.push(ObligationKind::InBounds, desc, span, &a.path, goal, vec![]);
                     continue;
                 }
             }
@@ -242,13 +249,31 @@ impl<'a> Gen<'a> {
                 format!(", in the data of its rows ({} of {} slots)", f.width, f.stride)
             });
             let data = data.unwrap_or_default();
+            // A slab's index is a sum of digits (stage, row of core
+            // matrices, row, column): fold its divisions and remainders
+            // under the bounds the path states. Measured: the 256-row
+            // ring's footprint queries took 150-180 s each unfolded.
+            let goal = match a.target {
+                Target::Shared(_) => self.folded(&a.path, goal),
+                _ => Formula::and(goal),
+            };
             let desc = if w > 1 {
                 format!("{} of {} elements at {} stays within {}{} (and is {}-aligned)", what, w, a.index, len_text, data, w)
             } else {
                 format!("{} at {} stays within {}{}", what, a.index, len_text, data)
             };
-            self.push(ObligationKind::InBounds, desc, span, &a.path, Formula::and(goal), vec![("__index".into(), "index".into())]);
+            self.push(ObligationKind::InBounds, desc, span, &a.path, goal, vec![("__index".into(), "index".into())]);
         }
+    }
+
+    /// The conjunction of `goal` with its divisions and remainders by
+    /// constants folded under the bounds that the hypotheses and `path`
+    /// state (equivalent under them: see `divmod`).
+    fn folded(&self, path: &[Formula], goal: Vec<Formula>) -> Formula {
+        let mut hyps = self.exec.base.clone();
+        hyps.extend(path.iter().cloned());
+        let stated = tokitai_contracts::divmod::stated_bounds(&hyps);
+        tokitai_contracts::divmod::fold(&Formula::and(goal), &|n: &str| stated.get(n).copied().unwrap_or((None, None)))
     }
 
     fn overflow(&mut self, ty: Dtype) {
@@ -407,6 +432,7 @@ impl<'a> Gen<'a> {
         let within = |stage: Term| Formula::and(vec![a.index.clone().div(Term::c(ring.stage_len)).eq(stage.clone()), last.clone().div(Term::c(ring.stage_len)).eq(stage)]);
         Some(match self.ring_stage(a) {
             Some((stage, when)) => (within(stage), when),
+            None if a.write => (Formula::False, "is outside the loop that fills the ring: nothing there may write it"),
             None => (Formula::False, "is outside the loop: nothing there may read the ring"),
         })
     }
@@ -422,6 +448,17 @@ impl<'a> Gen<'a> {
         let stage_of = |slab: Term| slab.div(Term::c(ring.step)).rem(Term::c(ring.stages as i64));
         let k = Term::var(&name);
         let prologue = ring.prologue.map(|p| self.exec.loop_var_name(p)).filter(|p| a.loops.iter().any(|l| self.exec.loops[*l].var == *p));
+        if let Some(producer) = ring.filled_by {
+            // Only the producer's loop writes, each iteration its own
+            // slab's stage; only the consumers' loop reads.
+            let filler = self.exec.loop_var_name(producer);
+            let in_filler = a.loops.iter().any(|l| self.exec.loops[*l].var == filler);
+            return match (a.write, inside, in_filler) {
+                (false, true, _) => Some((stage_of(k), "lies in the stage of the iteration's slab")),
+                (true, false, true) => Some((stage_of(Term::var(filler)), "in the producer's loop lies in the stage of its iteration's slab")),
+                _ => None,
+            };
+        }
         match (inside, a.write) {
             (true, false) => Some((stage_of(k), "lies in the stage of the iteration's slab")),
             (true, true) if ring.ahead == 1 => Some((stage_of(k.add(Term::c(ring.step))), "lies in the stage of the next slab")),
@@ -453,6 +490,9 @@ impl<'a> Gen<'a> {
         let stages: Vec<Option<Term>> = acc.iter().map(|a| self.ring_stage(a).map(|(t, _)| t)).collect();
         // Each ring's copy timing, read off the IR once.
         let timings: Vec<Option<CopyTiming>> = self.exec.ir.shared.iter().map(|s| s.ring.map(|r| CopyTiming::of(self.exec.ir, &r))).collect();
+        // A producer ring's, from its mbarriers.
+        let handshakes: Vec<Option<Handshake>> = self.exec.ir.shared.iter().map(|s| s.ring.and_then(|r| Handshake::of(&self.exec, &r))).collect();
+        let windows = Windows { timings, handshakes };
         for (i, a) in acc.iter().enumerate() {
             for (j, b) in acc.iter().enumerate().skip(i) {
                 if a.target != b.target || !(a.write || b.write) {
@@ -475,7 +515,7 @@ impl<'a> Gen<'a> {
                     // A copy in flight meets any access in its window, of
                     // any thread, its own included (only the same
                     // execution of one copy is not a pair).
-                    let window = Formula::or(vec![if a.in_flight { self.copy_window(&timings, a, false, b, true) } else { Formula::False }, if b.in_flight { self.copy_window(&timings, b, true, a, false) } else { Formula::False }]);
+                    let window = Formula::or(vec![if a.in_flight { self.copy_window(&windows, a, false, b, true) } else { Formula::False }, if b.in_flight { self.copy_window(&windows, b, true, a, false) } else { Formula::False }]);
                     if window == Formula::False {
                         continue;
                     }
@@ -509,6 +549,10 @@ impl<'a> Gen<'a> {
                     (Some(sa), Some(sb)) => Formula::or(vec![sa.clone().eq(Gen::second_t(sb)).not(), apart]),
                     _ => apart,
                 };
+                // Two slab indices, digits of two threads' indices: folded
+                // as an in-bounds goal is (measured: the warpgroup forms'
+                // pairs took 25-65 s of solver time per kernel unfolded).
+                let goal = self.folded(&path, vec![goal]);
                 let (span, what) = self.span_of(a);
                 let other = self.span_of(b).1;
                 self.push(ObligationKind::SharedRaceFree, format!("two threads of a block never meet at one element: {} and {} between the same barriers", what, other), span, &path, goal, vec![]);
@@ -531,6 +575,11 @@ impl<'a> Gen<'a> {
             if ring.prologue.is_some_and(|p| info.var == self.exec.loop_var_name(p)) {
                 return RingPlace::Prologue(name(info.var.clone()));
             }
+            if ring.filled_by.is_some_and(|p| info.var == self.exec.loop_var_name(p)) {
+                if let Some((_, at)) = a.pos.iter().find(|(list, _)| *list == info.body_list) {
+                    return RingPlace::Producer(name(info.var.clone()), *at);
+                }
+            }
         }
         RingPlace::Other
     }
@@ -539,10 +588,20 @@ impl<'a> Gen<'a> {
     /// whether each is the pair's renamed copy): from after the barrier
     /// before the copy's issue to the barrier that publishes it
     /// (`protocol::CopyTiming`); anywhere, where the timing is unknown.
-    fn copy_window(&self, timings: &[Option<CopyTiming>], w: &Access, w_second: bool, x: &Access, x_second: bool) -> Formula {
+    fn copy_window(&self, windows: &Windows, w: &Access, w_second: bool, x: &Access, x_second: bool) -> Formula {
         let Target::Shared(s) = w.target else { return Formula::True };
-        let (Some(ring), Some(timing)) = (self.exec.ir.shared[s].ring, &timings[s]) else { return Formula::True };
+        let Some(ring) = self.exec.ir.shared[s].ring else { return Formula::True };
         let step = ring.step;
+        if let Some(h) = &windows.handshakes[s] {
+            // A producer ring: ordered by its mbarriers (`verify::mbarrier`).
+            let slab = |k: Term| k.div(Term::c(step));
+            return match (self.ring_place(w, &ring, w_second), self.ring_place(x, &ring, x_second)) {
+                (RingPlace::Producer(kw, pw), RingPlace::Loop(kx, px)) => h.copy_read_window((slab(kw), pw), (slab(kx), px), ring.stages),
+                (RingPlace::Producer(k1, p1), RingPlace::Producer(k2, p2)) => h.copy_copy_window((slab(k1), p1), (slab(k2), p2), ring.stages),
+                _ => Formula::True,
+            };
+        }
+        let Some(timing) = &windows.timings[s] else { return Formula::True };
         // (iteration k, position p) strictly before (k2, p2).
         let before = |k: Term, p: usize, k2: Term, p2: usize| if p < p2 { k.le(k2) } else { k.lt(k2) };
         match (self.ring_place(w, &ring, w_second), self.ring_place(x, &ring, x_second)) {
@@ -591,10 +650,28 @@ impl<'a> Gen<'a> {
         if !found.uses_unit {
             return Vec::new();
         }
-        if found.violations.is_empty() {
-            return vec![one("the warpgroup unit's protocol: every wgmma is waited for before the next barrier and the kernel's end, its accumulator untouched meanwhile and fenced (wgmma.fence) after ordinary accesses, every shared store it reads proxy-fenced before the barrier that publishes it".into(), true)];
+        let mut out = if found.violations.is_empty() {
+            vec![one("the warpgroup unit's protocol: every wgmma is waited for before the next barrier, mbarrier arrival and the kernel's end, its accumulator untouched meanwhile and fenced (wgmma.fence) after ordinary accesses, every shared store it reads proxy-fenced before the barrier that publishes it or the wgmma that reads it".into(), true)]
+        } else {
+            found.violations.into_iter().map(|v| one(format!("the warpgroup unit's protocol: {}", v), false)).collect()
+        };
+        if !self.exec.ir.mbarriers.is_empty() {
+            let findings = mbarrier::findings(&self.exec);
+            if findings.is_empty() {
+                out.push(one("mbarrier protocol: each barrier initialised once by one thread before a block barrier, arrived at by exactly its count of threads once an iteration, the producer's and the consumers' loops over the same slabs, the register allowances within what the block enters with".into(), true));
+            }
+            out.extend(findings.into_iter().map(|v| one(format!("mbarrier protocol: {}", v), false)));
         }
-        found.violations.into_iter().map(|v| one(format!("the warpgroup unit's protocol: {}", v), false)).collect()
+        out
+    }
+
+    /// The mbarrier protocol's obligations for the solver
+    /// (`verify::mbarrier::goals`).
+    fn mbarriers(&mut self) {
+        let span = self.exec.k.span;
+        for g in mbarrier::goals(&self.exec) {
+            self.push(g.kind, g.description, span, &g.path, g.goal, vec![]);
+        }
     }
 
     fn barriers(&mut self) -> Vec<VerifiedObligation> {
@@ -834,10 +911,19 @@ impl<'a> Gen<'a> {
 /// own Z3 context); the order of the result is the order of `obs`. Decided
 /// outcomes are kept in the persistent proof cache under the kernel's
 /// printed IR and the query (see `cache.rs`).
+/// What bounds a copy's window on each ring, read off the IR once: a
+/// ring's commits and waits, or a producer ring's mbarriers.
+struct Windows {
+    timings: Vec<Option<CopyTiming>>,
+    handshakes: Vec<Option<Handshake>>,
+}
+
 /// See [`Gen::ring_place`].
 enum RingPlace {
     Loop(Term, usize),
     Prologue(Term),
+    /// In the loop of the producer that fills the ring.
+    Producer(Term, usize),
     Other,
 }
 
@@ -856,7 +942,15 @@ fn discharge_all(ir: &KernelIr, obs: Vec<(Obligation, Span)>, cfg: &Config, prog
                     .finish()
             };
             let decided = |o: &Outcome| !matches!(o, Outcome::Unknown { .. });
-            let (outcome, cached) = crate::cache::cached(key, decided, || crate::timings::time(&ir.name, obligation.kind.name(), || discharge(&obligation, cfg)));
+            let solve = || {
+                let start = std::time::Instant::now();
+                let outcome = discharge(&obligation, cfg);
+                let seconds = start.elapsed().as_secs_f64();
+                crate::timings::record(&ir.name, obligation.kind.name(), seconds);
+                crate::timings::record_obligation(&ir.name, &format!("{}: {}", obligation.kind.name(), obligation.description), seconds);
+                outcome
+            };
+            let (outcome, cached) = crate::cache::cached(key, decided, solve);
             progress.step();
             VerifiedObligation { obligation, outcome, span, cached }
         })
@@ -887,6 +981,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.races();
     g.shared_races();
     g.rings();
+    g.mbarriers();
     g.descriptors();
     g.coverage();
     g.registers_initialized();
@@ -920,6 +1015,7 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     g.in_bounds();
     g.shared_races();
     g.rings();
+    g.mbarriers();
     g.descriptors();
     g.races();
     g.registers_initialized();

@@ -13,9 +13,12 @@
 //! 2. no ordinary instruction touches an accumulator while an instruction
 //!    on it may still run (it would read a value the unit has not yet
 //!    written, or write one the unit overwrites);
-//! 3. between an ordinary access of an accumulator and an instruction on
-//!    it lies a `WgmmaFence` (PTX: `wgmma.fence` orders the registers'
-//!    earlier accesses before the unit's);
+//! 3. a `WgmmaFence` precedes the first instruction, and lies between an
+//!    ordinary access of any accumulator and the next instruction (PTX:
+//!    `wgmma.fence` orders the registers' earlier accesses before the
+//!    unit's; any accumulator, not only the instruction's own, because
+//!    the device compiler may give two register arrays the same
+//!    registers);
 //! 4. an ordinary store into shared memory the unit reads is followed by a
 //!    `ProxyFence` before the next barrier (the unit reads through the
 //!    asynchronous proxy, which sees the store only after the fence).
@@ -27,6 +30,18 @@
 //!    more committed groups pending than the last wait allows);
 //! 6. copies into arrays the unit reads are proxy-fenced after the wait
 //!    that retires them, before the barrier that publishes them.
+//!
+//! A ring filled by a producer synchronises through mbarriers
+//! (`verify::mbarrier` proves what they order). Here the pass asks:
+//!
+//! 7. the unit has finished (a `WgmmaWait`) before a thread arrives at an
+//!    mbarrier, since the arrival releases the stage the unit read;
+//! 8. between a wait on an mbarrier, which makes other threads' copies
+//!    visible to this thread, and a wgmma that reads them lies a
+//!    `ProxyFence` (as for the thread's own stores, rule 4);
+//! 9. copies followed by `CpAsyncArrive` count as retired at the end: the
+//!    arrival completes its phase once they land, and the consumers wait
+//!    for every phase.
 //!
 //! When each copy has landed and been published is not a pass/fail
 //! matter but the window race-freedom pairs it in ([`CopyTiming`]):
@@ -46,6 +61,8 @@ use std::collections::BTreeSet;
 struct State {
     /// Accumulators an ordinary instruction touched since the last fence.
     dirty: BTreeSet<LocalId>,
+    /// A `WgmmaFence` has run on every path here.
+    fenced_once: bool,
     /// Accumulators of issued, not yet waited, instructions.
     in_flight: BTreeSet<LocalId>,
     /// Shared arrays the unit reads, stored into since the last proxy
@@ -60,13 +77,14 @@ struct State {
 
 impl Default for State {
     fn default() -> State {
-        State { dirty: BTreeSet::new(), in_flight: BTreeSet::new(), unfenced: BTreeSet::new(), open: false, pending: Some(0) }
+        State { dirty: BTreeSet::new(), fenced_once: false, in_flight: BTreeSet::new(), unfenced: BTreeSet::new(), open: false, pending: Some(0) }
     }
 }
 
 impl State {
     fn join(&mut self, o: &State) {
         self.dirty.extend(o.dirty.iter().copied());
+        self.fenced_once &= o.fenced_once;
         self.in_flight.extend(o.in_flight.iter().copied());
         self.unfenced.extend(o.unfenced.iter().copied());
         self.open |= o.open;
@@ -166,14 +184,30 @@ impl Pass<'_> {
 
     fn stmt(&mut self, s: &KStmt, st: &mut State) {
         match s {
-            KStmt::Wgmma { acc, .. } => {
-                if st.dirty.contains(acc) {
+            KStmt::Wgmma { a, b, acc, .. } => {
+                for tile in [a.tile, b.tile] {
+                    if st.unfenced.contains(&tile) {
+                        let name = &self.ir.shared[tile].name;
+                        self.violation(format!("a wgmma reads `{}` after stores into it with no proxy fence between, so the unit may not see them", name));
+                    }
+                }
+                if !st.fenced_once {
+                    self.violation("a wgmma runs with no wgmma.fence before it (the first one of a warpgroup needs one)".to_string());
+                }
+                if !st.dirty.is_empty() {
+                    // Any accumulator: the device compiler may give two
+                    // register arrays the same registers (a fresh
+                    // accumulator per half, each dead after its promotion).
                     let name = &self.ir.locals[*acc].name;
-                    self.violation(format!("a wgmma into `{}` follows ordinary accesses of it with no wgmma.fence between", name));
+                    let names = self.names(&st.dirty);
+                    self.violation(format!("a wgmma into `{}` follows ordinary accesses of {} with no wgmma.fence between (registers the device compiler may share)", name, names));
                 }
                 st.in_flight.insert(*acc);
             }
-            KStmt::WgmmaFence => st.dirty.clear(),
+            KStmt::WgmmaFence => {
+                st.dirty.clear();
+                st.fenced_once = true;
+            }
             KStmt::WgmmaWait => st.in_flight.clear(),
             KStmt::ProxyFence => st.unfenced.clear(),
             KStmt::Barrier => {
@@ -233,13 +267,24 @@ impl Pass<'_> {
                 // concerned: fenced before the barrier that publishes it.
                 st.unfenced.extend(self.copied.intersection(&self.operands).copied());
             }
-            KStmt::SetMaxRegisters { .. } => {}
-            // Fail closed: the race model has no rule yet for what an
-            // mbarrier orders (a producer's copies against the unit's
-            // reads of a stage), so no kernel that relies on one is proved.
-            KStmt::MbarInit { .. } | KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } | KStmt::MbarWait { .. } => {
-                self.violation("it synchronises through mbarriers, which the verifier does not model yet: nothing it orders is proved".to_string());
+            KStmt::SetMaxRegisters { .. } | KStmt::MbarInit { .. } => {}
+            KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } => {
+                // An arrival releases what the thread read (the stage the
+                // unit read, `verify::mbarrier`): the unit must be done.
+                if !st.in_flight.is_empty() {
+                    let names = self.names(&st.in_flight);
+                    self.violation(format!("an mbarrier arrival is reached while a wgmma into {} may still read its operands (no wait before the arrival)", names));
+                }
+                // The copies issued so far land before the arrival
+                // completes its phase: whoever waits on the phase retires
+                // them (`verify::mbarrier` proves that someone does).
+                if matches!(s, KStmt::CpAsyncArrive { .. }) {
+                    st.open = false;
+                }
             }
+            // What other threads stored before they arrived (the copies)
+            // is visible to this thread now, but not yet to the unit.
+            KStmt::MbarWait { .. } => st.unfenced.extend(self.copied.intersection(&self.operands).copied()),
             KStmt::If { then, els, .. } => {
                 let mut other = st.clone();
                 self.block(then, st);
