@@ -438,6 +438,94 @@ fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     println!("{} mutants of {}, every one refuted: {:?}", all.len(), ir.name, by_operator.iter().map(|(op, v)| (op, v.len())).collect::<Vec<_>>());
 }
 
+/// The two verifier rules that only a warp-specialised kernel reaches,
+/// each shown by a hand mutant of `gemm_f16_ws`: a collective (wgmma,
+/// its fence and wait: a warpgroup's instructions) under a condition that
+/// splits a warpgroup, the consumers' branch narrowed from `tid < 256` to
+/// `tid < 64`, is refuted by the obligation that each condition takes one
+/// value across the instruction's 128 threads; and an accumulator that
+/// only some of its readers update, the promotion after each slab put
+/// under `tid < 128` while the epilogue reads `acc` under `tid < 256`, is
+/// refuted by reduction completeness (asked of the threads that read the
+/// accumulator, so the producer, which never does, is not asked).
+#[test]
+fn a_split_warpgroup_and_a_partial_promotion_in_the_specialised_form_are_refuted() {
+    use tokitai_compiler::kir::{Cond, IExpr};
+    use tokitai_compiler::verify::verify_kernel;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
+    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let ws = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws").expect("a warp-specialised variant");
+    let k = ws.kernel(&arts.program.kernels[i]);
+    let cfg = Config { timeout_ms: 5_000 };
+    let refuted_by = |ir: &tokitai_compiler::kir::KernelIr| -> Vec<String> {
+        let proofs = verify_kernel(&k, &mut ir.clone(), &cfg);
+        proofs.obligations.iter().filter(|o| o.outcome.is_refuted()).map(|o| format!("{}: {}", o.obligation.kind.name(), o.obligation.description)).collect()
+    };
+    let mut split = ws.ir.clone();
+    assert!(narrow_branch(&mut split.body, 256, 64), "the consumers' branch is `tid < 256`");
+    let found = refuted_by(&split);
+    assert!(found.iter().any(|d| d.starts_with("barrier-uniform") && d.contains("group of 128 consecutive threads reaches this matrix-unit instruction together")), "{:?}", found);
+    let mut partial = ws.ir.clone();
+    assert!(guard_promotion(&mut partial.body, Cond::Lt(IExpr::Tid, IExpr::Const(128))), "a promotion loop follows the slab's wgmma wait");
+    let found = refuted_by(&partial);
+    assert!(found.iter().any(|d| d.starts_with("reduction-complete")), "{:?}", found);
+}
+
+/// Turn the first `if (tid < from)` into `if (tid < to)`; whether one was found.
+fn narrow_branch(body: &mut [tokitai_compiler::kir::KStmt], from: i64, to: i64) -> bool {
+    use tokitai_compiler::kir::{Cond, IExpr, KStmt};
+    for s in body.iter_mut() {
+        match s {
+            KStmt::If { cond: Cond::Lt(IExpr::Tid, bound), .. } if *bound == IExpr::Const(from) => {
+                *bound = IExpr::Const(to);
+                return true;
+            }
+            KStmt::For { body, .. } => {
+                if narrow_branch(body, from, to) {
+                    return true;
+                }
+            }
+            KStmt::If { then, els, .. } => {
+                if narrow_branch(then, from, to) || narrow_branch(els, from, to) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Put the first loop after a `WgmmaWait` (the promotion of the slab's
+/// part into the accumulator) under `cond`; whether one was found.
+fn guard_promotion(body: &mut Vec<tokitai_compiler::kir::KStmt>, cond: tokitai_compiler::kir::Cond) -> bool {
+    use tokitai_compiler::kir::KStmt;
+    if let Some(w) = body.iter().position(|s| matches!(s, KStmt::WgmmaWait { .. })) {
+        if let Some(l) = body[w..].iter().position(|s| matches!(s, KStmt::For { .. })) {
+            let promotion = body.remove(w + l);
+            body.insert(w + l, KStmt::If { cond, then: vec![promotion], els: vec![] });
+            return true;
+        }
+    }
+    for s in body.iter_mut() {
+        match s {
+            KStmt::For { body, .. } => {
+                if guard_promotion(body, cond.clone()) {
+                    return true;
+                }
+            }
+            KStmt::If { then, els, .. } => {
+                if guard_promotion(then, cond.clone()) || guard_promotion(els, cond.clone()) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Move the `MbarArrive` of the loop that holds one before the last
 /// `WgmmaWait` before it; whether one was moved.
 fn release_before_wait(body: &mut [tokitai_compiler::kir::KStmt]) -> bool {
