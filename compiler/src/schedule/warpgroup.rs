@@ -390,15 +390,16 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     // each path's store is a case of the output's coverage, over one
     // element's variables.
     let elem = (b.ivar("elem_m"), b.ivar("elem_n"));
+    let place = TilePlace { m0: &m0, n0: &n0, wg: &wg, elem };
     let mut outputs = Vec::new();
     if let Some((.., Ahead::Producer { mut ring, acc: vacc })) = vector_path {
         // Each path stores its own sums: the consumers' in their branch
         // (their register allowance), the element path's after its loop.
-        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), vacc, elem, on.clone())?;
+        let (store, case) = epilogue(&mut b, k, &p, form, &place, vacc, on.clone())?;
         ring.consumer.insert(0, KStmt::DeclArray { arr: vacc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
         ring.consumer.extend(store);
         outputs.push(case);
-        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, elem, Cond::Not(Box::new(on.clone())))?;
+        let (store, case) = epilogue(&mut b, k, &p, form, &place, acc, Cond::Not(Box::new(on.clone())))?;
         element_path.extend(computing(store));
         outputs.push(case);
         body.push(KStmt::If { cond: on, then: ring.assemble(), els: element_path });
@@ -408,7 +409,7 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
             Some((.., Ahead::Copies(ring))) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
             _ => body.extend(element_path),
         }
-        let (store, case) = epilogue(&mut b, k, &p, form, (&m0, &n0, &wg), acc, elem, Cond::True)?;
+        let (store, case) = epilogue(&mut b, k, &p, form, &place, acc, Cond::True)?;
         body.extend(computing(store));
         outputs.push(case);
     }
@@ -436,12 +437,24 @@ impl Ahead {
     }
 }
 
+/// Where an epilogue stores: the block's tile origin and the thread's
+/// warpgroup, and the output element's variables that every epilogue's
+/// coverage case ranges over (one pair for all of them: the cases are
+/// alternatives for the same element).
+struct TilePlace<'a> {
+    m0: &'a IExpr,
+    n0: &'a IExpr,
+    wg: &'a IExpr,
+    elem: (IVar, IVar),
+}
+
 /// The epilogue over running sums `acc`: every thread's sums stored (the
 /// statements, for the computing threads), and the output's coverage
 /// case, which holds `when`: each element by its block, warpgroup, warp,
 /// lane and register (the layout's inverse; see the tests), with the
 /// element's variables.
-fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, (m0, n0, wg): (&IExpr, &IExpr, &IExpr), acc: LocalId, (xm, xn): (IVar, IVar), when: Cond) -> Result<(Vec<KStmt>, CoverCase), Diagnostic> {
+fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &TilePlace, acc: LocalId, when: Cond) -> Result<(Vec<KStmt>, CoverCase), Diagnostic> {
+    let TilePlace { m0, n0, wg, elem: (xm, xn) } = *place;
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
     let (mext, next) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent));
