@@ -329,6 +329,10 @@ pub enum MmaShape {
     /// NVIDIA `mma.sync.aligned.m16n8k16.row.col.f32` with f16 or bf16
     /// operands (sm_80 and later): A 16 x 16, B 16 x 8, C 16 x 8.
     M16N8K16,
+    /// AMD `v_mfma_f32_16x16x16f16` / `v_mfma_f32_16x16x16bf16_1k` (CDNA2
+    /// and later, a wavefront of 64 lanes): A 16 x 16, B 16 x 16, C 16 x
+    /// 16, four elements of each a lane.
+    Mfma16x16x16,
 }
 
 impl MmaShape {
@@ -336,12 +340,21 @@ impl MmaShape {
     pub fn mnk(self) -> (i64, i64, i64) {
         match self {
             MmaShape::M16N8K16 => (16, 8, 16),
+            MmaShape::Mfma16x16x16 => (16, 16, 16),
         }
     }
     /// Registers per lane of A, B and the accumulator.
     pub fn regs(self) -> (u32, u32, u32) {
         match self {
             MmaShape::M16N8K16 => (8, 4, 4),
+            MmaShape::Mfma16x16x16 => (4, 4, 4),
+        }
+    }
+    /// Lanes that run one instruction together (a warp, a wavefront).
+    pub fn lanes(self) -> u32 {
+        match self {
+            MmaShape::M16N8K16 => 32,
+            MmaShape::Mfma16x16x16 => 64,
         }
     }
 }

@@ -207,6 +207,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
             "Errors in this report are sampled on the CPU mirror; the GPU's own errors are sampled through the device tool (bench/RESULTS.md).".into(),
             "Functional correctness beyond the listed obligations (that the kernel computes its statement) is tested against the oracles, not proved.".into(),
             "The HIP and CUDA compilers themselves are trusted, as are the launcher's checks of `requires`, tensor lengths and 16-byte alignment of vector paths.".into(),
+            "Kernels generated for AMD (hip-gfx90a, and on hip-gfx942 the MFMA schedule) are proved and compiled by hipcc, never run: no AMD GPU is available, so neither their results nor the MFMA's accumulation (taken to satisfy the same named matrix-unit assumption as NVIDIA's) has been checked on the hardware. gfx942's text is compiled for gfx90a, the newest architecture the installed hipcc knows (same MFMA builtins). On gfx90a contractions stay on the SIMT schedule: its MFMA flushes subnormal f16 and bf16 operands to zero (AMD's MIOpen documentation).".into(),
         ],
     }
 }

@@ -29,6 +29,19 @@ impl Target {
         }
     }
 
+    /// Does the target's matrix unit (AMD MFMA) keep subnormal f16 and
+    /// bf16 operands? CDNA3 and later (gfx94x, gfx95x): AMD documents the
+    /// flush below for MI200 only, and PyTorch's numerical-accuracy notes
+    /// say no other AMD GPU it supports shows it. CDNA2 (gfx90a, MI200)
+    /// does not: its MFMA_F16, MFMA_BF16 and MFMA_BF16_1K flush subnormal
+    /// inputs and outputs to zero (AMD's MIOpen documentation, "MI200
+    /// MFMA behavior specifics"), so a product of a subnormal and a large
+    /// value is lost whole. The schedule is chosen only where this holds
+    /// (`schedule::tensor_core::layout`).
+    pub fn mfma_keeps_subnormals(&self) -> bool {
+        matches!(self, Target::Hip { arch } if arch.starts_with("gfx94") || arch.starts_with("gfx95"))
+    }
+
     pub fn is_cuda(&self) -> bool {
         matches!(self, Target::Cuda { .. })
     }

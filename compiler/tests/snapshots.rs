@@ -42,6 +42,20 @@ fn hip_of_every_example_for_both_targets() {
     }
 }
 
+/// The contractions on AMD's matrix unit (CDNA3 only: gfx90a keeps the
+/// SIMT schedule, see `Target::mfma_keeps_subnormals`).
+#[test]
+fn hip_of_the_contractions_on_cdna3() {
+    let target: Target = "hip-gfx942".parse().unwrap();
+    for path in examples().into_iter().filter(|p| p.ends_with("matmul.tk") || p.ends_with("linear.tk")) {
+        let arts = compile(&path, &target);
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let all: Vec<_> = arts.kernels.iter().cloned().chain(arts.variants.iter().flatten().map(|v| v.ir.clone())).collect();
+        let text = tokitai_compiler::codegen::hip::module_source(&all);
+        snap!(format!("hip__{}__{}", target, stem), text);
+    }
+}
+
 #[test]
 fn oracles_of_every_example() {
     for path in examples() {

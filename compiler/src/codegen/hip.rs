@@ -400,7 +400,7 @@ impl<'a> Printer<'a> {
     /// schedule is not chosen for other targets.)
     fn fragment_load(&mut self, shape: MmaShape, which: Fragment, src: &MmaOperand, dst: LocalId, dst_at: &IExpr, by_rows: bool) {
         use crate::schedule::tensor_core::{element, loads_rows, registers, tile};
-        let lane = IExpr::Tid.rem(IExpr::c(32));
+        let lane = IExpr::Tid.rem(IExpr::c(shape.lanes() as i64));
         let tile_name = self.ir.shared[src.tile].name.clone();
         let n = registers(shape, which) as i64;
         if loads_rows(by_rows, src) {
@@ -446,6 +446,9 @@ impl<'a> Printer<'a> {
     /// 16-bit elements per 32-bit register.
     fn mma(&mut self, shape: MmaShape, a: (LocalId, &IExpr), b: (LocalId, &IExpr), acc: LocalId, acc_at: &IExpr) {
         use crate::schedule::tensor_core::registers;
+        if shape == MmaShape::Mfma16x16x16 {
+            return self.mfma(a, b, acc, acc_at);
+        }
         let ptx = match self.ir.locals[a.0].ty {
             Dtype::Bf16 => "bf16",
             _ => "f16",
@@ -457,13 +460,41 @@ impl<'a> Printer<'a> {
             }
         }
         let accs: Vec<String> = (0..registers(shape, Fragment::Acc) as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &acc_at.clone().add(IExpr::c(i))))).collect();
-        let MmaShape::M16N8K16 = shape;
         self.line(&format!(
             "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\" : {} : {});",
             accs.join(", "),
             regs.join(", "),
             t = ptx
         ));
+    }
+
+    /// One AMD MFMA (`v_mfma_f32_16x16x16f16`, or `..bf16_1k` for bf16) on
+    /// the lane's four A and four B elements and four accumulator slots,
+    /// moved in and out of the builtin's vector types by value (a copy of
+    /// bytes: the fragments hold `__half` / `hip_bfloat16` values, the
+    /// builtin takes `_Float16` / `short` vectors of the same bits).
+    fn mfma(&mut self, a: (LocalId, &IExpr), b: (LocalId, &IExpr), acc: LocalId, acc_at: &IExpr) {
+        let (lane_ty, builtin) = match self.ir.locals[a.0].ty {
+            Dtype::Bf16 => ("short", "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k"),
+            _ => ("_Float16", "__builtin_amdgcn_mfma_f32_16x16x16f16"),
+        };
+        let elem = |s: &Self, arr: LocalId, at: &IExpr, i: i64| s.array_elem(arr, &at.clone().add(IExpr::c(i)));
+        let (a0, b0) = (elem(self, a.0, a.1, 0), elem(self, b.0, b.1, 0));
+        let accs: Vec<String> = (0..4).map(|i| elem(self, acc, acc_at, i)).collect();
+        self.line("{");
+        self.indent += 1;
+        self.line(&format!("typedef {} tk_in4 __attribute__((ext_vector_type(4)));", lane_ty));
+        self.line("typedef float tk_f32x4 __attribute__((ext_vector_type(4)));");
+        self.line("tk_in4 a4, b4;");
+        self.line(&format!("__builtin_memcpy(&a4, &{}, 8);", a0));
+        self.line(&format!("__builtin_memcpy(&b4, &{}, 8);", b0));
+        self.line(&format!("tk_f32x4 c4 = {{{}}};", accs.join(", ")));
+        self.line(&format!("c4 = {}(a4, b4, c4, 0, 0, 0);", builtin));
+        for (i, slot) in accs.iter().enumerate() {
+            self.line(&format!("{} = c4[{}];", slot, i));
+        }
+        self.indent -= 1;
+        self.line("}");
     }
 
     /// A matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the

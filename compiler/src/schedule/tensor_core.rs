@@ -14,10 +14,19 @@
 //!   / 2), g)`;
 //! - C and D (16 x 8): register `i` of 4 holds `(g + 8 (i / 2), 2 t + i % 2)`.
 //!
+//! On AMD (`MmaShape::Mfma16x16x16`: `v_mfma_f32_16x16x16f16` and its
+//! bf16 form, CDNA's 64-lane wavefronts; AMD's matrix instruction
+//! calculator), lane `l` holds A's `(l % 16, 4 (l / 16) + i)`, B's
+//! `(4 (l / 16) + i, l % 16)` and the accumulator's `(4 (l / 16) + i, l %
+//! 16)` in its register `i` of 4.
+//!
 //! Each map is a bijection from (lane, register) onto its tile: the tests
 //! below check it over every lane and register.
 //!
-//! The schedule ([`schedule`]): a block of eight warps owns a 128 x 128
+//! The schedule is one for both vendors, its warps laid out by
+//! [`Layout`]; on AMD four wavefronts of 64 own 64 x 64 each, their
+//! fragments read element by element (AMD has no `ldmatrix`). Described
+//! here for NVIDIA: a block of eight warps owns a 128 x 128
 //! output tile; the k loop walks 16-deep slabs of both operands in shared
 //! memory, each row padded by 16 bytes. Where both operands' rows are
 //! whole 16-byte runs and their buffers 16-byte aligned (decided once per
@@ -40,7 +49,8 @@
 //! per_promotion: 1 }` whose bound the tolerance proof derives from the
 //! unit's named assumption). The epilogue stores each lane's sums where
 //! the accumulator layout puts them, guarded by M and N. It is chosen
-//! only where the proof can hold: NVIDIA sm_80 and later, both operands f16 (or both bf16), and `requires` keeping the
+//! only where the proof can hold: NVIDIA sm_80 and later or AMD CDNA3 and
+//! later ([`layout`]), both operands f16 (or both bf16), and `requires` keeping the
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
 
@@ -61,12 +71,41 @@ pub const MIN_K: i64 = 64;
 const BM: u32 = 128;
 const BN: u32 = 128;
 const BK: u32 = 16;
-/// Eight warps, 2 along m by 4 along n; each owns 64 x 32 of the tile, as
-/// 4 x 4 instructions of 16 x 8 (per 16 of k: four A fragments and four B
-/// fragments loaded once, each used by four instructions).
-const WARPS_N: i64 = 4;
-const WM: i64 = 64;
-const WN: i64 = 32;
+/// How a block's 256 threads share its tile on one vendor's unit: warps
+/// (wavefronts) of `shape.lanes()`, `warps_n` of them along n, each owning
+/// `wm x wn` of the tile as `wm / m x wn / n` instructions (per 16 of k:
+/// one A fragment per row of instructions and one B fragment per column,
+/// each loaded once).
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub shape: MmaShape,
+    warps_n: i64,
+    wm: i64,
+    wn: i64,
+    /// Fragments loaded as 8-element rows (`ldmatrix`: NVIDIA only).
+    rows: bool,
+}
+
+/// NVIDIA: eight warps, 2 along m by 4 along n, each 64 x 32 as 4 x 4
+/// instructions of 16 x 8.
+const NVIDIA: Layout = Layout { shape: MmaShape::M16N8K16, warps_n: 4, wm: 64, wn: 32, rows: true };
+/// AMD: four wavefronts of 64, 2 by 2, each 64 x 64 as 4 x 4 instructions
+/// of 16 x 16; fragments loaded element by element (no `ldmatrix`; a
+/// lane's four A elements are one 8-byte run, which the compiler merges).
+const AMD: Layout = Layout { shape: MmaShape::Mfma16x16x16, warps_n: 2, wm: 64, wn: 64, rows: false };
+
+/// The unit's layout on `target`, where the schedule's bound holds there:
+/// NVIDIA sm_80 and later; AMD where the MFMA keeps subnormal f16 and bf16
+/// operands (`Target::mfma_keeps_subnormals`: not CDNA2, whose unit
+/// flushes them, an error no tolerance relative to the operands'
+/// magnitudes absorbs).
+pub fn layout(target: &Target) -> Option<Layout> {
+    match target {
+        Target::Cuda { sm } if *sm >= 80 => Some(NVIDIA),
+        Target::Hip { .. } if target.mfma_keeps_subnormals() => Some(AMD),
+        _ => None,
+    }
+}
 /// Shared slabs, each row padded by 8 elements (16 bytes) so that the 8
 /// rows of an `ldmatrix` (16 bytes each) fall on distinct banks: A with k
 /// contiguous (rows of 16 padded to 24: rows 48 bytes apart), B k-major
@@ -81,7 +120,16 @@ const B_STRIDE: u32 = BN + 8;
 /// that a symbolic lane gives the verifier its terms and constants give
 /// the printer its indices).
 pub fn element(shape: MmaShape, which: Fragment, lane: &IExpr, reg: &IExpr) -> (IExpr, IExpr) {
-    let MmaShape::M16N8K16 = shape;
+    if shape == MmaShape::Mfma16x16x16 {
+        // Lane l holds row (or column) l % 16 and, along k (or m for the
+        // accumulator), the run of four from 4 (l / 16).
+        let across = lane.clone().rem(IExpr::c(16));
+        let along = lane.clone().div(IExpr::c(16)).mul(IExpr::c(4)).add(reg.clone());
+        return match which {
+            Fragment::A => (across, along),
+            Fragment::B | Fragment::Acc => (along, across),
+        };
+    }
     let g = lane.clone().div(IExpr::c(4));
     let t = lane.clone().rem(IExpr::c(4));
     let low = reg.clone().rem(IExpr::c(2));
@@ -93,6 +141,20 @@ pub fn element(shape: MmaShape, which: Fragment, lane: &IExpr, reg: &IExpr) -> (
         }
         Fragment::B => (pair_col.add(reg.clone().div(IExpr::c(2)).mul(IExpr::c(8))), g),
         Fragment::Acc => (g.add(reg.clone().div(IExpr::c(2)).mul(IExpr::c(8))), pair_col),
+    }
+}
+
+/// The inverse of the accumulator's map: the lane and register that hold
+/// element `(r, c)` of one instruction's output tile (`r`, `c` within
+/// it). The epilogue's coverage witness; the tests check it against
+/// [`element`].
+pub fn acc_owner(shape: MmaShape, r: &IExpr, c: &IExpr) -> (IExpr, IExpr) {
+    match shape {
+        MmaShape::M16N8K16 => {
+            let lane = r.clone().rem(IExpr::c(8)).mul(IExpr::c(4)).add(c.clone().div(IExpr::c(2)));
+            (lane, r.clone().div(IExpr::c(8)).mul(IExpr::c(2)).add(c.clone().rem(IExpr::c(2))))
+        }
+        MmaShape::Mfma16x16x16 => (c.clone().add(r.clone().div(IExpr::c(4)).mul(IExpr::c(16))), r.clone().rem(IExpr::c(4))),
     }
 }
 
@@ -139,8 +201,7 @@ pub(crate) fn operand_dtype(a: &TExpr, b: &TExpr) -> Option<Dtype> {
 
 /// Does the tensor-core schedule fit this contraction on this target?
 pub fn admits(k: &Kernel, target: &Target, p: &Plan) -> bool {
-    let sm80 = matches!(target, Target::Cuda { sm } if *sm >= 80);
-    sm80 && sums_at_least(k, p, MIN_K) && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
+    layout(target).is_some() && sums_at_least(k, p, MIN_K) && p.acc_ty == Dtype::F32 && operand_dtype(p.a, p.b).is_some()
 }
 
 /// What the matrix-unit steps of a slab work on: the two slabs, the warp's
@@ -155,6 +216,7 @@ struct Slabs {
     wn: IExpr,
     acc: LocalId,
     ty: Dtype,
+    unit: Layout,
 }
 
 /// The matrix unit on the slab in shared memory: per 16 of k, the warp's A
@@ -163,9 +225,9 @@ struct Slabs {
 /// `q / tiles_n`, column `q % tiles_n`), each into a fresh accumulator
 /// promoted to the running sums `acc[q * 4 + r]`.
 fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStmt> {
-    let shape = MmaShape::M16N8K16;
+    let Layout { shape, wm: warp_m, wn: warp_n, rows, .. } = s.unit;
     let (in_m, in_n, in_k) = shape.mnk();
-    let (tiles_m, tiles_n) = (WM / in_m, WN / in_n);
+    let (tiles_m, tiles_n) = (warp_m / in_m, warp_n / in_n);
     let (a_regs, b_regs, acc_regs) = (registers(shape, Fragment::A) as i64, registers(shape, Fragment::B) as i64, registers(shape, Fragment::Acc) as i64);
     let (kq_v, fi_v, fj_v, q_v, ti_v, tj_v, r_v) = (b.ivar("kq"), b.ivar("fi"), b.ivar("fj"), b.ivar("q"), b.ivar("ti"), b.ivar("tj"), b.ivar("r"));
     let (kq, q, ti, tj, r) = (IExpr::Var(kq_v), IExpr::Var(q_v), IExpr::Var(ti_v), IExpr::Var(tj_v), IExpr::Var(r_v));
@@ -173,8 +235,8 @@ fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStm
     let (a_frag, b_frag, part) = (b.local("a_frag", s.ty), b.local("b_frag", s.ty), b.local("part", Dtype::F32));
     let kk = kq.clone().mul(IExpr::c(in_k));
     let (sa, sb) = (A_STRIDE as i64, B_STRIDE as i64);
-    let a_src = MmaOperand { tile: s.a, base: s.a_at.clone().add(s.wm.clone().mul(IExpr::c(WM)).add(fi.clone().mul(IExpr::c(in_m))).mul(IExpr::c(sa)).add(kk.clone())), row_stride: sa, col_stride: 1 };
-    let b_src = MmaOperand { tile: s.b, base: s.b_at.clone().add(kk.mul(IExpr::c(sb))).add(s.wn.clone().mul(IExpr::c(WN))).add(fj.clone().mul(IExpr::c(in_n))), row_stride: sb, col_stride: 1 };
+    let a_src = MmaOperand { tile: s.a, base: s.a_at.clone().add(s.wm.clone().mul(IExpr::c(warp_m)).add(fi.clone().mul(IExpr::c(in_m))).mul(IExpr::c(sa)).add(kk.clone())), row_stride: sa, col_stride: 1 };
+    let b_src = MmaOperand { tile: s.b, base: s.b_at.clone().add(kk.mul(IExpr::c(sb))).add(s.wn.clone().mul(IExpr::c(warp_n))).add(fj.clone().mul(IExpr::c(in_n))), row_stride: sb, col_stride: 1 };
     let acc = s.acc;
     let running = q.clone().mul(IExpr::c(acc_regs)).add(r.clone());
     let promote = KStmt::ArraySet {
@@ -195,8 +257,8 @@ fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStm
     let step = vec![
         KStmt::DeclArray { arr: a_frag, len: (tiles_m * a_regs) as u32, init: None },
         KStmt::DeclArray { arr: b_frag, len: (tiles_n * b_regs) as u32, init: None },
-        KStmt::unrolled(fi_v, tiles_m as u32, vec![KStmt::FragmentLoad { shape, which: Fragment::A, src: a_src, dst: a_frag, dst_at: fi.mul(IExpr::c(a_regs)), rows: true }]),
-        KStmt::unrolled(fj_v, tiles_n as u32, vec![KStmt::FragmentLoad { shape, which: Fragment::B, src: b_src, dst: b_frag, dst_at: fj.mul(IExpr::c(b_regs)), rows: true }]),
+        KStmt::unrolled(fi_v, tiles_m as u32, vec![KStmt::FragmentLoad { shape, which: Fragment::A, src: a_src, dst: a_frag, dst_at: fi.mul(IExpr::c(a_regs)), rows }]),
+        KStmt::unrolled(fj_v, tiles_n as u32, vec![KStmt::FragmentLoad { shape, which: Fragment::B, src: b_src, dst: b_frag, dst_at: fj.mul(IExpr::c(b_regs)), rows }]),
         KStmt::unrolled(q_v, (tiles_m * tiles_n) as u32, instruction),
     ];
     let per_slab = (BK as i64) / in_k;
@@ -208,7 +270,9 @@ fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStm
 /// The schedule (see the module's documentation); the caller checked
 /// [`admits`].
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
-    let shape = MmaShape::M16N8K16;
+    let unit = layout(target).expect("admits() checked the target");
+    let Layout { shape, warps_n, wm: warp_m, wn: warp_n, .. } = unit;
+    let lanes = shape.lanes() as i64;
     let (in_m, in_n, in_k) = shape.mnk();
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
     // The SIMT loader's view of the tile: 256 threads.
@@ -237,21 +301,21 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let (a_el, b_el) = (b.shared_padded("a_slab", ty, BM, BK, A_STRIDE), b.shared_padded("b_slab", ty, BK, BN, B_STRIDE));
     let (m0_v, n0_v, wm_v, wn_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wm"), b.ivar("wn"));
     let (m0, n0, wm, wn) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wm_v), IExpr::Var(wn_v));
-    let warp = IExpr::Tid.div(IExpr::c(32));
+    let warp = IExpr::Tid.div(IExpr::c(lanes));
     let mut body = vec![
         KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
         KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
-        KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(WARPS_N)) },
-        KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(WARPS_N)) },
+        KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(warps_n)) },
+        KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(warps_n)) },
     ];
     // Vector loads where every operand's rows are whole 16-byte runs and
     // its buffer 16-byte aligned (decided once, the same for every thread).
     let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
-    let (tiles_m, tiles_n) = (WM / in_m, WN / in_n);
+    let (tiles_m, tiles_n) = (warp_m / in_m, warp_n / in_n);
     let acc_regs = registers(shape, Fragment::Acc) as i64;
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: (tiles_m * tiles_n * acc_regs) as u32, init: Some(VExpr::zero(Dtype::F32)) });
-    let slabs = |a: SharedId, b: SharedId, stage: IExpr| Slabs { a, b, a_at: stage.clone().mul(IExpr::c(a_stage)), b_at: stage.mul(IExpr::c(b_stage)), wm: wm.clone(), wn: wn.clone(), acc, ty };
+    let slabs = |a: SharedId, b: SharedId, stage: IExpr| Slabs { a, b, a_at: stage.clone().mul(IExpr::c(a_stage)), b_at: stage.mul(IExpr::c(b_stage)), wm: wm.clone(), wn: wn.clone(), acc, ty, unit };
     // The vector path, pipelined through registers over a ring of two
     // stages (`ring_pipeline`): the matrix unit works on stage
     // (k0 / BK) % 2, then the runs of slab k0 + BK are stored into the
@@ -306,26 +370,26 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mut store = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut store)?;
     let access = b.store(s, value, &env, &mut store);
-    let lane = IExpr::Tid.rem(IExpr::c(32));
+    let lane = IExpr::Tid.rem(IExpr::c(lanes));
     let (row, col) = element(shape, Fragment::Acc, &lane, &IExpr::Var(er_v));
     // Output element (m, n): its block, warp, instruction tile, lane and
     // register, from the layout's inverse (see the tests).
     let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
-    let warp_of = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(WM)).mul(IExpr::c(WARPS_N)).add(n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(WN)));
-    let lane_of = m.clone().rem(IExpr::c(8)).mul(IExpr::c(4)).add(n.clone().rem(IExpr::c(in_n)).div(IExpr::c(2)));
+    let warp_of = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(warp_m)).mul(IExpr::c(warps_n)).add(n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(warp_n)));
+    let (lane_of, reg_of) = acc_owner(shape, &m.clone().rem(IExpr::c(in_m)), &n.clone().rem(IExpr::c(in_n)));
     let assign = vec![
         (Witness::BlockIdx(1), m.clone().div(IExpr::c(BM as i64))),
         (Witness::BlockIdx(0), n.clone().div(IExpr::c(BN as i64))),
-        (Witness::Tid, warp_of.mul(IExpr::c(32)).add(lane_of)),
-        (Witness::Var(ei_v), m.clone().rem(IExpr::c(WM)).div(IExpr::c(in_m))),
-        (Witness::Var(ej_v), n.clone().rem(IExpr::c(WN)).div(IExpr::c(in_n))),
-        (Witness::Var(er_v), m.rem(IExpr::c(in_m)).div(IExpr::c(8)).mul(IExpr::c(2)).add(n.rem(IExpr::c(2)))),
+        (Witness::Tid, warp_of.mul(IExpr::c(lanes)).add(lane_of)),
+        (Witness::Var(ei_v), m.clone().rem(IExpr::c(warp_m)).div(IExpr::c(in_m))),
+        (Witness::Var(ej_v), n.clone().rem(IExpr::c(warp_n)).div(IExpr::c(in_n))),
+        (Witness::Var(er_v), reg_of),
     ];
     b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
-        KStmt::LetInt { var: gm, value: m0.add(wm.mul(IExpr::c(WM))).add(IExpr::Var(ei_v).mul(IExpr::c(in_m))).add(row) },
-        KStmt::LetInt { var: gn, value: n0.add(wn.mul(IExpr::c(WN))).add(IExpr::Var(ej_v).mul(IExpr::c(in_n))).add(col) },
+        KStmt::LetInt { var: gm, value: m0.add(wm.mul(IExpr::c(warp_m))).add(IExpr::Var(ei_v).mul(IExpr::c(in_m))).add(row) },
+        KStmt::LetInt { var: gn, value: n0.add(wn.mul(IExpr::c(warp_n))).add(IExpr::Var(ej_v).mul(IExpr::c(in_n))).add(col) },
         KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
     ];
     body.push(KStmt::unrolled(ei_v, tiles_m as u32, vec![KStmt::unrolled(ej_v, tiles_n as u32, vec![KStmt::unrolled(er_v, acc_regs as u32, guarded)])]));
@@ -347,13 +411,14 @@ mod tests {
         }
     }
 
+    const SHAPES: [MmaShape; 2] = [MmaShape::M16N8K16, MmaShape::Mfma16x16x16];
+
     #[test]
     fn every_fragment_map_is_a_bijection_onto_its_tile() {
-        let shape = MmaShape::M16N8K16;
-        for which in [Fragment::A, Fragment::B, Fragment::Acc] {
+        for (shape, which) in SHAPES.into_iter().flat_map(|s| [Fragment::A, Fragment::B, Fragment::Acc].map(|w| (s, w))) {
             let (rows, cols) = tile(shape, which);
             let mut owner = vec![None; (rows * cols) as usize];
-            for lane in 0..32 {
+            for lane in 0..shape.lanes() as i64 {
                 for reg in 0..registers(shape, which) as i64 {
                     let (r, c) = element(shape, which, &IExpr::c(lane), &IExpr::c(reg));
                     let (r, c) = (constant(&r).expect("constant"), constant(&c).expect("constant"));
@@ -363,8 +428,37 @@ mod tests {
                     *slot = Some((lane, reg));
                 }
             }
-            assert!(owner.iter().all(Option::is_some), "{:?}: an element no lane holds", which);
+            assert!(owner.iter().all(Option::is_some), "{:?} {:?}: an element no lane holds", shape, which);
         }
+    }
+
+    #[test]
+    fn the_accumulators_owner_inverts_its_map() {
+        for shape in SHAPES {
+            for lane in 0..shape.lanes() as i64 {
+                for reg in 0..registers(shape, Fragment::Acc) as i64 {
+                    let (r, c) = element(shape, Fragment::Acc, &IExpr::c(lane), &IExpr::c(reg));
+                    let (l, g) = acc_owner(shape, &r, &c);
+                    assert_eq!((constant(&l), constant(&g)), (Some(lane), Some(reg)), "{:?} lane {} reg {}", shape, lane, reg);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_amd_unit_holds_runs_of_four_along_k_and_along_m() {
+        // v_mfma_f32_16x16x16f16 (AMD's matrix instruction calculator):
+        // lane l holds A[l % 16][4 (l / 16) + i], B[4 (l / 16) + i][l % 16]
+        // and D[4 (l / 16) + i][l % 16].
+        let shape = MmaShape::Mfma16x16x16;
+        let at = |which, lane: i64, reg: i64| {
+            let (r, c) = element(shape, which, &IExpr::c(lane), &IExpr::c(reg));
+            (constant(&r).unwrap(), constant(&c).unwrap())
+        };
+        assert_eq!(at(Fragment::A, 37, 2), (5, 10));
+        assert_eq!(at(Fragment::B, 37, 2), (10, 5));
+        assert_eq!(at(Fragment::Acc, 63, 3), (15, 15));
+        assert_eq!(at(Fragment::Acc, 16, 0), (4, 0));
     }
 
     #[test]

@@ -779,7 +779,7 @@ impl<'a> Exec<'a> {
                 } else {
                     // Each lane's elements, at a symbolic register: the
                     // same map the printer unrolls.
-                    let lane = IExpr::Tid.rem(IExpr::c(32));
+                    let lane = IExpr::Tid.rem(IExpr::c(shape.lanes() as i64));
                     self.fresh += 1;
                     let reg = Term::var(format!("frag#{}", self.fresh));
                     self.env.insert(FRAGMENT_REGISTER, reg.clone());
@@ -798,7 +798,7 @@ impl<'a> Exec<'a> {
                 let (len, at) = (self.array_len(*dst), self.iterm(dst_at));
                 self.record(Target::Array(*dst, len), true, at.clone(), n, None, None);
                 self.write_slots(*dst, Some(at), n);
-                self.warp_collective(32);
+                self.warp_collective(shape.lanes());
             }
             KStmt::Mma { shape, a, a_at, b, b_at, acc, acc_at } => {
                 use crate::schedule::tensor_core::registers;
@@ -823,7 +823,7 @@ impl<'a> Exec<'a> {
                 for arr in [a, b, acc] {
                     self.array_read(*arr);
                 }
-                self.warp_collective(32);
+                self.warp_collective(shape.lanes());
             }
             KStmt::Wgmma { n, a, b, acc, accumulate } => {
                 // The unit reads every element of both operands' tiles (A

@@ -114,6 +114,12 @@ impl ErrBound {
     /// The bound at an exact value of magnitude `mag`.
     pub fn at(&self, mag: f64) -> f64 {
         let (a, r) = self.total();
+        // No relative part adds nothing, even at an infinite magnitude (a
+        // range reaching -inf: `max(e) select(.., -inf, p)`), where the
+        // product would be 0 * inf = NaN.
+        if r == 0.0 {
+            return a;
+        }
         add_up(a, mul_up(r, mag))
     }
 }
@@ -396,6 +402,18 @@ impl AVal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exact_value_reaching_minus_infinity_keeps_a_defined_range() {
+        // `max(e) select(e == i0, -inf, p)` (moe.tk's top2): the terms'
+        // range reaches -inf with no error; the maximum must stay exact
+        // and its range an interval, not [NaN, NaN] (0 * inf).
+        let t = AVal::exact(Interval::new(f64::NEG_INFINITY, 1.0));
+        assert_eq!(t.err.at(f64::INFINITY), 0.0);
+        let m = t.extremum(&t, true);
+        assert_eq!((m.range.lo, m.range.hi), (f64::NEG_INFINITY, 1.0));
+        assert_eq!(m.err.at(m.range.mag()), 0.0);
+    }
 
     fn sample(r: &mut impl FnMut() -> f64, i: &Interval) -> f64 {
         i.lo + (i.hi - i.lo) * r()
