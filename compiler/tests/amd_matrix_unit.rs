@@ -96,7 +96,8 @@ fn shift_fragments(body: &mut [KStmt], which: Fragment, by: i64) -> bool {
 fn a_shifted_fragment_read_of_the_mfma_schedule_is_refuted() {
     // The wavefront's fragments are read element by element at the map's
     // indices (64 lanes): one instruction tile along n for B (the last
-    // wavefront's reads land in the padding of the slab's rows) and one
+    // wavefront's reads land in the padding of the slab's rows, or past
+    // the last row's data into the next stage) and one
     // element along k for A (lanes 48-63 read past their row's 16) are
     // each refuted with a counterexample.
     let arts = compile("matmul.tk", &cdna3());
@@ -106,7 +107,11 @@ fn a_shifted_fragment_read_of_the_mfma_schedule_is_refuted() {
         let mut shifted = ir.clone();
         assert!(shift_fragments(&mut shifted.body, which, by), "the schedule loads {:?} fragments", which);
         let refuted = first_refutation(k, &shifted, &cfg).unwrap_or_else(|| panic!("{:?} shifted by {} was not refuted", which, by));
-        assert!(refuted.obligation.description.contains("in the data of its rows"), "{:?} refuted by {}", which, refuted.obligation.description);
+        // The footprint (a read in a row's padding) or, for B, the ring (a
+        // read past the stage's data, which the shifted last wavefront's
+        // is): whichever the solver reaches first.
+        let d = &refuted.obligation.description;
+        assert!(d.contains("in the data of its rows") || d.contains("lies in the stage of the iteration's slab"), "{:?} refuted by {}", which, d);
         let tokitai_contracts::obligation::Outcome::Refuted { model, .. } = &refuted.outcome else { panic!("not refuted") };
         assert!(!model.is_empty(), "{:?}: a counterexample", which);
     }

@@ -128,21 +128,46 @@ fn every_kernel_for_gfx942_compiles_with_hipcc_without_warnings() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn every_kernel_compiles_with_nvrtc_for_sm90_without_warnings() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nvrtc_compile.py");
+fn nvrtc_available() -> bool {
     let probe = Command::new("python3").args(["-c", "import nvidia.cu13"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        assert!(!in_ci(), "the NVRTC wheels are missing in CI: scripts/install-toolchains.sh installs them");
-        eprintln!("SKIPPED: NVRTC wheels not installed (run scripts/install-toolchains.sh)");
-        return;
+    if probe.is_ok_and(|o| o.status.success()) {
+        return true;
     }
-    let dir = std::env::temp_dir().join(format!("tokitai-nvrtc-{}", std::process::id()));
-    let files = write_kernels(&Target::default_cuda(), &dir);
-    let out = Command::new("python3").arg(&script).args(["--arch", "sm_90a"]).args(&files).output().unwrap();
+    assert!(!in_ci(), "the NVRTC wheels are missing in CI: scripts/install-toolchains.sh installs them");
+    eprintln!("SKIPPED: NVRTC wheels not installed (run scripts/install-toolchains.sh)");
+    false
+}
+
+/// Every kernel generated for `target`, compiled by NVRTC for `arch`.
+fn nvrtc_compiles(target: &Target, arch: &str, tag: &str) -> Vec<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/nvrtc_compile.py");
+    let dir = std::env::temp_dir().join(format!("tokitai-nvrtc-{}-{}", tag, std::process::id()));
+    let files = write_kernels(target, &dir);
+    let out = Command::new("python3").arg(&script).args(["--arch", arch]).args(&files).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "NVRTC failed or warned:\n{}{}", stdout, String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().filter(|l| l.starts_with("ok ")).count(), files.len(), "{}", stdout);
+    let texts = files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect::<Vec<_>>();
     let _ = std::fs::remove_dir_all(&dir);
+    files.iter().zip(texts).filter(|(_, t)| t.contains("mma.sync")).map(|(f, _)| f.clone()).collect()
+}
+
+#[test]
+fn every_kernel_compiles_with_nvrtc_for_sm90_without_warnings() {
+    if nvrtc_available() {
+        nvrtc_compiles(&Target::default_cuda(), "sm_90a", "sm90");
+    }
+}
+
+/// For GPUs without the warpgroup unit (A100, sm_80): the contractions
+/// take the `mma.sync` family as their own schedule or as a variant, and
+/// nothing of sm_90a's (`wgmma`, `setmaxnreg`, mbarriers) is emitted.
+#[test]
+fn every_kernel_compiles_with_nvrtc_for_sm80_without_warnings() {
+    if !nvrtc_available() {
+        return;
+    }
+    let on_unit = nvrtc_compiles(&Target::Cuda { sm: 80 }, "sm_80", "sm80");
+    assert!(on_unit.len() >= 6, "the matmul and linear kernels run on mma.sync at sm_80; only {:?} do", on_unit);
 }
 

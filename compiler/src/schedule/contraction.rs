@@ -707,15 +707,14 @@ impl VectorSlab {
     /// the runs do not split evenly over the threads.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(b: &mut Builder, t: Tile, layout: SlabLayout, operand: &TExpr, tile: SharedId, (out_var, kvar): (VarId, VarId), width: u32, (origin, out_ext, kext): (&IExpr, &IExpr, &IExpr), out: &mut Vec<KStmt>) -> Option<VectorSlab> {
-        let (tensor, o_first) = plain_operand(operand, out_var, kvar)?;
-        let k_contiguous = o_first;
         let ty = b.ir.shared[tile].ty;
-        let along = if k_contiguous { t.bk } else { width };
-        let total = width * t.bk / VECTOR;
-        let (first, threads) = t.copiers();
-        if layout.k_contiguous() != k_contiguous || b.k.tensors[tensor].dtype != ty || along % VECTOR != 0 || !total.is_multiple_of(threads) {
+        if !Self::fits(b, t, layout, operand, ty, (out_var, kvar), width) {
             return None;
         }
+        let (tensor, o_first) = plain_operand(operand, out_var, kvar)?;
+        let k_contiguous = o_first;
+        let total = width * t.bk / VECTOR;
+        let (first, threads) = t.copiers();
         let looped = if t.producer > 0 { Self::looped_digit(layout, k_contiguous, width, t.bk, threads) } else { None };
         let runs = if let Some(digit) = looped.filter(|d| (total / threads).is_multiple_of(*d)) {
             Runs::Looped { count: total / threads, digit }
@@ -733,6 +732,18 @@ impl VectorSlab {
         };
         let buf = b.buf(tensor);
         Some(VectorSlab { tensor, o_first, k_contiguous, buf, tile, layout, out_var, kvar, width, bk: t.bk, first, threads, runs, origin: origin.clone(), out_ext: out_ext.clone(), kext: kext.clone() })
+    }
+
+    /// Would [`VectorSlab::new`] give runs for this operand, into a slab of
+    /// `ty`? Asked before a schedule declares the ring the runs fill, so
+    /// that a kernel whose operands cannot take the vector path declares
+    /// no ring it never uses.
+    pub(super) fn fits(b: &Builder, t: Tile, layout: SlabLayout, operand: &TExpr, ty: Dtype, (out_var, kvar): (VarId, VarId), width: u32) -> bool {
+        let Some((tensor, k_contiguous)) = plain_operand(operand, out_var, kvar) else { return false };
+        let along = if k_contiguous { t.bk } else { width };
+        let total = width * t.bk / VECTOR;
+        let (_, threads) = t.copiers();
+        layout.k_contiguous() == k_contiguous && b.k.tensors[tensor].dtype == ty && along % VECTOR == 0 && total.is_multiple_of(threads)
     }
 
     /// The slab's depth along k.

@@ -295,8 +295,11 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // covers every access of a ring's array, and the other path's would
     // not obey it (nor would a write of it one slab too far be refuted,
     // landing in the second stage).
-    let a_sh = b.shared_padded("a_ring", ty, STAGES * BM, BK, A_STRIDE);
-    let b_sh = b.shared_padded("b_ring", ty, STAGES * BK, BN, B_STRIDE);
+    // Only where both operands can take it (a kernel that cannot declares
+    // no ring and decides nothing: NVRTC warns of what it never uses).
+    let (a_layout, b_layout) = (SlabLayout::KContiguous { stride: A_STRIDE }, SlabLayout::KMajor { stride: B_STRIDE });
+    let fits = VectorSlab::fits(&b, t, a_layout, p.a, ty, (mvar, p.kvar), BM) && VectorSlab::fits(&b, t, b_layout, p.b, ty, (nvar, p.kvar), BN);
+    let rings = fits.then(|| (b.shared_padded("a_ring", ty, STAGES * BM, BK, A_STRIDE), b.shared_padded("b_ring", ty, STAGES * BK, BN, B_STRIDE)));
     let (a_stage, b_stage) = ((BM * A_STRIDE) as i64, (BK * B_STRIDE) as i64);
     let (a_el, b_el) = (b.shared_padded("a_slab", ty, BM, BK, A_STRIDE), b.shared_padded("b_slab", ty, BK, BN, B_STRIDE));
     let (m0_v, n0_v, wm_v, wn_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wm"), b.ivar("wn"));
@@ -310,7 +313,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     ];
     // Vector loads where every operand's rows are whole 16-byte runs and
     // its buffer 16-byte aligned (decided once, the same for every thread).
-    let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
+    let on = rings.map(|_| Cond::Eq(IExpr::Var(vector_decision(&mut b, &p, (mvar, nvar), &mut body)), IExpr::c(1)));
     let (tiles_m, tiles_n) = (warp_m / in_m, warp_n / in_n);
     let acc_regs = registers(shape, Fragment::Acc) as i64;
     let acc = b.local("acc", Dtype::F32);
@@ -321,10 +324,10 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // (k0 / BK) % 2, then the runs of slab k0 + BK are stored into the
     // other.
     let mut pipelined = Vec::new();
-    let va = VectorSlab::new(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_sh, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined);
-    let vb = VectorSlab::new(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_sh, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
-    let vector_path = match (va, vb) {
-        (Some(va), Some(vb)) => {
+    let vector_path = match rings {
+        Some((a_sh, b_sh)) => {
+            let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_sh, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined).expect("fits() said it does");
+            let vb = VectorSlab::new(&mut b, t, b_layout, p.b, b_sh, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined).expect("fits() said it does");
             let ring = ring_pipeline(&mut b, (&va, &vb), (a_stage, b_stage), p.kvar, false, pipelined, |b, stage, stores| {
                 let mut work = compute_slab(b, &slabs(a_sh, b_sh, stage), p.kvar);
                 work.extend(stores);
@@ -332,7 +335,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
             });
             Some((va, vb, ring))
         }
-        _ => None,
+        None => None,
     };
     // The element path (and the only one where runs do not fit): each
     // slab loaded element by element with guards, then the matrix unit.
@@ -341,22 +344,21 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let mut kbody = Vec::new();
     // Slabs: A as a_tile[m * A_STRIDE + kk], B as b_tile[kk * B_STRIDE + n];
     // each operand's coverage gets the vector path's cases beside its own.
-    let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
     tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    if let Some((va, _, ring)) = &vector_path {
+    if let (Some((va, _, ring)), Some(on)) = (&vector_path, &on) {
         va.cover(&mut b, on.clone(), &ring.first[0], &ring.ahead[0], ring.k0);
     }
     tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
-    if let Some((_, vb, ring)) = &vector_path {
+    if let (Some((_, vb, ring)), Some(on)) = (&vector_path, &on) {
         vb.cover(&mut b, on.clone(), &ring.first[1], &ring.ahead[1], ring.k0);
     }
     kbody.push(KStmt::Barrier);
     kbody.extend(compute_slab(&mut b, &slabs(a_el, b_el, IExpr::c(0)), p.kvar));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
-    match vector_path {
-        Some((.., ring)) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
-        None => body.extend(element_path),
+    match (vector_path, on) {
+        (Some((.., ring)), Some(on)) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
+        _ => body.extend(element_path),
     }
     // Epilogue: the statement with the sum replaced by the lane's sums.
     let (ei_v, ej_v, er_v) = (b.ivar("ti"), b.ivar("tj"), b.ivar("r"));
