@@ -2,8 +2,9 @@
 //! device's copy bandwidth measured in the same run, and the launch
 //! overhead of the runtime against a bare cudarc launch.
 //!
-//! Usage: tokitai-bench-kernels [--json FILE]. Prints a table; the JSON
-//! holds every number (bench/report.py merges it with PyTorch's).
+//! Usage: tokitai-bench-kernels [--json FILE] [--only TEXT]. Prints a
+//! table; the JSON holds every number (bench/report.py merges it with
+//! PyTorch's).
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use std::time::Instant;
@@ -11,11 +12,22 @@ use tokitai_bench::{time_ms, WORKLOADS};
 use tokitai_runtime::check::{case_for, launch_on, upload, Rng};
 use tokitai_runtime::{kernels, Device};
 
+/// Time every workload of perf.md on one NVIDIA GPU (needs one; `--help`
+/// does not).
+#[derive(clap::Parser)]
+#[command(name = "tokitai-bench-kernels", version)]
+struct Args {
+    /// Write every number here as JSON (bench/report.py merges it with
+    /// PyTorch's and Triton's).
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Only the workloads whose label contains TEXT (e.g. "gemm_f16 wg").
+    #[arg(long, value_name = "TEXT")]
+    only: Option<String>,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
-    // `--only TEXT`: just the workloads whose label contains TEXT.
-    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let Args { json: json_path, only } = clap::Parser::parse();
     let dev = match Device::cuda(0) {
         Ok(d) => d,
         Err(e) => {

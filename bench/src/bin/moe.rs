@@ -4,7 +4,8 @@
 //!
 //! Usage: tokitai-bench-moe [--device cuda:0] [--configs nano:128,nano:4096,tiny:4096]
 //!        [--steps N] [--curve-steps N] [--contracts off,warn] [--json FILE]
-//! Exit status 0 when the curves agree, 1 when they do not, 2 on errors.
+//! (`--help` lists them). Exit status 0 when the curves agree, 1 when they
+//! do not, 2 on errors (a bad flag included).
 
 use std::time::Instant;
 use tokitai_runtime::moe::config::Size;
@@ -50,12 +51,52 @@ fn curve(dev: &Device, steps: usize, mode: Mode) -> (Vec<(f64, f64)>, usize) {
     (c, t.replays)
 }
 
+/// Milliseconds per training step at each configuration, and nano's loss
+/// curve on the CPU against the device's. Exit status 0 when the curves
+/// agree, 1 when they do not, 2 on errors.
+#[derive(clap::Parser)]
+#[command(name = "tokitai-bench-moe", version)]
+struct Args {
+    /// The device to time (`cuda:N`; `cpu` times the CPU backend).
+    #[arg(long, default_value = "cuda:0")]
+    device: String,
+    /// SIZE:BATCH pairs to time, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_config, default_value = "nano:128,nano:4096,tiny:4096")]
+    configs: Vec<(Size, usize)>,
+    /// Timed steps per configuration (after 3 warm-up steps).
+    #[arg(long, default_value_t = 20, value_parser = parse_positive)]
+    steps: usize,
+    /// Steps of the CPU-against-device loss curve.
+    #[arg(long, default_value_t = 20, value_parser = parse_positive)]
+    curve_steps: usize,
+    /// Contract-monitor modes to time each configuration under,
+    /// comma-separated (`off,warn` measures the monitor's cost); default:
+    /// the environment's (`TOKITAI_CONTRACTS`, else warn).
+    #[arg(long, value_delimiter = ',', value_parser = parse_monitor)]
+    contracts: Vec<monitor::Mode>,
+    /// Write every number here as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+}
+
+fn parse_config(s: &str) -> Result<(Size, usize), String> {
+    let (size, batch) = s.split_once(':').ok_or_else(|| format!("`{}` is not SIZE:BATCH (e.g. tiny:4096)", s))?;
+    let batch = batch.parse().ok().filter(|b| *b > 0).ok_or_else(|| format!("`{}`: the batch is not a positive integer", s))?;
+    Ok((size.parse()?, batch))
+}
+
+fn parse_positive(s: &str) -> Result<usize, String> {
+    s.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("`{}` is not a positive integer", s))
+}
+
+fn parse_monitor(s: &str) -> Result<monitor::Mode, String> {
+    monitor::Mode::parse(s).ok_or_else(|| format!("`{}` is not off, warn or strict", s))
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let dev = Device::from_spec(&opt("--device").unwrap_or_else(|| "cuda:0".into())).unwrap_or_else(|e| fail(e));
-    let steps: usize = opt("--steps").and_then(|s| s.parse().ok()).unwrap_or(20);
-    let curve_steps: usize = opt("--curve-steps").and_then(|s| s.parse().ok()).unwrap_or(20);
+    let args: Args = clap::Parser::parse();
+    let dev = Device::from_spec(&args.device).unwrap_or_else(|e| fail(e));
+    let (steps, curve_steps) = (args.steps, args.curve_steps);
     println!("device: {}", dev.describe());
     let mut json = serde_json::Map::new();
 
@@ -87,17 +128,10 @@ fn main() {
 
     // Milliseconds per step (each step ends with the loss and norm read
     // back, so the device is idle between steps: wall time is step time).
-    let configs = opt("--configs").unwrap_or_else(|| "nano:128,nano:4096,tiny:4096".into());
     // The contract monitor's modes to time each configuration under
     // (`off,warn` measures its cost); else the environment's.
-    let monitors: Vec<monitor::Mode> = match opt("--contracts") {
-        Some(list) => list.split(',').map(|m| monitor::Mode::parse(m).unwrap_or_else(|| fail(format!("--contracts: `{}` is not off, warn or strict", m)))).collect(),
-        None => vec![monitor::mode()],
-    };
-    for cfg in configs.split(',') {
-        let (size, batch) = cfg.split_once(':').unwrap_or_else(|| fail(format!("bad config `{}`", cfg)));
-        let size: Size = size.parse().unwrap_or_else(|e: String| fail(e));
-        let batch: usize = batch.parse().unwrap_or_else(|_| fail(format!("bad batch in `{}`", cfg)));
+    let monitors: Vec<monitor::Mode> = if args.contracts.is_empty() { vec![monitor::mode()] } else { args.contracts.clone() };
+    for &(size, batch) in &args.configs {
         let data = synth_quality(batch.max(512) * 2, 7);
         for (mode, contracts) in [Mode { dispatch: Dispatch::Sparse, graphs: false }, eager, graph].into_iter().flat_map(|m| monitors.iter().map(move |c| (m, *c))) {
             monitor::set_mode(contracts);
@@ -144,7 +178,7 @@ fn main() {
             }
         }
     }
-    if let Some(path) = opt("--json") {
+    if let Some(path) = &args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&serde_json::Value::Object(json)).unwrap_or_default()).unwrap_or_else(|e| fail(e));
     }
     std::process::exit(if agree { 0 } else { 1 });

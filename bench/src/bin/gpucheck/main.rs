@@ -22,10 +22,38 @@ mod monitor;
 use tokitai_runtime::check::{check, check_within, make_coherent, random_case, Rng};
 use tokitai_runtime::{kernels, Device};
 
+/// Every kernel the runtime ships, on the device, against its exact f64
+/// oracle within its declared tolerance. Exit status 0 when every check
+/// passes, 1 when one fails, 2 on errors (a bad flag included).
+#[derive(clap::Parser)]
+#[command(name = "tokitai-gpucheck", version)]
+struct Args {
+    /// The device to check (`cuda:N`).
+    #[arg(long, default_value = "cuda:0")]
+    device: String,
+    /// Write every check here as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// Only the kernels and workloads whose name contains TEXT (and no
+    /// model check), e.g. for runs under compute-sanitizer.
+    #[arg(long, value_name = "TEXT")]
+    only: Option<String>,
+    /// No full-size workload checks (runs under compute-sanitizer).
+    #[arg(long)]
+    small: bool,
+    /// Instead: sample every kernel on at least N inputs and compare each
+    /// output element with the error bound the compiler derived.
+    #[arg(long, value_name = "N", conflicts_with = "monitor", value_parser = clap::value_parser!(u64).range(1..))]
+    soundness: Option<u64>,
+    /// Instead: check that the contract monitor reaches the same verdict
+    /// on the device as on the host.
+    #[arg(long)]
+    monitor: bool,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let dev = match Device::from_spec(&opt("--device").unwrap_or_else(|| "cuda:0".into())) {
+    let args: Args = clap::Parser::parse();
+    let dev = match Device::from_spec(&args.device) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("error: {}", e);
@@ -33,15 +61,15 @@ fn main() {
         }
     };
     println!("device: {}", dev.describe());
-    if args.iter().any(|a| a == "--monitor") {
+    if args.monitor {
         std::process::exit(monitor::run(&dev));
     }
-    if let Some(n) = opt("--soundness").and_then(|v| v.parse::<u64>().ok()) {
-        std::process::exit(soundness(&dev, n, opt("--json"), opt("--only")));
+    if let Some(n) = args.soundness {
+        std::process::exit(soundness(&dev, n, args.json.clone(), args.only.clone()));
     }
     // `--only <text>`: the kernels and workloads whose name holds it (and
     // no model check), for runs under compute-sanitizer.
-    let only = opt("--only");
+    let only = args.only.clone();
     let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let mut rows = Vec::new();
     let mut failed = 0;
@@ -102,7 +130,7 @@ fn main() {
     // One check per benchmark workload at its full size (contractions at
     // 1024^3: their exact oracle runs on the CPU).
     // (`--small`: none, for runs under compute-sanitizer.)
-    let small = args.iter().any(|a| a == "--small");
+    let small = args.small;
     for w in tokitai_bench::WORKLOADS.iter().filter(|w| wanted(w.label) && !small) {
         let Some(k) = kernels::by_name(w.kernel) else { continue };
         let dims: Vec<(&str, i64)> = if k.info.schedule == "contraction" { w.dims.iter().map(|(n, _)| (*n, 1024)).collect() } else { w.dims.to_vec() };
@@ -144,7 +172,7 @@ fn main() {
     }
     let total = rows.len();
     println!("\n{} of {} checks passed on {}", total - failed, total, dev.describe());
-    if let Some(path) = opt("--json") {
+    if let Some(path) = &args.json {
         let doc = serde_json::json!({"device": dev.describe(), "checks": rows, "passed": total - failed, "total": total});
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
             eprintln!("error: {}: {}", path, e);
