@@ -198,12 +198,28 @@ fn bad_runs_are_refused_with_a_clear_error() {
     }
     // A checkpoint of another architecture is not resumed.
     assert_eq!(nano(&dir, &["--steps", "2"]).0, 0);
+    // Nor is a run replaced by a fresh one without saying so (issue 24):
+    // the checkpoint and metrics stay as they were.
+    let before = (std::fs::read(dir.join("checkpoint.safetensors")).unwrap(), std::fs::read(dir.join("metrics.jsonl")).unwrap());
+    for args in [&["--steps", "3"][..], &["--steps", "3", "--dry-run"]] {
+        let (code, _, err) = nano(&dir, args);
+        assert_eq!(code, 2, "{:?}: {}", args, err);
+        assert!(err.contains("holds a run") && err.contains("--resume") && err.contains("--overwrite"), "{}", err);
+    }
+    assert_eq!((std::fs::read(dir.join("checkpoint.safetensors")).unwrap(), std::fs::read(dir.join("metrics.jsonl")).unwrap()), before);
+    let (code, _, err) = nano(&dir, &["--steps", "3", "--resume", "--overwrite"]);
+    assert_eq!(code, 2, "{}", err);
+    assert!(err.contains("cannot be used with"), "{}", err);
     let (code, _, err) = nano(&dir, &["--steps", "4", "--resume", "--seed", "7"]);
     assert_eq!(code, 2);
     assert!(err.contains("was written by architecture"), "{}", err);
     let (code, _, err) = nano(&dir, &["--steps", "4", "--resume", "--optimizer", "sgd", "--lr", "0.05"]);
     assert_eq!(code, 2);
     assert!(err.contains("the checkpoint's optimizer is adamw, not sgd"), "{}", err);
+    // `--overwrite` starts afresh.
+    let (code, _, err) = nano(&dir, &["--steps", "3", "--overwrite"]);
+    assert_eq!(code, 0, "{}", err);
+    assert_eq!(metrics(&dir).len(), 3);
 }
 
 /// `--device auto` takes a GPU when there is one, else the CPU (here).

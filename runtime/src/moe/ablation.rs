@@ -73,7 +73,9 @@ pub fn run(plan: &Plan, quiet: bool) -> Result<Vec<Entry>, Failure> {
         let mut argv: Vec<String> = vec!["tokitai-train".into()];
         argv.extend(plan.common.iter().cloned());
         argv.extend(flags.iter().map(|s| s.to_string()));
-        argv.extend(["--checkpoint-dir".to_string(), dir.display().to_string(), "--checkpoint-every".into(), "0".into()]);
+        // The ablation owns its output directory: a second ablation
+        // replaces the first's runs.
+        argv.extend(["--checkpoint-dir".to_string(), dir.display().to_string(), "--checkpoint-every".into(), "0".into(), "--overwrite".into()]);
         if quiet {
             argv.push("--quiet".into());
         }

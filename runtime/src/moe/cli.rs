@@ -146,6 +146,10 @@ pub struct Args {
     /// Continue from the checkpoint in --checkpoint-dir.
     #[arg(long)]
     pub resume: bool,
+    /// Start afresh in a --checkpoint-dir that holds a run, replacing its
+    /// checkpoint and metrics (without it, such a directory is refused).
+    #[arg(long, conflicts_with = "resume")]
+    pub overwrite: bool,
     /// How samples reach experts: each through its top-2 experts only
     /// (sparse), or every expert on every sample (dense, as the old crate).
     /// auto: dense on a GPU up to batch 1024 (static shapes, so the step is

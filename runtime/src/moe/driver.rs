@@ -240,11 +240,26 @@ fn save_checkpoint(t: &Trainer, c: &Checked, arch: &Arch, data: &Dataset, elapse
     ckpt.save(path).map_err(failed)
 }
 
+/// A fresh run does not replace one: where the directory already holds a
+/// checkpoint or metrics, it needs `--resume` (continue it) or
+/// `--overwrite` (replace it), checked before anything is written.
+fn refuse_to_replace(c: &Checked, paths: &Paths) -> Result<(), Failure> {
+    if c.args.resume || c.args.overwrite {
+        return Ok(());
+    }
+    let held: Vec<String> = [&paths.checkpoint, &paths.metrics].into_iter().filter(|p| p.exists()).map(|p| p.display().to_string()).collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(usage(format!("{} holds a run ({}): pass --resume to continue it, or --overwrite to start afresh and replace it", paths.dir.display(), held.join(", "))))
+}
+
 /// Train as `c` says. Prints warnings and the progress bar on stderr; the
 /// caller prints the summary.
 pub fn run(c: &Checked) -> Result<Report, Failure> {
     let a = &c.args;
     let paths = Paths::of(c);
+    refuse_to_replace(c, &paths)?;
     if let Some(max) = max_batch() {
         if a.batch as i64 > max {
             return Err(usage(format!("--batch {} is more than the kernels admit: linear_bwd_w reduces over the batch and requires M <= {}", a.batch, max)));
@@ -330,6 +345,7 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
 pub fn dry_run(c: &Checked) -> Result<Report, Failure> {
     let a = &c.args;
     let paths = Paths::of(c);
+    refuse_to_replace(c, &paths)?;
     let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
     let arch = Arch::new(a.size, a.seed, a.model.name(), a.router.name());
     put(&paths.arch, arch.to_json().as_bytes())?;
