@@ -231,13 +231,25 @@ fn device_auto_falls_back_to_the_cpu() {
     assert!(out.contains("steps_run=2 "), "{}", out);
 }
 
+/// A diverging run stops at the step where it diverged (issue 24), names
+/// the step and a tensor holding the non-finite value, exits 3, and keeps
+/// the last good checkpoint as it was: `--resume` from it works.
 #[test]
-fn a_run_whose_loss_diverges_exits_non_zero() {
+fn a_run_whose_loss_diverges_stops_and_keeps_the_last_good_checkpoint() {
     let dir = tmp("diverge");
-    let (code, out, err) = nano(&dir, &["--steps", "6", "--lr", "1e9", "--warmup-steps", "0", "--grad-clip", "1e9"]);
-    let summary = out.lines().find(|l| l.starts_with("SUMMARY:")).unwrap_or("");
-    assert!(summary.starts_with("SUMMARY:"), "{}\n{}", out, err);
-    assert_eq!(code, 1, "final loss not finite must fail the run: {}", summary);
+    let wild = ["--lr", "1e3", "--warmup-steps", "0", "--grad-clip", "1e9", "--checkpoint-every", "1"];
+    let (code, out, err) = nano(&dir, &[&["--steps", "12"][..], &wild].concat());
+    assert_eq!(code, 3, "{}\n{}", out, err);
+    assert!(!out.contains("SUMMARY:"), "no summary of a diverged run: {}", out);
+    assert!(err.contains("the run diverged: ") && err.contains("at step ") || err.contains("after step "), "{}", err);
+    assert!(err.contains("holds a non-finite value") || err.contains("is not finite") || err.contains("forward pass overflowed"), "{}", err);
+    assert!(err.contains("the last good checkpoint, step "), "{}", err);
+    // The kept checkpoint loads, is finite, and is the step the error names.
+    let ckpt = Checkpoint::load(&dir.join("checkpoint.safetensors")).expect("the last good checkpoint loads");
+    assert!(ckpt.tensors.iter().all(|(_, _, v)| v.iter().all(|x| x.is_finite())), "a non-finite checkpoint was written");
+    assert!(err.contains(&format!("the last good checkpoint, step {}, is kept", ckpt.metadata["step"])), "{}", err);
+    // Every metrics row written is of a step with a finite loss.
+    assert!(metrics(&dir).iter().all(|r| r["loss"].as_f64().is_some_and(f64::is_finite)));
 }
 
 #[test]

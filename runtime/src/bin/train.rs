@@ -1,9 +1,11 @@
 //! tokitai-train: the MoE trainer's command line (see `moe::cli` for the
 //! flags, `moe::driver` for the run).
 //!
-//! Exit status: 0 on success; 1 when the run failed (non-finite final loss,
-//! fewer steps than asked, no metrics written, a kernel or I/O error); 2 for
-//! bad flags or data.
+//! Exit status: 0 on success; 1 when the run failed (fewer steps than
+//! asked, no metrics written, a kernel or I/O error); 2 for bad flags or
+//! data; 3 when the run diverged (a non-finite loss, or gradients that
+//! overflow even unscaled: the step and the tensor are named, and the last
+//! good checkpoint is kept as it was).
 
 use clap::Parser;
 use std::io::Write;

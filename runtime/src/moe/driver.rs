@@ -30,6 +30,26 @@ fn failed(message: impl Into<String>) -> Failure {
     Failure { code: 1, message: message.into() }
 }
 
+/// The exit status of a run stopped because it diverged (a non-finite
+/// loss, or gradients that overflow even unscaled): the last good
+/// checkpoint is kept as it was.
+pub const DIVERGED: i32 = 3;
+
+/// A diverged run's error: what went non-finite at which step, the first
+/// parameter or gradient holding such a value, and the checkpoint kept.
+fn diverged(t: &Trainer, what: String, checkpoint: &Path) -> Failure {
+    let tensor = match t.first_non_finite() {
+        Ok(Some(name)) => format!("; {} holds a non-finite value", name),
+        Ok(None) => "; every parameter and gradient is finite (the forward pass overflowed)".into(),
+        Err(e) => format!("; its tensors could not be read: {}", e),
+    };
+    let kept = match Checkpoint::load(checkpoint) {
+        Ok(c) => format!("the last good checkpoint, step {}, is kept: {} (continue with --resume, e.g. at a lower --lr)", c.metadata.get("step").map(String::as_str).unwrap_or("?"), checkpoint.display()),
+        Err(_) => "no checkpoint had been written".into(),
+    };
+    Failure { code: DIVERGED, message: format!("the run diverged: {}{}; {}", what, tensor, kept) }
+}
+
 /// Where a run writes.
 #[derive(Clone, Debug)]
 pub struct Paths {
@@ -237,6 +257,10 @@ fn save_checkpoint(t: &Trainer, c: &Checked, arch: &Arch, data: &Dataset, elapse
     meta.insert("steps".to_string(), c.steps.to_string());
     meta.insert("elapsed_ms".to_string(), format!("{}", elapsed_ms));
     let ckpt = t.checkpoint(meta).map_err(|e| failed(format!("checkpoint: {}", e)))?;
+    // A state that is not finite never replaces the last good one.
+    if let Some((name, ..)) = ckpt.tensors.iter().find(|(_, _, v)| v.iter().any(|x| !x.is_finite())) {
+        return Err(diverged(t, format!("after step {}, `{}` is not finite", t.step, name), path));
+    }
     ckpt.save(path).map_err(failed)
 }
 
@@ -307,6 +331,17 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
     while trainer.step < target {
         let before = crate::monitor::totals();
         let stats = trainer.step(&data).map_err(|e| failed(format!("step {}: {}", trainer.step + 1, e)))?;
+        // A non-finite loss is divergence; non-finite gradients are an f16
+        // overflow the loss scale absorbs (the step is skipped and the
+        // scale halved) until the scale falls below 1.
+        if !stats.loss.is_finite() {
+            pb.finish_and_clear();
+            return Err(diverged(&trainer, format!("at step {} the loss is {}", stats.step, stats.loss), &paths.checkpoint));
+        }
+        if stats.skipped && trainer.loss_scale() < 1.0 {
+            pb.finish_and_clear();
+            return Err(diverged(&trainer, format!("at step {} the gradients are not finite even unscaled (loss scale {})", stats.step, trainer.loss_scale()), &paths.checkpoint));
+        }
         let mut row = metrics_row(&stats, elapsed(&start), a.size.name());
         if crate::monitor::mode() != crate::monitor::Mode::Off {
             let after = crate::monitor::totals();

@@ -123,7 +123,33 @@ pub struct Checkpoint {
     pub metadata: HashMap<String, String>,
 }
 
+/// The metadata key of a checkpoint's checksum ([`tensors_sha256`]).
+pub const CHECKSUM_KEY: &str = "tensors_sha256";
+
+/// sha256 of every tensor in name order: its name, its shape and its
+/// little-endian bytes, each length-prefixed, so that a flipped byte, a
+/// renamed tensor or a reshaped one all change it.
+fn tensors_sha256(tensors: &[(String, Vec<usize>, Vec<f32>)]) -> String {
+    let mut order: Vec<&(String, Vec<usize>, Vec<f32>)> = tensors.iter().collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut h = Sha256::new();
+    for (name, shape, data) in order {
+        h.update((name.len() as u64).to_le_bytes());
+        h.update(name.as_bytes());
+        h.update((shape.len() as u64).to_le_bytes());
+        for d in shape {
+            h.update((*d as u64).to_le_bytes());
+        }
+        h.update((data.len() as u64).to_le_bytes());
+        for x in data {
+            h.update(x.to_le_bytes());
+        }
+    }
+    format!("{:x}", h.finalize())
+}
+
 impl Checkpoint {
+    /// The safetensors bytes, the tensors' checksum in the metadata.
     pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
         let bytes: Vec<Vec<u8>> = self.tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
         let views = self
@@ -133,7 +159,9 @@ impl Checkpoint {
             .map(|((name, shape, _), b)| safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).map(|v| (name.clone(), v)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        safetensors::serialize(views, Some(self.metadata.clone())).map_err(|e| e.to_string())
+        let mut metadata = self.metadata.clone();
+        metadata.insert(CHECKSUM_KEY.to_string(), tensors_sha256(&self.tensors));
+        safetensors::serialize(views, Some(metadata)).map_err(|e| e.to_string())
     }
     /// Written atomically: the last good checkpoint survives a crash.
     /// (`TOKITAI_CRASH_IN_CHECKPOINT=STEP` aborts the process half-way
@@ -153,7 +181,18 @@ impl Checkpoint {
             tensors.push((name, view.shape().to_vec(), data));
         }
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Checkpoint { tensors, metadata: meta.metadata().clone().unwrap_or_default() })
+        let mut metadata = meta.metadata().clone().unwrap_or_default();
+        // The checksum written with the tensors must match them: a file
+        // damaged past its header (which safetensors cannot see) is an
+        // error here, not weights that train into NaN.
+        let Some(recorded) = metadata.remove(CHECKSUM_KEY) else {
+            return Err(format!("{}: no `{}` in its metadata: not a checkpoint written by tokitai-train, or its header was altered", path.display(), CHECKSUM_KEY));
+        };
+        let actual = tensors_sha256(&tensors);
+        if recorded != actual {
+            return Err(format!("{}: corrupted: its tensors' sha256 is {}, not the {} recorded when it was written", path.display(), actual, recorded));
+        }
+        Ok(Checkpoint { tensors, metadata })
     }
 }
 
@@ -212,5 +251,34 @@ mod tests {
         assert!(Checkpoint::load(&dir.join("missing.safetensors")).is_err());
         std::fs::write(dir.join("junk.safetensors"), b"not a checkpoint").unwrap();
         assert!(Checkpoint::load(&dir.join("junk.safetensors")).unwrap_err().contains("not a safetensors checkpoint"));
+    }
+
+    #[test]
+    fn a_checkpoint_damaged_past_its_header_is_refused_by_its_checksum() {
+        // Issue 24: bytes flipped in the tensor data load without
+        // complaint from safetensors; the checksum names the file.
+        let dir = std::env::temp_dir().join(format!("tokitai-ckpt-bad-{}", std::process::id()));
+        let path = dir.join("model.safetensors");
+        let c = Checkpoint { tensors: vec![("a".into(), vec![4], vec![1.0, 2.0, 3.0, 4.0]), ("b".into(), vec![2], vec![0.5, -0.5])], metadata: HashMap::new() };
+        c.save(&path).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        assert!(Checkpoint::load(&path).is_ok());
+        for at in [good.len() - 1, good.len() - 9, good.len() - 20] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x5a;
+            std::fs::write(&path, &bad).unwrap();
+            let err = Checkpoint::load(&path).unwrap_err();
+            assert!(err.contains("corrupted") && err.contains("model.safetensors"), "byte {}: {}", at, err);
+        }
+        // Renamed or reshaped tensors change the checksum too.
+        let renamed = Checkpoint { tensors: vec![("a".into(), vec![4], vec![1.0, 2.0, 3.0, 4.0]), ("c".into(), vec![2], vec![0.5, -0.5])], metadata: HashMap::new() };
+        let reshaped = Checkpoint { tensors: vec![("a".into(), vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]), ("b".into(), vec![2], vec![0.5, -0.5])], metadata: HashMap::new() };
+        let sum = |c: &Checkpoint| tensors_sha256(&c.tensors);
+        assert_ne!(sum(&c), sum(&renamed));
+        assert_ne!(sum(&c), sum(&reshaped));
+        // A file without the checksum is not taken for a good checkpoint.
+        let plain = safetensors::serialize(Vec::<(String, safetensors::tensor::TensorView)>::new(), None).unwrap();
+        std::fs::write(&path, plain).unwrap();
+        assert!(Checkpoint::load(&path).unwrap_err().contains("tensors_sha256"));
     }
 }

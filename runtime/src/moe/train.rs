@@ -578,6 +578,29 @@ impl Trainer {
         Ok(Checkpoint { tensors, metadata })
     }
 
+    /// The current loss scale (halved after each step whose gradients
+    /// overflowed).
+    pub fn loss_scale(&self) -> f32 {
+        self.loss_scale
+    }
+
+    /// The first parameter, else the first parameter's gradient, holding
+    /// a value that is not finite: what a diverged run names.
+    pub fn first_non_finite(&self) -> Result<Option<String>> {
+        let names = &self.model.params.names;
+        for (name, t) in names.iter().zip(&self.model.params.tensors) {
+            if t.to_f32_vec()?.iter().any(|x| !x.is_finite()) {
+                return Ok(Some(format!("parameter `{}`", name)));
+            }
+        }
+        for (name, g) in names.iter().zip(&self.grads) {
+            if g.to_f32_vec()?.iter().any(|x| !x.is_finite()) {
+                return Ok(Some(format!("the gradient of `{}`", name)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Continue from a checkpoint of the same architecture and optimiser.
     pub fn restore(&mut self, c: &Checkpoint) -> Result<()> {
         let bad = |m: String| Error::Tensor(format!("checkpoint: {}", m));
