@@ -30,14 +30,17 @@
 //! output tile; the k loop walks 16-deep slabs of both operands in shared
 //! memory, each row padded by 16 bytes. Where both operands' rows are
 //! whole 16-byte runs and their buffers 16-byte aligned (decided once per
-//! launch, in the kernel), each thread moves one run of each slab with a
-//! 16-byte load into registers and a 16-byte shared store, pipelined over
-//! a ring of two stages: the runs of slab k + 1 are fetched before the
-//! matrix unit works on slab k and stored into the other stage after it,
-//! one barrier per slab (zeros past M, N or K). The pipeline's protocol is
-//! proved: race-freedom (no stage refilled while a warp may still read
-//! it) and the ring obligation (`kir::Ring`: each iteration reads the
-//! stage of its own slab and fills the stage of the next). Elsewhere each
+//! launch, in the kernel), the slabs come through a ring: on NVIDIA three
+//! stages filled by asynchronous 16-byte copies (`cp.async`,
+//! `contraction::copy_ring`), two slabs ahead of the unit, the sm_80
+//! form's multi-stage pipeline; on AMD two stages, each thread moving one
+//! run of each slab through registers, the runs of slab k + 1 fetched
+//! before the unit works on slab k and stored into the other stage after
+//! it, one barrier per slab (zeros past M, N or K). The pipeline's
+//! protocol is proved: race-freedom (no stage refilled while a warp may
+//! still read it; a copy's write may land any time until the wait that
+//! retires it) and the ring obligation (`kir::Ring`: each iteration reads
+//! the stage of its own slab and fills the stage ahead). Elsewhere each
 //! slab is loaded element by element into slabs of its own (guarded,
 //! zero-padded: the SIMT schedule's loader), two barriers per slab. Each
 //! warp owns 64 x 32 of the tile. Per 16 of k a warp loads its four A fragments and
@@ -54,7 +57,7 @@
 //! summed dim at least [`MIN_K`] (below that, truncation's error exceeds
 //! what a sequential sum's tolerance allows).
 
-use super::contraction::{ring_pipeline, slab_loop, sums_at_least, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
+use super::contraction::{copy_ring, ring_pipeline, slab_loop, sums_at_least, tile_load, vector_decision, Plan, SlabLayout, Tile, VectorSlab, STAGES};
 use super::lower::{node_key, Builder, Env};
 use super::extent_expr;
 use crate::diag::Diagnostic;
@@ -66,6 +69,14 @@ use crate::types::Dtype;
 
 /// The shortest sum the schedule takes (see the module's documentation).
 pub const MIN_K: i64 = 64;
+
+/// Stages of the vector path's ring on NVIDIA: two slabs in flight
+/// (`cp.async`) while the unit works on a third. Three fit the static 48
+/// KB beside the element path's slabs (four would not). AMD has no
+/// asynchronous copy into shared memory that the printer emits: there
+/// the ring has `contraction::STAGES` (two) stages, filled through
+/// registers.
+const RING_STAGES: u32 = 3;
 
 /// Output tile and slab depth: 128 x 128 per block, 16 of k per slab.
 const BM: u32 = 128;
@@ -84,15 +95,18 @@ pub struct Layout {
     wn: i64,
     /// Fragments loaded as 8-element rows (`ldmatrix`: NVIDIA only).
     rows: bool,
+    /// The vector path's ring filled by asynchronous copies (`cp.async`:
+    /// NVIDIA only), else through registers.
+    async_copies: bool,
 }
 
 /// NVIDIA: eight warps, 2 along m by 4 along n, each 64 x 32 as 4 x 4
 /// instructions of 16 x 8.
-const NVIDIA: Layout = Layout { shape: MmaShape::M16N8K16, warps_n: 4, wm: 64, wn: 32, rows: true };
+const NVIDIA: Layout = Layout { shape: MmaShape::M16N8K16, warps_n: 4, wm: 64, wn: 32, rows: true, async_copies: true };
 /// AMD: four wavefronts of 64, 2 by 2, each 64 x 64 as 4 x 4 instructions
 /// of 16 x 16; fragments loaded element by element (no `ldmatrix`; a
 /// lane's four A elements are one 8-byte run, which the compiler merges).
-const AMD: Layout = Layout { shape: MmaShape::Mfma16x16x16, warps_n: 2, wm: 64, wn: 64, rows: false };
+const AMD: Layout = Layout { shape: MmaShape::Mfma16x16x16, warps_n: 2, wm: 64, wn: 64, rows: false, async_copies: false };
 
 /// The unit's layout on `target`, where the schedule's bound holds there:
 /// NVIDIA sm_80 and later; AMD where the MFMA keeps subnormal f16 and bf16
@@ -267,6 +281,31 @@ fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStm
     vec![KStmt::unrolled(kq_v, per_slab as u32, step)]
 }
 
+/// The vector path's ring: filled by asynchronous copies or through
+/// registers.
+enum Ahead {
+    Copies(super::contraction::CopyRing),
+    Registers(super::contraction::RingPipeline),
+}
+
+impl Ahead {
+    /// Operand `which`'s fetches as cases of the element loader's coverage
+    /// where vectors are `on`.
+    fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
+        match self {
+            Ahead::Copies(r) => v.cover_ahead(b, on, (&r.first[which], Some(r.prologue)), &r.ahead[which], (r.k0, r.lookahead)),
+            Ahead::Registers(r) => v.cover(b, on, &r.first[which], &r.ahead[which], r.k0),
+        }
+    }
+
+    fn stmts(self) -> Vec<KStmt> {
+        match self {
+            Ahead::Copies(r) => r.stmts,
+            Ahead::Registers(r) => r.stmts,
+        }
+    }
+}
+
 /// The schedule (see the module's documentation); the caller checked
 /// [`admits`].
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
@@ -299,7 +338,8 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // no ring and decides nothing: NVRTC warns of what it never uses).
     let (a_layout, b_layout) = (SlabLayout::KContiguous { stride: A_STRIDE }, SlabLayout::KMajor { stride: B_STRIDE });
     let fits = VectorSlab::fits(&b, t, a_layout, p.a, ty, (mvar, p.kvar), BM) && VectorSlab::fits(&b, t, b_layout, p.b, ty, (nvar, p.kvar), BN);
-    let rings = fits.then(|| (b.shared_padded("a_ring", ty, STAGES * BM, BK, A_STRIDE), b.shared_padded("b_ring", ty, STAGES * BK, BN, B_STRIDE)));
+    let stages = if unit.async_copies { RING_STAGES } else { STAGES };
+    let rings = fits.then(|| (b.shared_padded("a_ring", ty, stages * BM, BK, A_STRIDE), b.shared_padded("b_ring", ty, stages * BK, BN, B_STRIDE)));
     let (a_stage, b_stage) = ((BM * A_STRIDE) as i64, (BK * B_STRIDE) as i64);
     let (a_el, b_el) = (b.shared_padded("a_slab", ty, BM, BK, A_STRIDE), b.shared_padded("b_slab", ty, BK, BN, B_STRIDE));
     let (m0_v, n0_v, wm_v, wn_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wm"), b.ivar("wn"));
@@ -319,20 +359,28 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let acc = b.local("acc", Dtype::F32);
     body.push(KStmt::DeclArray { arr: acc, len: (tiles_m * tiles_n * acc_regs) as u32, init: Some(VExpr::zero(Dtype::F32)) });
     let slabs = |a: SharedId, b: SharedId, stage: IExpr| Slabs { a, b, a_at: stage.clone().mul(IExpr::c(a_stage)), b_at: stage.mul(IExpr::c(b_stage)), wm: wm.clone(), wn: wn.clone(), acc, ty, unit };
-    // The vector path, pipelined through registers over a ring of two
-    // stages (`ring_pipeline`): the matrix unit works on stage
-    // (k0 / BK) % 2, then the runs of slab k0 + BK are stored into the
-    // other.
+    // The vector path. NVIDIA: a ring of `RING_STAGES` stages filled by
+    // asynchronous copies (`copy_ring`), two slabs ahead of the unit: each
+    // iteration waits for its own slab's copies, meets the others at one
+    // barrier, issues the copies of slab k0 + 2 BK into the stage the last
+    // iteration read, then runs the unit on stage (k0 / BK) % 3 while
+    // they fly. AMD: two stages through registers (`ring_pipeline`): the
+    // unit works on stage (k0 / BK) % 2, then the runs of slab k0 + BK
+    // fetched before it are stored into the other.
     let mut pipelined = Vec::new();
     let vector_path = match rings {
         Some((a_sh, b_sh)) => {
             let va = VectorSlab::new(&mut b, t, a_layout, p.a, a_sh, (mvar, p.kvar), BM, (&m0, &mext, &kext), &mut pipelined).expect("fits() said it does");
             let vb = VectorSlab::new(&mut b, t, b_layout, p.b, b_sh, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined).expect("fits() said it does");
-            let ring = ring_pipeline(&mut b, (&va, &vb), (a_stage, b_stage), p.kvar, false, pipelined, |b, stage, stores| {
-                let mut work = compute_slab(b, &slabs(a_sh, b_sh, stage), p.kvar);
-                work.extend(stores);
-                work
-            });
+            let ring = if unit.async_copies {
+                Ahead::Copies(copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, false, None, pipelined, |b, stage| (Vec::new(), compute_slab(b, &slabs(a_sh, b_sh, stage), p.kvar))))
+            } else {
+                Ahead::Registers(ring_pipeline(&mut b, (&va, &vb), (a_stage, b_stage), p.kvar, false, pipelined, |b, stage, stores| {
+                    let mut work = compute_slab(b, &slabs(a_sh, b_sh, stage), p.kvar);
+                    work.extend(stores);
+                    work
+                }))
+            };
             Some((va, vb, ring))
         }
         None => None,
@@ -346,18 +394,18 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     // each operand's coverage gets the vector path's cases beside its own.
     tile_load(&mut b, t, SlabLayout::KContiguous { stride: A_STRIDE }, p.a, a_el, mvar, p.kvar, BM, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
     if let (Some((va, _, ring)), Some(on)) = (&vector_path, &on) {
-        va.cover(&mut b, on.clone(), &ring.first[0], &ring.ahead[0], ring.k0);
+        ring.cover(&mut b, va, 0, on.clone());
     }
     tile_load(&mut b, t, SlabLayout::KMajor { stride: B_STRIDE }, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
     if let (Some((_, vb, ring)), Some(on)) = (&vector_path, &on) {
-        vb.cover(&mut b, on.clone(), &ring.first[1], &ring.ahead[1], ring.k0);
+        ring.cover(&mut b, vb, 1, on.clone());
     }
     kbody.push(KStmt::Barrier);
     kbody.extend(compute_slab(&mut b, &slabs(a_el, b_el, IExpr::c(0)), p.kvar));
     kbody.push(KStmt::Barrier);
     let element_path = vec![slab_loop(&mut b, k0_v, p.kvar, BK, kbody)];
     match (vector_path, on) {
-        (Some((.., ring)), Some(on)) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
+        (Some((.., ring)), Some(on)) => body.push(KStmt::If { cond: on, then: ring.stmts(), els: element_path }),
         _ => body.extend(element_path),
     }
     // Epilogue: the statement with the sum replaced by the lane's sums.
