@@ -111,6 +111,20 @@ def no_copies(k):
     consumers' side alone (outputs are garbage)."""
     return '\n'.join(ln for ln in k.split('\n') if not ('cp.async.ca.shared.global' in ln and 'kp_4' not in ln and 'stage_6' in ln))
 
+def median_ms(launch, warmup=3, runs=20):
+    """Median time of `launch()` over `runs` launches (CUDA events), after
+    `warmup` untimed ones."""
+    for _ in range(warmup):
+        launch()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(runs):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record(); launch(); e.record(); e.synchronize()
+        times.append(cp.cuda.get_elapsed_time(s, e))
+    times.sort()
+    return times[len(times) // 2]
+
 def main():
     prelude, k = kernel_text(sys.argv[1] if len(sys.argv) > 1 else 'snapshots/hip__cuda-sm90__matmul.snap')
     k2 = ordered(k).replace('gemm_f16_ws(', 'gemm_f16_ws_ordered(')
@@ -139,16 +153,7 @@ def main():
             y = cp.zeros((M, N), dtype=cp.float16)
             args = (x, w, y, cp.int32(M), cp.int32(K), cp.int32(N))
             grid = ((N + 127) // 128, (M + 255) // 256)
-            for _ in range(3):
-                f(grid, (384,), args, shared_mem=smem)
-            cp.cuda.Device().synchronize()
-            times = []
-            for _ in range(20):
-                s, e = cp.cuda.Event(), cp.cuda.Event()
-                s.record(); f(grid, (384,), args, shared_mem=smem); e.record(); e.synchronize()
-                times.append(cp.cuda.get_elapsed_time(s, e))
-            times.sort()
-            ms = times[len(times) // 2]
+            ms = median_ms(lambda: f(grid, (384,), args, shared_mem=smem))
             res[name] = 2 * M * N * K / ms / 1e9
             ys[name] = y
         same = bool(cp.all(ys['gemm_f16_ws'].view(cp.uint16) == ys['gemm_f16_ws_ordered'].view(cp.uint16)))

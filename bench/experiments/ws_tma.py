@@ -16,29 +16,36 @@ import numpy as np
 import cupy as cp
 from cuda.bindings import driver as cu
 sys.path.insert(0, 'bench/experiments')
-from ws_order import kernel_text, unpromoted, overlapped
+from ws_order import kernel_text, median_ms, unpromoted, overlapped
 
 A_STAGE, B_STAGE = 256 * 64, 64 * 128
 BYTES = (A_STAGE + B_STAGE) * 2
 
-PRODUCER = r'''            if ((int)threadIdx.x == 256) {
+def producer(copies):
+    """The producer branch of a TMA form: one thread waits for each stage to
+    be released, arms its full barrier with the stage's bytes, and issues
+    `copies` (C++ statements over `stage`, `kp` and `full`)."""
+    return r'''            if ((int)threadIdx.x == 256) {
                 for (int kp = 0; kp < K; kp += 64) {
                     const int slab = (kp / 64);
                     const int stage = (slab % 3);
                     asm volatile("{\n\t.reg .pred done;\n\tTK_WAIT_E:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t@!done bra TK_WAIT_E;\n\t}" :: "r"((unsigned)__cvta_generic_to_shared(&empty_1[stage])), "r"((((slab / 3) + 1) % 2)) : "memory");
                     const unsigned full = (unsigned)__cvta_generic_to_shared(&full_0[stage]);
                     asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n\t}" :: "r"(full), "r"(BYTES) : "memory");
-                    #pragma unroll
-                    for (int c = 0; c < 8; ++c) {
-                        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" :: "r"((unsigned)__cvta_generic_to_shared(&a_ring_0[stage * A_STAGE + c * 2048])), "l"(tma_a), "r"(kp + 8 * c), "r"(m0_0), "r"(full) : "memory");
-                    }
-                    #pragma unroll
-                    for (int c = 0; c < 16; ++c) {
-                        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" :: "r"((unsigned)__cvta_generic_to_shared(&b_ring_1[stage * B_STAGE + c * 512])), "l"(tma_b), "r"(n0_1 + 8 * c), "r"(kp), "r"(full) : "memory");
-                    }
+COPIES
                 }
             }
-'''.replace('BYTES', str(BYTES)).replace('A_STAGE', str(A_STAGE)).replace('B_STAGE', str(B_STAGE))
+'''.replace('BYTES', str(BYTES)).replace('COPIES', copies.replace('A_STAGE', str(A_STAGE)).replace('B_STAGE', str(B_STAGE)))
+
+TMA_COPY = 'asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" :: "r"((unsigned)__cvta_generic_to_shared(&DST)), "l"(MAP), "r"(X), "r"(Y), "r"(full) : "memory");'
+
+def copy(dst, tmap, x, y):
+    return TMA_COPY.replace('DST', dst).replace('MAP', tmap).replace('X', x).replace('Y', y)
+
+# 16-byte boxes: 8 along k for A (256 rows each), 16 along n for B (64 k rows each).
+PRODUCER = producer(
+    '                    #pragma unroll\n                    for (int c = 0; c < 8; ++c) {\n                        ' + copy('a_ring_0[stage * A_STAGE + c * 2048]', 'tma_a', 'kp + 8 * c', 'm0_0') + '\n                    }\n'
+    '                    #pragma unroll\n                    for (int c = 0; c < 16; ++c) {\n                        ' + copy('b_ring_1[stage * B_STAGE + c * 512]', 'tma_b', 'n0_1 + 8 * c', 'kp') + '\n                    }')
 
 def tma_kernel(k):
     k = k.replace('gemm_f16_ws(', 'gemm_f16_ws_tma(')
@@ -78,21 +85,10 @@ def tma_kernel(k):
         i += 1
     return '\n'.join(out)
 
-PRODUCER_SW128 = r'''            if ((int)threadIdx.x == 256) {
-                for (int kp = 0; kp < K; kp += 64) {
-                    const int slab = (kp / 64);
-                    const int stage = (slab % 3);
-                    asm volatile("{\n\t.reg .pred done;\n\tTK_WAIT_E:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t@!done bra TK_WAIT_E;\n\t}" :: "r"((unsigned)__cvta_generic_to_shared(&empty_1[stage])), "r"((((slab / 3) + 1) % 2)) : "memory");
-                    const unsigned full = (unsigned)__cvta_generic_to_shared(&full_0[stage]);
-                    asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n\t}" :: "r"(full), "r"(BYTES) : "memory");
-                    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" :: "r"((unsigned)__cvta_generic_to_shared(&a_ring_0[stage * A_STAGE])), "l"(tma_a), "r"(kp), "r"(m0_0), "r"(full) : "memory");
-                    #pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" :: "r"((unsigned)__cvta_generic_to_shared(&b_ring_1[stage * B_STAGE + c * 4096])), "l"(tma_b), "r"(n0_1 + 64 * c), "r"(kp), "r"(full) : "memory");
-                    }
-                }
-            }
-'''.replace('BYTES', str(BYTES)).replace('A_STAGE', str(A_STAGE)).replace('B_STAGE', str(B_STAGE))
+# 128-byte swizzled boxes: A's stage in one box, B's in two of 64 n.
+PRODUCER_SW128 = producer(
+    '                    ' + copy('a_ring_0[stage * A_STAGE]', 'tma_a', 'kp', 'm0_0') + '\n'
+    '                    #pragma unroll\n                    for (int c = 0; c < 2; ++c) {\n                        ' + copy('b_ring_1[stage * B_STAGE + c * 4096]', 'tma_b', 'n0_1 + 64 * c', 'kp') + '\n                    }')
 
 def sw128_kernel(k):
     """TMA boxes 128 bytes wide with the 128-byte swizzle, which the unit
@@ -166,16 +162,7 @@ def main():
         for name, f, extra in [('generated', f0, ()), ('tma', f1, (ta, tb)), ('sw128', f2, (sa, sb)), ('sw128b', f3, (sa, sb)), ('ceiling', f4, (sa, sb))]:
             y = cp.zeros((M, N), dtype=cp.float16)
             args = (x, w, y, cp.int32(M), cp.int32(K), cp.int32(N)) + extra
-            for _ in range(3):
-                f(grid, (384,), args, shared_mem=smem)
-            cp.cuda.Device().synchronize()
-            times = []
-            for _ in range(20):
-                s, e = cp.cuda.Event(), cp.cuda.Event()
-                s.record(); f(grid, (384,), args, shared_mem=smem); e.record(); e.synchronize()
-                times.append(cp.cuda.get_elapsed_time(s, e))
-            times.sort()
-            res[name] = 2 * M * N * K / times[len(times) // 2] / 1e9
+            res[name] = 2 * M * N * K / median_ms(lambda: f(grid, (384,), args, shared_mem=smem)) / 1e9
             ys[name] = y
         # cuBLAS through PyTorch on the same inputs, in the same process.
         import torch

@@ -5,10 +5,13 @@
 //! on the printed KernelIr, the verifier refuting its broken fragment
 //! reads, and (tests/device_compile.rs) hipcc compiling it.
 
+mod common;
+
+use common::edit_fragment_loads;
 use std::path::Path;
 use tokitai_compiler::accuracy::magnitude::{self, Verdict};
 use tokitai_compiler::build::{compile_source, Artifacts, BuildError};
-use tokitai_compiler::kir::{Fragment, IExpr, KStmt, MmaShape, ReductionOrder, Schedule};
+use tokitai_compiler::kir::{Fragment, IExpr, MmaShape, ReductionOrder, Schedule};
 use tokitai_compiler::span::SourceFile;
 use tokitai_compiler::target::Target;
 use tokitai_compiler::verify::first_refutation;
@@ -75,23 +78,6 @@ fn cdna2_keeps_the_simt_schedule_because_its_unit_flushes_subnormals() {
     assert!(arts.variants.iter().flatten().all(|v| !matches!(v.ir.schedule, Schedule::TensorCore { .. })));
 }
 
-/// Rewrite the base of every fragment load of operand `which`.
-fn shift_fragments(body: &mut [KStmt], which: Fragment, by: i64) -> bool {
-    let mut any = false;
-    for s in body {
-        any |= match s {
-            KStmt::FragmentLoad { src, which: w, .. } if *w == which => {
-                src.base = src.base.clone().add(IExpr::c(by));
-                true
-            }
-            KStmt::For { body, .. } => shift_fragments(body, which, by),
-            KStmt::If { then, els, .. } => shift_fragments(then, which, by) | shift_fragments(els, which, by),
-            _ => false,
-        };
-    }
-    any
-}
-
 #[test]
 fn a_shifted_fragment_read_of_the_mfma_schedule_is_refuted() {
     // The wavefront's fragments are read element by element at the map's
@@ -105,7 +91,7 @@ fn a_shifted_fragment_read_of_the_mfma_schedule_is_refuted() {
     let cfg = Config { timeout_ms: 5_000 };
     for (which, by) in [(Fragment::B, 16), (Fragment::A, 1)] {
         let mut shifted = ir.clone();
-        assert!(shift_fragments(&mut shifted.body, which, by), "the schedule loads {:?} fragments", which);
+        assert!(edit_fragment_loads(&mut shifted.body, which, &|base| base.add(IExpr::c(by))), "the schedule loads {:?} fragments", which);
         let refuted = first_refutation(k, &shifted, &cfg).unwrap_or_else(|| panic!("{:?} shifted by {} was not refuted", which, by));
         // The footprint (a read in a row's padding) or, for B, the ring (a
         // read past the stage's data, which the shifted last wavefront's

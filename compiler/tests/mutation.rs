@@ -4,6 +4,9 @@
 //! skipped k-block) must every one be refuted, and there must be at least
 //! 100 of them.
 
+mod common;
+
+use common::edit_fragment_loads;
 use std::collections::BTreeMap;
 use std::path::Path;
 use tokitai_compiler::build::compile_source;
@@ -119,24 +122,6 @@ fn a_fragment_read_shifted_into_the_padding_is_refuted_by_the_footprint_only() {
         s.footprint = None;
     }
     assert!(first_refutation(k, &shifted, &cfg).is_none(), "without the footprint the shifted read must survive");
-}
-
-/// Rewrite the base of every fragment load of operand `which`.
-fn edit_fragment_loads(body: &mut [tokitai_compiler::kir::KStmt], which: tokitai_compiler::kir::Fragment, f: &dyn Fn(tokitai_compiler::kir::IExpr) -> tokitai_compiler::kir::IExpr) -> bool {
-    use tokitai_compiler::kir::KStmt;
-    let mut any = false;
-    for s in body {
-        any |= match s {
-            KStmt::FragmentLoad { src, which: w, .. } if *w == which => {
-                src.base = f(src.base.clone());
-                true
-            }
-            KStmt::For { body, .. } => edit_fragment_loads(body, which, f),
-            KStmt::If { then, els, .. } => edit_fragment_loads(then, which, f) | edit_fragment_loads(els, which, f),
-            _ => false,
-        };
-    }
-    any
 }
 
 /// A fragment loaded by rows (`ldmatrix`) reads 16-byte rows: an A
