@@ -1,8 +1,18 @@
 //! Pointwise and gather schedules: one thread per element of the common
 //! index space, in a grid-stride loop. When every access is the thread's own
-//! element (same shape, identity index, no reductions), each thread handles
-//! a vector of elements with 16-byte loads and stores, and a scalar tail
-//! covers the remainder and misaligned buffers.
+//! element (same shape, identity index, no reductions), or an element of a
+//! tensor over a prefix of the index space that the whole vector shares
+//! (adamw's per-row `lrs[r]`), each thread handles a vector of elements
+//! with 16-byte loads and stores, and a scalar tail covers the remainder,
+//! misaligned buffers and rows that are not whole vectors.
+//!
+//! The vector of elements `[base, base + w)` lies in one row when the
+//! innermost extent is a multiple of `w` (asked at launch, in the vector
+//! loop's condition): the index variables are decomposed once a vector,
+//! the innermost one stepping with the lane, in place of a division and a
+//! remainder by a runtime extent per element (which made adamw and
+//! sgd_momentum issue-bound at 72% of copy bandwidth once their
+//! parameters became rows with a learning-rate multiplier each).
 
 use super::lower::{Builder, Env};
 use super::{extent_expr, BLOCK};
@@ -29,7 +39,15 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
         Some(w) => {
             let bufs = vector_tensors(k).into_iter().map(|t| b.buf(t)).collect::<Vec<_>>();
             let nvec = b.ivar("nvec");
-            let aligned = Cond::Aligned(bufs, 16);
+            let mut aligned = Cond::Aligned(bufs, 16);
+            if has_row_loads(k) {
+                let inner = extent_expr(k.vars[*vars0.last().expect("vector_width needs an index space")].extent);
+                // (Nothing to ask where the extent is a constant multiple.)
+                let rest = inner.rem(IExpr::c(w as i64));
+                if rest != IExpr::c(0) {
+                    aligned = aligned.and(Cond::Eq(rest, IExpr::c(0)));
+                }
+            }
             body.push(KStmt::LetInt {
                 var: nvec,
                 value: IExpr::Select(Box::new(aligned), Box::new(total.clone().div(IExpr::c(w as i64))), Box::new(IExpr::c(0))),
@@ -132,9 +150,23 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
     let lane = b.ivar("lane");
     env.lane = Some(IExpr::Var(lane));
     let mut lane_body = Vec::new();
-    // Index variables, if a statement uses them as values.
     let uses_vars = k.stmts.iter().any(|s| uses_var_as_value(&s.value));
-    if uses_vars {
+    if has_row_loads(k) {
+        // The vector lies in one row (the loop's condition asks the
+        // innermost extent to be a multiple of w): the row's variables
+        // once a vector, and the innermost, where a statement uses it as a
+        // value, stepping with the lane.
+        let vars = k.stmts[0].vars.clone();
+        let (inner, outer) = vars.split_last().expect("vector_width needs an index space");
+        let inner_ext = extent_expr(k.vars[*inner].extent);
+        b.decompose(base.clone().div(inner_ext.clone()), outer, &mut env, &mut out);
+        if uses_vars {
+            let first = b.ivar(&k.vars[*inner].name.clone());
+            out.push(KStmt::LetInt { var: first, value: base.clone().rem(inner_ext) });
+            env.vars.insert(*inner, IExpr::Var(first).add(IExpr::Var(lane)));
+        }
+    } else if uses_vars {
+        // Index variables, where a statement uses them as values.
         b.decompose(base.clone().add(IExpr::Var(lane)), &k.stmts[0].vars.clone(), &mut env, &mut lane_body);
     }
     for (si, stmt) in k.stmts.iter().enumerate() {
@@ -196,7 +228,35 @@ fn has_indirect(k: &Kernel) -> bool {
     found
 }
 
-/// Tensors accessed as whole vectors: every non-scalar parameter tensor.
+/// Is a tensor over a proper prefix of the index space read (one element
+/// per row, shared by a vector's lanes)?
+fn has_row_loads(k: &Kernel) -> bool {
+    k.stmts.iter().any(|s| {
+        let mut found = false;
+        s.value.walk(&mut |e| {
+            if let TExprKind::Load { tensor, index } = &e.kind {
+                if !index.is_empty() && row_load(k, s, *tensor, index) {
+                    found = true;
+                }
+            }
+        });
+        found
+    })
+}
+
+/// Is `tensor[index]` in statement `s` a load of a tensor over a proper
+/// prefix of `s`'s index space, indexed by those variables in order?
+fn row_load(k: &Kernel, s: &crate::tir::Stmt, tensor: TensorId, index: &[crate::tir::TExpr]) -> bool {
+    let shape = &k.tensors[tensor].shape;
+    index.len() < s.vars.len()
+        && index.len() == shape.len()
+        && index.iter().zip(&s.vars).all(|(i, v)| i.as_var() == Some(*v))
+        && shape.iter().zip(&s.vars).all(|(d, v)| k.dims_equal(*d, k.vars[*v].extent))
+}
+
+/// Tensors accessed as whole vectors: every non-scalar parameter tensor
+/// over the whole index space (row loads are read per vector, not as
+/// vectors).
 fn vector_tensors(k: &Kernel) -> Vec<TensorId> {
     let mut set = BTreeSet::new();
     for s in &k.stmts {
@@ -205,7 +265,7 @@ fn vector_tensors(k: &Kernel) -> Vec<TensorId> {
         }
         s.value.walk(&mut |e| {
             if let TExprKind::Load { tensor, index } = &e.kind {
-                if !index.is_empty() && k.tensors[*tensor].role != crate::tir::TensorRole::Intermediate {
+                if !index.is_empty() && k.tensors[*tensor].role != crate::tir::TensorRole::Intermediate && !row_load(k, s, *tensor, index) {
                     set.insert(*tensor);
                 }
             }
@@ -237,10 +297,13 @@ fn vector_width(k: &Kernel) -> Option<u32> {
             TExprKind::Reduce { .. } => ok = false,
             TExprKind::Load { tensor, index } if !index.is_empty() => {
                 let identity = index.len() == s.vars.len() && index.iter().zip(&s.vars).all(|(i, v)| i.as_var() == Some(*v));
-                if !identity || !same_shape(*tensor) {
+                if row_load(k, s, *tensor, index) {
+                    // One element a row: read per vector, not a vector.
+                } else if !identity || !same_shape(*tensor) {
                     ok = false;
+                } else {
+                    min_bytes = min_bytes.min(k.tensors[*tensor].dtype.size_bytes());
                 }
-                min_bytes = min_bytes.min(k.tensors[*tensor].dtype.size_bytes());
             }
             _ => {}
         });
