@@ -468,22 +468,17 @@ fn a_split_warpgroup_and_a_partial_promotion_in_the_specialised_form_are_refuted
 fn narrow_branch(body: &mut [tokitai_compiler::kir::KStmt], from: i64, to: i64) -> bool {
     use tokitai_compiler::kir::{Cond, IExpr, KStmt};
     for s in body.iter_mut() {
-        match s {
+        let narrowed = match s {
             KStmt::If { cond: Cond::Lt(IExpr::Tid, bound), .. } if *bound == IExpr::Const(from) => {
                 *bound = IExpr::Const(to);
-                return true;
+                true
             }
-            KStmt::For { body, .. } => {
-                if narrow_branch(body, from, to) {
-                    return true;
-                }
-            }
-            KStmt::If { then, els, .. } => {
-                if narrow_branch(then, from, to) || narrow_branch(els, from, to) {
-                    return true;
-                }
-            }
-            _ => {}
+            KStmt::For { body, .. } => narrow_branch(body, from, to),
+            KStmt::If { then, els, .. } => narrow_branch(then, from, to) || narrow_branch(els, from, to),
+            _ => false,
+        };
+        if narrowed {
+            return true;
         }
     }
     false
@@ -493,29 +488,18 @@ fn narrow_branch(body: &mut [tokitai_compiler::kir::KStmt], from: i64, to: i64) 
 /// part into the accumulator) under `cond`; whether one was found.
 fn guard_promotion(body: &mut Vec<tokitai_compiler::kir::KStmt>, cond: tokitai_compiler::kir::Cond) -> bool {
     use tokitai_compiler::kir::KStmt;
-    if let Some(w) = body.iter().position(|s| matches!(s, KStmt::WgmmaWait { .. })) {
+    if let Some(w) = body.iter().position(|s| matches!(s, KStmt::WgmmaWait)) {
         if let Some(l) = body[w..].iter().position(|s| matches!(s, KStmt::For { .. })) {
             let promotion = body.remove(w + l);
             body.insert(w + l, KStmt::If { cond, then: vec![promotion], els: vec![] });
             return true;
         }
     }
-    for s in body.iter_mut() {
-        match s {
-            KStmt::For { body, .. } => {
-                if guard_promotion(body, cond.clone()) {
-                    return true;
-                }
-            }
-            KStmt::If { then, els, .. } => {
-                if guard_promotion(then, cond.clone()) || guard_promotion(els, cond.clone()) {
-                    return true;
-                }
-            }
-            _ => {}
-        }
-    }
-    false
+    body.iter_mut().any(|s| match s {
+        KStmt::For { body, .. } => guard_promotion(body, cond.clone()),
+        KStmt::If { then, els, .. } => guard_promotion(then, cond.clone()) || guard_promotion(els, cond.clone()),
+        _ => false,
+    })
 }
 
 /// Move the `MbarArrive` of the loop that holds one before the last
@@ -536,7 +520,8 @@ fn release_before_wait(body: &mut [tokitai_compiler::kir::KStmt]) -> bool {
                 }
             }
             KStmt::If { then, els, .. } => {
-                if release_before_wait(then) || release_before_wait(els) {
+                let moved = release_before_wait(then) || release_before_wait(els);
+                if moved {
                     return true;
                 }
             }

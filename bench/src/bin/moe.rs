@@ -179,7 +179,7 @@ fn main() {
         }
     }
     if let Some(path) = &args.json {
-        std::fs::write(&path, serde_json::to_string_pretty(&serde_json::Value::Object(json)).unwrap_or_default()).unwrap_or_else(|e| fail(e));
+        std::fs::write(path, serde_json::to_string_pretty(&serde_json::Value::Object(json)).unwrap_or_default()).unwrap_or_else(|e| fail(e));
     }
     std::process::exit(if agree { 0 } else { 1 });
 }

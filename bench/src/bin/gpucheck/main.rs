@@ -174,7 +174,7 @@ fn main() {
     println!("\n{} of {} checks passed on {}", total - failed, total, dev.describe());
     if let Some(path) = &args.json {
         let doc = serde_json::json!({"device": dev.describe(), "checks": rows, "passed": total - failed, "total": total});
-        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
+        if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
             eprintln!("error: {}: {}", path, e);
             std::process::exit(2);
         }
