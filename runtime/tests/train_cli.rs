@@ -294,3 +294,51 @@ fn recorded_launches_replay_within_their_bounds() {
     assert!(report.lines().any(|l| l.starts_with("adamw-000004.safetensors") && l.contains("ERROR")), "{}", report);
     assert!(report.lines().last().unwrap().ends_with("violations=1"), "{}", report);
 }
+
+/// Nothing lost to a kill (issue 24, item 7): a run killed with SIGKILL
+/// at 20 moments spread over its life always leaves a checkpoint that
+/// loads (or none yet), and continuing it (`--resume`, or `--overwrite`
+/// where no checkpoint was written) ends with the uninterrupted run's
+/// metrics, bit for bit, on the CPU.
+#[test]
+fn a_run_killed_at_any_moment_resumes_to_the_same_metrics() {
+    use std::time::{Duration, Instant};
+    let steps = ["--steps", "8", "--checkpoint-every", "1"];
+    let whole = tmp("kill-ref");
+    let started = Instant::now();
+    assert_eq!(nano(&whole, &steps).0, 0);
+    let life = started.elapsed();
+    let reference = curve(&metrics(&whole));
+    let (mut killed_running, mut resumed) = (0, 0);
+    for i in 0..20u32 {
+        let dir = tmp(&format!("kill-{}", i));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tokitai-train"))
+            .args(["--size", "nano", "--quiet", "--checkpoint-dir", dir.to_str().unwrap()])
+            .args(steps)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Moments from the start to past the end of a whole run.
+        std::thread::sleep(life.mul_f64(f64::from(i) / 18.0));
+        if child.try_wait().unwrap().is_none() {
+            killed_running += 1;
+        }
+        child.kill().ok(); // SIGKILL on Unix
+        child.wait().unwrap();
+        let ckpt = dir.join("checkpoint.safetensors");
+        let how = if ckpt.exists() {
+            let c = Checkpoint::load(&ckpt).unwrap_or_else(|e| panic!("kill {}: the checkpoint left behind does not load: {}", i, e));
+            assert!(c.tensors.iter().all(|(_, _, v)| v.iter().all(|x| x.is_finite())));
+            resumed += 1;
+            "--resume"
+        } else {
+            "--overwrite"
+        };
+        let (code, _, err) = nano(&dir, &[&steps[..], &[how]].concat());
+        assert_eq!(code, 0, "kill {}: continuing with {} failed: {}", i, how, err);
+        assert_eq!(curve(&metrics(&dir)), reference, "kill {}: continued with {}", i, how);
+    }
+    // The kills fell while the runs were running, some after a checkpoint.
+    assert!(killed_running >= 10 && resumed >= 5, "{} kills while running, {} resumed from a checkpoint", killed_running, resumed);
+}
