@@ -112,7 +112,26 @@ fn report_markdown_and_latex_snapshots() {
         insta::assert_snapshot!("report__markdown", r.to_markdown(true));
         insta::assert_snapshot!("report__latex", r.to_latex(true));
     });
-    assert!(r.error_plot_svg().starts_with("<svg"));
+    // The plots (plotters): what stays stable is snapshotted, their titles,
+    // axis names, row labels and notes, not the pixels or the ticks.
+    let stable = |svg: &str| {
+        let (texts, _) = tokitai_contracts::plot::summary(svg);
+        texts.into_iter().filter(|t| t.parse::<f64>().is_err() && !t.contains("e-") && !t.contains("e0")).collect::<Vec<_>>().join("\n")
+    };
+    let errors = r.error_plot_svg();
+    assert!(errors.starts_with("<svg"));
+    let (labels, _) = tokitai_contracts::plot::summary(&errors);
+    let outputs: Vec<String> = r.kernels.iter().flat_map(|k| k.errors.iter().map(move |e| format!("{}.{}", k.name, e.output))).collect();
+    for o in &outputs {
+        assert_eq!(labels.iter().filter(|l| *l == o).count(), outputs.iter().filter(|x| *x == o).count(), "each bar labelled once: {} in {:?}", o, labels);
+    }
+    let bounds = r.bounds_plot_svg();
+    let sampled = r.kernels.iter().flat_map(|k| &k.errors).filter(|e| e.sampled.max_error > 0.0 && e.sampled.proved_over_observed.is_some_and(f64::is_finite)).count();
+    assert_eq!(bounds.matches("<circle").count(), sampled, "one point per output with an observed error");
+    insta::with_settings!({ snapshot_path => "../../snapshots", prepend_module_to_snapshot => false }, {
+        insta::assert_snapshot!("report__error_plot_labels", stable(&errors));
+        insta::assert_snapshot!("report__bounds_plot_labels", stable(&bounds));
+    });
 }
 
 /// A recorded run's counts (`--run-coverage`): per kernel the bound's form

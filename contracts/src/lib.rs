@@ -9,6 +9,7 @@
 pub mod divmod;
 pub mod fp;
 pub mod obligation;
+pub mod plot;
 pub mod poly;
 pub mod relation;
 pub mod relax;

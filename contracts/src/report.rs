@@ -362,60 +362,14 @@ impl Report {
             })
             .collect();
         let exact: Vec<String> = self.kernels.iter().flat_map(|k| k.errors.iter().filter(|e| e.sampled.proved_over_observed.is_none()).map(move |e| format!("{}.{}", k.name, e.output))).collect();
-        let (w, h, m) = (620.0, 560.0, 70.0);
-        let lo = pts.iter().map(|p| p.1.min(p.2)).fold(f64::INFINITY, f64::min).log10().floor().min(-8.0);
-        let hi = pts.iter().map(|p| p.1.max(p.2)).fold(f64::NEG_INFINITY, f64::max).log10().ceil().max(0.0);
-        let (lo, hi) = if lo.is_finite() && hi.is_finite() { (lo, hi) } else { (-8.0, 0.0) };
-        let px = |v: f64| m + (w - 2.0 * m) * (v.log10() - lo) / (hi - lo);
-        let py = |v: f64| h - m - (h - 2.0 * m) * (v.log10() - lo) / (hi - lo);
-        let mut s = String::new();
-        let _ = writeln!(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">", w, h + 14.0 * exact.len().div_ceil(3) as f64);
-        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
-        let _ = writeln!(s, "<text x=\"{}\" y=\"20\" font-size=\"13\">Proved bound against largest observed error (log-log; below the diagonal = sound)</text>", m - 40.0);
-        let _ = writeln!(s, "<rect x=\"{m}\" y=\"{m}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>", w - 2.0 * m, h - 2.0 * m);
-        let mut d = lo;
-        while d <= hi {
-            let v = 10f64.powf(d);
-            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">1e{}</text>", px(v), h - m + 16.0, d);
-            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">1e{}</text>", m - 6.0, py(v) + 4.0, d);
-            d += 2.0;
-        }
-        let _ = writeln!(s, "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\" stroke-dasharray=\"4 3\"/>", px(10f64.powf(lo)), py(10f64.powf(lo)), px(10f64.powf(hi)), py(10f64.powf(hi)));
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">observed |mirror - exact|</text>", w / 2.0, h - m + 34.0);
-        let _ = writeln!(s, "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">proved bound</text>", h / 2.0, h / 2.0);
-        for (name, obs, bound) in &pts {
-            let color = if obs <= bound { "#3b7dd8" } else { "#d83b3b" };
-            let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{}\"><title>{}: observed {:.3e}, bound {:.3e}</title></circle>", px(*obs), py(*bound), color, name, obs, bound);
-        }
-        for (i, chunk) in exact.chunks(3).enumerate() {
-            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\">no error observed: {}</text>", m - 40.0, h + 14.0 * i as f64, chunk.join(", "));
-        }
-        s.push_str("</svg>\n");
-        s
+        let notes: Vec<String> = exact.chunks(3).map(|c| format!("no error observed: {}", c.join(", "))).collect();
+        crate::plot::loglog_scatter("Proved bound against largest observed error (below the diagonal = sound)", "observed |mirror - exact|", "proved bound", &pts, &notes)
     }
 
     /// Horizontal bars: worst observed error as a fraction of the tolerance,
     /// per kernel output (1.0 is the declared tolerance).
     pub fn error_plot_svg(&self) -> String {
         let rows: Vec<(String, f64)> = self.kernels.iter().flat_map(|k| k.errors.iter().map(move |e| (format!("{}.{}", k.name, e.output), e.worst_ratio))).collect();
-        let (w, left, row_h) = (760.0, 230.0, 18.0);
-        let h = 60.0 + row_h * rows.len() as f64;
-        let scale = |r: f64| left + (w - left - 30.0) * r.clamp(0.0, 1.2) / 1.2;
-        let mut s = String::new();
-        let _ = writeln!(s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">", w, h);
-        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
-        let _ = writeln!(s, "<text x=\"{}\" y=\"18\" font-size=\"13\">Observed error / declared tolerance (mirror vs exact oracle)</text>", left);
-        for (i, (name, r)) in rows.iter().enumerate() {
-            let y = 34.0 + row_h * i as f64;
-            let color = if *r <= 1.0 { "#3b7dd8" } else { "#d83b3b" };
-            let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", left - 6.0, y + 12.0, name);
-            let _ = writeln!(s, "<rect x=\"{}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"/>", left, y + 2.0, (scale(*r) - left).max(0.5), row_h - 5.0, color);
-            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\">{:.3}</text>", scale(*r) + 4.0, y + 12.0, r);
-        }
-        let x1 = scale(1.0);
-        let _ = writeln!(s, "<line x1=\"{:.1}\" y1=\"26\" x2=\"{:.1}\" y2=\"{}\" stroke=\"black\" stroke-dasharray=\"4 3\"/>", x1, x1, h - 20.0);
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">tolerance</text>", x1, h - 6.0);
-        s.push_str("</svg>\n");
-        s
+        crate::plot::bars("Observed error / declared tolerance (mirror vs exact oracle)", &rows, 1.0, "tolerance")
     }
 }

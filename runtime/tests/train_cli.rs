@@ -302,7 +302,7 @@ fn recorded_launches_replay_within_their_bounds() {
 /// metrics, bit for bit, on the CPU.
 #[test]
 fn a_run_killed_at_any_moment_resumes_to_the_same_metrics() {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     let steps = ["--steps", "8", "--checkpoint-every", "1"];
     let whole = tmp("kill-ref");
     let started = Instant::now();

@@ -6,7 +6,7 @@
 use super::cli::{Args, Checked};
 use super::config::N_EXPERTS;
 use super::driver::{self, Failure, Report};
-use super::plot::{line_chart, Series};
+use tokitai_contracts::plot::{line_chart, Series};
 use super::run::{write_atomic, StepMetrics};
 use clap::Parser;
 use std::fmt::Write;

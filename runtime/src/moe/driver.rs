@@ -6,7 +6,7 @@ use super::cli::{Checked, DispatchKind, ModelKind, RouterKind};
 use super::config::N_EXPERTS;
 use super::data::Dataset;
 use super::model::{Dispatch, Kind};
-use super::plot::{line_chart, Series};
+use tokitai_contracts::plot::{line_chart, Series};
 use super::run::{summary_line, write_atomic, Arch, Checkpoint, StepMetrics};
 use super::schedule::learning_rate;
 use super::train::{Hyper, StepStats, Trainer};

@@ -10,7 +10,6 @@ pub mod data;
 pub mod diagnose;
 pub mod driver;
 pub mod model;
-pub mod plot;
 pub mod run;
 pub mod schedule;
 pub mod sheaf;
