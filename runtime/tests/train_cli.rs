@@ -342,3 +342,28 @@ fn a_run_killed_at_any_moment_resumes_to_the_same_metrics() {
     // The kills fell while the runs were running, some after a checkpoint.
     assert!(killed_running >= 10 && resumed >= 5, "{} kills while running, {} resumed from a checkpoint", killed_running, resumed);
 }
+
+/// Held-out evaluation (issue 24, item 1): synthetic held-out samples are
+/// drawn after the training samples, so training is the same bit for bit
+/// with or without them; they are evaluated every `--eval-every` steps and
+/// after the last, into metrics.jsonl.
+#[test]
+fn held_out_samples_are_evaluated_without_changing_training() {
+    let (with, without) = (tmp("val"), tmp("noval"));
+    assert_eq!(nano(&with, &["--steps", "12", "--eval-every", "5"]).0, 0);
+    assert_eq!(nano(&without, &["--steps", "12", "--val-samples", "0"]).0, 0);
+    assert_eq!(curve(&metrics(&with)), curve(&metrics(&without)));
+    let rows = metrics(&with);
+    let evaluated: Vec<&serde_json::Value> = rows.iter().filter(|r| r.get("val_loss").is_some()).collect();
+    assert_eq!(evaluated.iter().map(|r| r["step"].as_u64().unwrap()).collect::<Vec<_>>(), [5, 10, 12]);
+    for r in evaluated {
+        assert!(r["val_loss"].as_f64().is_some_and(|v| v.is_finite() && v > 0.0), "{}", r);
+        assert!(r["val_routing_accuracy"].as_f64().is_some_and(|v| (0.0..=1.0).contains(&v)), "{}", r);
+        let share: f64 = r["val_expert_share"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum();
+        assert!((share - 1.0).abs() < 1e-9, "{}", r);
+    }
+    assert!(metrics(&without).iter().all(|r| r.get("val_loss").is_none()));
+    let (code, _, err) = nano(&tmp("val-bad"), &["--val-samples", "5000"]);
+    assert_eq!(code, 2, "{}", err);
+    assert!(err.contains("--val-samples 5000"), "{}", err);
+}

@@ -164,6 +164,18 @@ pub struct Args {
     /// the end).
     #[arg(long, default_value_t = 10)]
     pub checkpoint_every: usize,
+    /// Held-out samples for evaluation (0: none). Synthetic data draws
+    /// them after the training samples, from the same task (training sees
+    /// exactly the samples it would without them); a ledger keeps that
+    /// many of its rows out of training (at most a fifth), chosen by
+    /// --seed.
+    #[arg(long, default_value_t = 256)]
+    pub val_samples: usize,
+    /// Evaluate on the held-out samples every N steps and after the last
+    /// (0: after the last only): val_loss, val_routing_accuracy and
+    /// val_expert_share in metrics.jsonl.
+    #[arg(long, default_value_t = 10)]
+    pub eval_every: usize,
     /// Stop after step N as an interruption would (checkpoint written);
     /// `--resume` continues the same run.
     #[arg(long)]
@@ -178,6 +190,9 @@ pub enum DispatchKind {
 }
 
 /// A checked configuration, and the warnings worth printing.
+/// The most held-out samples: they are evaluated as one batch.
+pub const MAX_VAL_SAMPLES: usize = 4096;
+
 #[derive(Clone, Debug)]
 pub struct Checked {
     pub args: Args,
@@ -221,6 +236,9 @@ impl Args {
         }
         if self.stop_after == Some(0) {
             return Err("--stop-after must be positive, got 0".into());
+        }
+        if self.val_samples > MAX_VAL_SAMPLES {
+            return Err(format!("--val-samples {} is more than {} (the held-out samples are evaluated as one batch)", self.val_samples, MAX_VAL_SAMPLES));
         }
         if self.resume && self.checkpoint_dir.is_none() {
             return Err("--resume needs --checkpoint-dir (the run to continue)".into());

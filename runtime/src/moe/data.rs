@@ -4,6 +4,7 @@
 //! expert, so that routing accuracy can be measured.
 
 use super::config::{AUX, CATEGORICAL_BLOCKS, CLASSES, INPUT_DIM, NUMERICAL, N_EXPERTS, OUTPUT_DIM};
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -24,6 +25,20 @@ pub struct Dataset {
     pub skipped: usize,
     /// What the data is: the spec it came from.
     pub source: String,
+}
+
+impl Dataset {
+    /// The samples `idx`, in that order.
+    pub fn rows(&self, idx: &[usize]) -> Dataset {
+        Dataset {
+            n: idx.len(),
+            x: idx.iter().flat_map(|&i| self.x[i * INPUT_DIM..(i + 1) * INPUT_DIM].iter().copied()).collect(),
+            y: idx.iter().flat_map(|&i| self.y[i * OUTPUT_DIM..(i + 1) * OUTPUT_DIM].iter().copied()).collect(),
+            true_expert: self.true_expert.as_ref().map(|e| idx.iter().map(|&i| e[i]).collect()),
+            skipped: self.skipped,
+            source: self.source.clone(),
+        }
+    }
 }
 
 /// What `--dataset` names.
@@ -74,6 +89,40 @@ impl DataSpec {
             };
         }
         Ok(DataSpec::Ledger(PathBuf::from(spec)))
+    }
+
+    /// The training samples and `held_out` more of the same task, kept
+    /// apart for evaluation and deterministic by `seed`. Synthetic data
+    /// draws them after the training samples from the same stream (the
+    /// training samples are those of `load`); a ledger holds out that many
+    /// of its rows (at most a fifth), chosen by a seeded permutation.
+    pub fn load_split(&self, seed: u64, held_out: usize) -> Result<(Dataset, Option<Dataset>), DataError> {
+        if held_out == 0 {
+            return Ok((self.load(seed)?, None));
+        }
+        let (all, train_n, source) = match self {
+            DataSpec::Quality(n) => (synth_quality(n + held_out, seed), *n, format!("synth:quality:{}", n)),
+            DataSpec::Regression(n) => (synth_regression(n + held_out, seed), *n, format!("synth:regression:{}", n)),
+            DataSpec::Ledger(dir) => {
+                let all = load_ledger(dir)?;
+                let held = held_out.min(all.n / 5);
+                if held == 0 {
+                    return Ok((all, None));
+                }
+                let mut perm: Vec<usize> = (0..all.n).collect();
+                perm.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x4845_4C44));
+                let (val, train) = perm.split_at(held);
+                let (mut train, mut val) = (train.to_vec(), val.to_vec());
+                train.sort_unstable();
+                val.sort_unstable();
+                return Ok((all.rows(&train), Some(all.rows(&val))));
+            }
+        };
+        let train: Vec<usize> = (0..train_n).collect();
+        let val: Vec<usize> = (train_n..all.n).collect();
+        let mut t = all.rows(&train);
+        t.source = source;
+        Ok((t, Some(all.rows(&val))))
     }
 
     pub fn load(&self, seed: u64) -> Result<Dataset, DataError> {

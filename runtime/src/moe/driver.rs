@@ -206,6 +206,9 @@ fn metrics_row(stats: &StepStats, elapsed_ms: f64, size: &str) -> StepMetrics {
         launches: None,
         launches_covered: None,
         dry_run: false,
+        val_loss: None,
+        val_routing_accuracy: None,
+        val_expert_share: None,
     }
 }
 
@@ -292,7 +295,7 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
     if model_kind(c) == Kind::Dense {
         super::model::check_dense(a.size).map_err(|e| usage(format!("--model dense: {}", e)))?;
     }
-    let data = c.data.load(a.seed).map_err(|e| usage(format!("--dataset: {}", e)))?;
+    let (data, held_out) = c.data.load_split(a.seed, a.val_samples).map_err(|e| usage(format!("--dataset: {}", e)))?;
     if let Some(m) = a.contracts {
         crate::monitor::set_mode(m.monitor());
     }
@@ -348,6 +351,16 @@ pub fn run(c: &Checked) -> Result<Report, Failure> {
             row.launches = Some(after.0 - before.0);
             row.launches_covered = Some(after.1 - before.1);
         }
+        if let Some(v) = &held_out {
+            let last = trainer.step == target || trainer.step == c.steps;
+            if last || (a.eval_every > 0 && trainer.step % a.eval_every == 0) {
+                let idx: Vec<usize> = (0..v.n).collect();
+                let e = trainer.evaluate(v, &idx).map_err(|e| failed(format!("step {}: evaluating on the held-out samples: {}", trainer.step, e)))?;
+                row.val_loss = Some(e.loss);
+                row.val_routing_accuracy = e.routing_accuracy;
+                row.val_expert_share = e.expert_share;
+            }
+        }
         writeln!(metrics, "{}", serde_json::to_string(&row).unwrap_or_default()).and_then(|_| metrics.flush()).map_err(|e| failed(format!("{}: {}", paths.metrics.display(), e)))?;
         pb.inc(1);
         pb.set_message(format!("loss {:.5}", row.loss));
@@ -402,6 +415,9 @@ pub fn dry_run(c: &Checked) -> Result<Report, Failure> {
             launches: None,
             launches_covered: None,
             dry_run: true,
+            val_loss: None,
+            val_routing_accuracy: None,
+            val_expert_share: None,
         })
         .collect();
     put(&paths.metrics, metrics_text(&rows).as_bytes())?;

@@ -87,6 +87,15 @@ pub struct StepMetrics {
     /// Synthetic numbers of a `--dry-run`, not of training.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
+    /// On the held-out samples (`--val-samples`), at the steps
+    /// `--eval-every` names and the last: the MSE loss, the routing
+    /// accuracy and each expert's share of the top-2 slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_loss: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_routing_accuracy: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_expert_share: Option<[f64; N_EXPERTS]>,
 }
 
 /// Write `bytes` to `path` so that a crash leaves the old file or the new

@@ -61,6 +61,15 @@ pub struct Hyper {
     pub graphs: bool,
 }
 
+/// The model on held-out samples ([`Trainer::evaluate`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    pub loss: f64,
+    pub routing_accuracy: Option<f64>,
+    /// Each expert's share of the top-2 slots (`None` for the dense model).
+    pub expert_share: Option<[f64; N_EXPERTS]>,
+}
+
 /// What one step measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepStats {
@@ -576,6 +585,23 @@ impl Trainer {
         metadata.insert("updates".into(), self.updates.to_string());
         metadata.insert("loss_scale".into(), self.loss_scale.to_string());
         Ok(Checkpoint { tensors, metadata })
+    }
+
+    /// The model as it stands on the samples `idx` of `data`, forward
+    /// only (nothing is updated): the MSE loss, the share of samples
+    /// routed top-1 to their true expert (where the data knows it), and
+    /// each expert's share of the top-2 slots.
+    pub fn evaluate(&self, data: &Dataset, idx: &[usize]) -> Result<Evaluation> {
+        let dev = self.dev.clone();
+        let (x, mut t) = batch_tensors(data, idx, &dev)?;
+        let mut fwd = self.model.forward(&dev, &x, self.hyper.dispatch)?;
+        let (loss, _) = mse_on_device(&dev, &mut fwd.y, &mut t, 1.0)?;
+        let mut stats = StepStats { step: self.step, loss: loss.to_f64_vec()?[0], grad_norm: 0.0, lr: 0.0, router_entropy: 0.0, expert_share: [0.0; N_EXPERTS], routing_accuracy: None, loss_scale: 1.0, sheaf_energy: None, skipped: false };
+        if let Some(r) = &fwd.routing {
+            let ints = |t: &Tensor| -> Result<Vec<i32>> { Ok(t.to_f64_vec()?.iter().map(|v| *v as i32).collect()) };
+            routing_stats(&mut stats, &r.probs.to_f64_vec()?, &ints(&r.i0)?, &ints(&r.i1)?, data, idx);
+        }
+        Ok(Evaluation { loss: stats.loss, routing_accuracy: stats.routing_accuracy, expert_share: fwd.routing.is_some().then_some(stats.expert_share) })
     }
 
     /// The current loss scale (halved after each step whose gradients
