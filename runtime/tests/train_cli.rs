@@ -367,3 +367,33 @@ fn held_out_samples_are_evaluated_without_changing_training() {
     assert_eq!(code, 2, "{}", err);
     assert!(err.contains("--val-samples 5000"), "{}", err);
 }
+
+/// `tokitai-train eval` (issue 24, item 1): a saved model's loss, routing
+/// accuracy and expert load on its own dataset or another one, as text or
+/// JSON; bad input exits 2 naming it.
+#[test]
+fn eval_reports_a_saved_model_on_any_dataset() {
+    let dir = tmp("eval");
+    assert_eq!(nano(&dir, &["--steps", "5"]).0, 0);
+    let d = dir.to_str().unwrap();
+    let eval = |extra: &[&str]| train(&[&["eval", "--checkpoint-dir", d][..], extra].concat());
+    let (code, out, err) = eval(&["--json"]);
+    assert_eq!(code, 0, "{}", err);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {}", e, out));
+    assert_eq!(r["step"], 5);
+    assert!(r["loss"].as_f64().is_some_and(|v| v.is_finite() && v > 0.0), "{}", r);
+    assert!(r["routing_accuracy"].as_f64().is_some_and(|v| (0.0..=1.0).contains(&v)), "{}", r);
+    let share: f64 = r["expert_share"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).sum();
+    assert!((share - 1.0).abs() < 1e-9, "{}", r);
+    let (code, out, err) = eval(&["--dataset", "synth:quality:300"]);
+    assert_eq!(code, 0, "{}", err);
+    assert!(out.contains("(300 samples)") && out.contains("loss ") && out.contains("routing accuracy"), "{}", out);
+    for (args, says) in [(&["--dataset", "synth:nothing:3"][..], "--dataset"), (&["--device", "cuda:x"], "--device")] {
+        let (code, _, err) = eval(args);
+        assert_eq!(code, 2, "{:?}: {}", args, err);
+        assert!(err.contains(says), "{:?}: {}", args, err);
+    }
+    let (code, _, err) = train(&["eval", "--checkpoint-dir", tmp("eval-none").to_str().unwrap()]);
+    assert_eq!(code, 2, "{}", err);
+    assert!(err.contains("checkpoint.safetensors"), "{}", err);
+}

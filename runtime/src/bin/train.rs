@@ -1,5 +1,6 @@
 //! tokitai-train: the MoE trainer's command line (see `moe::cli` for the
-//! flags, `moe::driver` for the run).
+//! flags, `moe::driver` for the run); `tokitai-train eval --checkpoint-dir
+//! DIR [--dataset D] [--json]` evaluates a saved model (`moe::eval`).
 //!
 //! Exit status: 0 on success; 1 when the run failed (fewer steps than
 //! asked, no metrics written, a kernel or I/O error); 2 for bad flags or
@@ -10,7 +11,7 @@
 use clap::Parser;
 use std::io::Write;
 use tokitai_runtime::moe::cli::Args;
-use tokitai_runtime::moe::{diagnose, driver};
+use tokitai_runtime::moe::{diagnose, driver, eval};
 
 fn fail(code: i32, message: impl std::fmt::Display) -> ! {
     eprintln!("error: {}", message);
@@ -18,6 +19,18 @@ fn fail(code: i32, message: impl std::fmt::Display) -> ! {
 }
 
 fn main() {
+    // `tokitai-train eval ...`: a saved model on a dataset.
+    if std::env::args().nth(1).as_deref() == Some("eval") {
+        let e = eval::EvalArgs::parse_from(std::env::args().skip(1));
+        match eval::run(&e) {
+            Ok(report) => {
+                let text = if e.json { serde_json::to_string_pretty(&report).unwrap_or_default() + "\n" } else { report.render() };
+                let _ = write!(std::io::stdout().lock(), "{}", text);
+                std::process::exit(0);
+            }
+            Err(f) => fail(f.code, f.message),
+        }
+    }
     let checked = Args::parse().check().unwrap_or_else(|e| fail(2, e));
     for w in &checked.warnings {
         eprintln!("warning: {}", w);

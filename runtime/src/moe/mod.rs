@@ -9,6 +9,7 @@ pub mod config;
 pub mod data;
 pub mod diagnose;
 pub mod driver;
+pub mod eval;
 pub mod model;
 pub mod run;
 pub mod schedule;
