@@ -7,12 +7,9 @@
 
 mod common;
 
-use common::edit_fragment_loads;
-use std::path::Path;
+use common::{compile_example, edit_fragment_loads};
 use tokitai_compiler::accuracy::magnitude::{self, Verdict};
-use tokitai_compiler::build::{compile_source, Artifacts, BuildError};
 use tokitai_compiler::kir::{Fragment, IExpr, MmaShape, ReductionOrder, Schedule};
-use tokitai_compiler::span::SourceFile;
 use tokitai_compiler::target::Target;
 use tokitai_compiler::verify::first_refutation;
 use tokitai_contracts::z3_backend::Config;
@@ -21,20 +18,11 @@ fn cdna3() -> Target {
     "hip-gfx942".parse().unwrap()
 }
 
-fn compile(path: &str, target: &Target) -> Artifacts {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops").join(path);
-    match compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), target) {
-        Ok(a) => a,
-        Err(BuildError::Source { rendered, .. }) => panic!("{}", rendered),
-        Err(e) => panic!("{:?}", e),
-    }
-}
-
 #[test]
 fn contractions_on_cdna3_take_the_mfma_unit_and_are_proved() {
     // Compiling verifies: every obligation of every kernel and variant is
     // proved, or the build fails.
-    let arts = compile("matmul.tk", &cdna3());
+    let arts = compile_example("matmul.tk", &cdna3());
     for ir in &arts.kernels {
         assert!(matches!(ir.schedule, Schedule::TensorCore { shape: MmaShape::Mfma16x16x16, .. }), "{}: {:?}", ir.name, ir.schedule);
         assert_eq!(ir.block, 256, "{}: four wavefronts", ir.name);
@@ -56,7 +44,7 @@ fn contractions_on_cdna3_take_the_mfma_unit_and_are_proved() {
 fn the_linear_layers_get_the_unit_as_a_guarded_variant_on_cdna3() {
     // `linear_fwd` admits sums of any length: the kernel stays on the
     // SIMT schedule and the unit is its variant for sums of at least 64.
-    let arts = compile("linear.tk", &cdna3());
+    let arts = compile_example("linear.tk", &cdna3());
     let at = arts.program.kernels.iter().position(|k| k.name == "linear_fwd").unwrap();
     assert!(matches!(arts.kernels[at].schedule, Schedule::Contraction { .. }));
     let v = arts.variants[at].iter().find(|v| v.ir.name == "linear_fwd_mma").expect("an MFMA variant");
@@ -73,7 +61,7 @@ fn cdna2_keeps_the_simt_schedule_because_its_unit_flushes_subnormals() {
     // operands' magnitudes absorbs, so gfx90a is not given the unit.
     let gfx90a = Target::default_hip();
     assert!(!gfx90a.mfma_keeps_subnormals() && cdna3().mfma_keeps_subnormals());
-    let arts = compile("matmul.tk", &gfx90a);
+    let arts = compile_example("matmul.tk", &gfx90a);
     assert!(arts.kernels.iter().all(|ir| matches!(ir.schedule, Schedule::Contraction { .. })));
     assert!(arts.variants.iter().flatten().all(|v| !matches!(v.ir.schedule, Schedule::TensorCore { .. })));
 }
@@ -86,7 +74,7 @@ fn a_shifted_fragment_read_of_the_mfma_schedule_is_refuted() {
     // the last row's data into the next stage) and one
     // element along k for A (lanes 48-63 read past their row's 16) are
     // each refuted with a counterexample.
-    let arts = compile("matmul.tk", &cdna3());
+    let arts = compile_example("matmul.tk", &cdna3());
     let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
     let cfg = Config { timeout_ms: 5_000 };
     for (which, by) in [(Fragment::B, 16), (Fragment::A, 1)] {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::edit_fragment_loads;
+use common::{compile_example, edit_fragment_loads};
 use std::collections::BTreeMap;
 use std::path::Path;
 use tokitai_compiler::build::compile_source;
@@ -54,8 +54,7 @@ fn every_injected_bug_is_refuted() {
 /// "reduction loop starts one late" mutants of softmax survive.
 #[test]
 fn a_weakened_verifier_lets_mutants_survive() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/softmax.tk");
-    let mut arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let mut arts = compile_example("softmax.tk", &Target::default_cuda());
     for ir in &mut arts.kernels {
         ir.reduction_loops.clear();
     }
@@ -110,8 +109,7 @@ fn redact_thread(text: &str) -> String {
 #[test]
 fn a_fragment_read_shifted_into_the_padding_is_refuted_by_the_footprint_only() {
     use tokitai_compiler::kir::{Fragment, IExpr};
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
     let (k, mut shifted) = (&arts.program.kernels[0], arts.kernels[0].clone());
     assert!(shifted.shared.iter().any(|s| s.footprint.is_some()), "the schedule pads its slabs");
     assert!(edit_fragment_loads(&mut shifted.body, Fragment::B, &|base| base.add(IExpr::c(8))), "the schedule loads B fragments");
@@ -130,8 +128,7 @@ fn a_fragment_read_shifted_into_the_padding_is_refuted_by_the_footprint_only() {
 #[test]
 fn a_misaligned_fragment_row_is_refuted() {
     use tokitai_compiler::kir::{Fragment, IExpr};
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
     let (k, mut ir) = (&arts.program.kernels[0], arts.kernels[0].clone());
     assert!(edit_fragment_loads(&mut ir.body, Fragment::A, &|base| base.add(IExpr::c(1))), "the schedule loads A fragments");
     let refuted = first_refutation(k, &ir, &Config { timeout_ms: 5_000 }).expect("refuted");
@@ -153,8 +150,7 @@ fn vector_reads_of_the_slab_loader_must_be_whole_aligned_runs() {
             }
         })
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &register_ring_target()).unwrap();
+    let arts = compile_example("matmul.tk", &register_ring_target());
     let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
     let cfg = Config { timeout_ms: 5_000 };
     let mut off = ir.clone();
@@ -182,6 +178,12 @@ fn vector_reads_of_the_slab_loader_must_be_whole_aligned_runs() {
     }));
     let refuted = first_refutation(k, &unasked, &cfg).expect("runs over rows not known whole are refuted");
     assert!(refuted.obligation.description.contains("8-aligned"), "refuted by {}", refuted.obligation.description);
+}
+
+/// gemm_f16's index among the kernels, and its warp-specialised variant.
+fn gemm_f16_ws(arts: &tokitai_compiler::build::Artifacts) -> (usize, &tokitai_compiler::schedule::Variant) {
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    (i, arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws").expect("a warp-specialised variant"))
 }
 
 /// The target whose matrix-unit schedule fills its ring through registers
@@ -214,8 +216,7 @@ fn a_swapped_stage_of_the_ring_is_refuted_by_the_ring_obligation_only() {
             })
             .sum()
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &register_ring_target()).unwrap();
+    let arts = compile_example("matmul.tk", &register_ring_target());
     let (k, ir) = (&arts.program.kernels[0], &arts.kernels[0]);
     let vars: Vec<usize> = ir.ivars.iter().enumerate().filter(|(_, n)| *n == "stage" || *n == "refill").map(|(i, _)| i).collect();
     let mut swapped = ir.clone();
@@ -254,8 +255,7 @@ fn a_wgmma_that_ignores_its_operands_padded_stride_is_refuted() {
         }
         n
     }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
     let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
     let (k, mut ir) = (&arts.program.kernels[i], arts.kernels[i].clone());
     // (The build proves the kernel as generated.) Four instructions a slab read the padded A ring (the vector path).
@@ -267,8 +267,7 @@ fn a_wgmma_that_ignores_its_operands_padded_stride_is_refuted() {
 #[test]
 fn a_removed_wait_or_fence_of_the_warpgroup_unit_is_refuted_by_its_protocol() {
     use tokitai_compiler::verify::mutate::mutants;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
     let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
     let (k, ir) = (&arts.program.kernels[i], &arts.kernels[i]);
     let cfg = Config { timeout_ms: 5_000 };
@@ -296,8 +295,7 @@ fn a_removed_wait_or_fence_of_the_warpgroup_unit_is_refuted_by_its_protocol() {
 #[test]
 fn a_late_or_missing_copy_wait_is_refuted_by_the_copy_windows() {
     use tokitai_compiler::verify::mutate::mutants;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
     let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
     let (k, ir) = (&arts.program.kernels[i], &arts.kernels[i]);
     let cfg = Config { timeout_ms: 5_000 };
@@ -346,8 +344,7 @@ fn a_late_or_missing_copy_wait_is_refuted_by_the_copy_windows() {
 #[test]
 fn the_wide_promotion_is_proved_only_under_its_guard() {
     use tokitai_compiler::verify::tolerance::tolerance_proofs;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
     let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
     let k = &arts.program.kernels[i];
     let wide = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_wg4").expect("a wide-promotion variant");
@@ -376,10 +373,8 @@ fn the_wide_promotion_is_proved_only_under_its_guard() {
 #[test]
 fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     use tokitai_compiler::verify::{mutate::mutants, verify_kernel};
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
-    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
-    let ws = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws").expect("a warp-specialised variant");
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
+    let (i, ws) = gemm_f16_ws(&arts);
     assert_eq!(ws.guard.map(|g| g.at_least), Some(192), "promoted once a slab: sums of at least 192");
     let (k, ir) = (ws.kernel(&arts.program.kernels[i]), ws.ir.clone());
     // Two warpgroups consume, one produces; each side's barrier expects
@@ -444,10 +439,8 @@ fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
 fn a_split_warpgroup_and_a_partial_promotion_in_the_specialised_form_are_refuted() {
     use tokitai_compiler::kir::{Cond, IExpr};
     use tokitai_compiler::verify::verify_kernel;
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/matmul.tk");
-    let arts = compile_source(SourceFile::new(path.display().to_string(), std::fs::read_to_string(&path).unwrap()), &Target::default_cuda()).unwrap();
-    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
-    let ws = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws").expect("a warp-specialised variant");
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
+    let (i, ws) = gemm_f16_ws(&arts);
     let k = ws.kernel(&arts.program.kernels[i]);
     let cfg = Config { timeout_ms: 5_000 };
     let refuted_by = |ir: &tokitai_compiler::kir::KernelIr| -> Vec<String> {

@@ -494,6 +494,14 @@ pub(super) struct RingPipeline {
     pub stmts: Vec<KStmt>,
 }
 
+impl RingPipeline {
+    /// Operand `which`'s fetches (`v`'s) as cases of the element loader's
+    /// coverage where vectors are `on`.
+    pub(super) fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
+        v.cover(b, on, &self.first[which], &self.ahead[which], self.k0);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn ring_pipeline(
     b: &mut Builder,
@@ -563,6 +571,14 @@ pub(super) struct CopyRing {
     pub k0: IVar,
     pub lookahead: i64,
     pub stmts: Vec<KStmt>,
+}
+
+impl CopyRing {
+    /// Operand `which`'s copies (`v`'s) as cases of the element loader's
+    /// coverage where vectors are `on`.
+    pub(super) fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
+        v.cover_ahead(b, on, (&self.first[which], Some(self.prologue)), &self.ahead[which], (self.k0, self.lookahead));
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

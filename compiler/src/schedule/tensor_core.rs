@@ -293,8 +293,8 @@ impl Ahead {
     /// where vectors are `on`.
     fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
         match self {
-            Ahead::Copies(r) => v.cover_ahead(b, on, (&r.first[which], Some(r.prologue)), &r.ahead[which], (r.k0, r.lookahead)),
-            Ahead::Registers(r) => v.cover(b, on, &r.first[which], &r.ahead[which], r.k0),
+            Ahead::Copies(r) => r.cover(b, v, which, on),
+            Ahead::Registers(r) => r.cover(b, v, which, on),
         }
     }
 

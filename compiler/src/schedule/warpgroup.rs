@@ -430,7 +430,7 @@ impl Ahead {
     /// (the last one pushed) where vectors are `on`.
     fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
         match self {
-            Ahead::Copies(ring) => v.cover_ahead(b, on, (&ring.first[which], Some(ring.prologue)), &ring.ahead[which], (ring.k0, ring.lookahead)),
+            Ahead::Copies(ring) => ring.cover(b, v, which, on),
             // Slab j in the producer's iteration j (nothing ahead).
             Ahead::Producer { ring, .. } => v.cover_ahead(b, on, (&ring.copies[which], None), &ring.copies[which], (ring.kp, 0)),
         }

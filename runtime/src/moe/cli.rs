@@ -190,7 +190,8 @@ pub enum DispatchKind {
 }
 
 /// A checked configuration, and the warnings worth printing.
-/// The most held-out samples: they are evaluated as one batch.
+/// The most held-out samples (they are evaluated as one batch), and the
+/// batch `tokitai-train eval` evaluates at once.
 pub const MAX_VAL_SAMPLES: usize = 4096;
 
 #[derive(Clone, Debug)]

@@ -23,10 +23,10 @@ pub struct Failure {
     pub message: String,
 }
 
-fn usage(message: impl Into<String>) -> Failure {
+pub(super) fn usage(message: impl Into<String>) -> Failure {
     Failure { code: 2, message: message.into() }
 }
-fn failed(message: impl Into<String>) -> Failure {
+pub(super) fn failed(message: impl Into<String>) -> Failure {
     Failure { code: 1, message: message.into() }
 }
 
@@ -185,7 +185,7 @@ fn run_metadata(arch: &Arch, data: &Dataset) -> HashMap<String, String> {
     ])
 }
 
-fn device(c: &Checked) -> Result<Device, Failure> {
+pub(super) fn device(c: &Checked) -> Result<Device, Failure> {
     Device::from_spec(&c.args.device).map_err(|e| usage(format!("--device {}: {}", c.args.device, e)))
 }
 

@@ -2,11 +2,10 @@
 //! forward only: its MSE loss, its routing accuracy (where the data knows
 //! each sample's expert) and each expert's share of the top-2 slots.
 
-use super::cli::Args;
-use super::driver::{hyper, model_kind, Failure};
+use super::cli::{Args, MAX_VAL_SAMPLES};
+use super::driver::{device, failed, hyper, model_kind, usage, Failure};
 use super::run::Checkpoint;
 use super::train::Trainer;
-use crate::Device;
 use clap::Parser;
 use std::path::PathBuf;
 
@@ -57,13 +56,6 @@ impl EvalReport {
     }
 }
 
-/// Samples evaluated at once.
-const CHUNK: usize = 4096;
-
-fn usage(message: String) -> Failure {
-    Failure { code: 2, message }
-}
-
 /// Load the checkpoint, rebuild its model, and evaluate it on the data.
 pub fn run(e: &EvalArgs) -> Result<EvalReport, Failure> {
     let path = e.checkpoint_dir.join("checkpoint.safetensors");
@@ -82,14 +74,14 @@ pub fn run(e: &EvalArgs) -> Result<EvalReport, Failure> {
     let argv = ["tokitai-train", "--size", &field("size")?, "--seed", &field("seed")?, "--model", &field("model_kind")?, "--router", &field("router_kind")?, "--optimizer", &optimizer, "--dataset", &dataset, "--device", &e.device];
     let args = Args::try_parse_from(argv).map_err(|er| usage(format!("{}: its architecture is not one this trainer builds: {}", path.display(), er)))?;
     let checked = args.check().map_err(usage)?;
-    let dev = Device::from_spec(&e.device).map_err(|er| usage(format!("--device {}: {}", e.device, er)))?;
-    let mut trainer = Trainer::new(checked.args.size, model_kind(&checked), hyper(&checked, &dev), &dev).map_err(|er| Failure { code: 1, message: format!("model: {}", er) })?;
+    let dev = device(&checked)?;
+    let mut trainer = Trainer::new(checked.args.size, model_kind(&checked), hyper(&checked, &dev), &dev).map_err(|er| failed(format!("model: {}", er)))?;
     trainer.restore(&ckpt).map_err(|er| usage(format!("{}: {}", path.display(), er)))?;
     let data = checked.data.load(checked.args.seed).map_err(|er| usage(format!("--dataset: {}", er)))?;
     let (mut loss, mut hits, mut share, mut known) = (0.0, 0.0, None::<Vec<f64>>, true);
     let all: Vec<usize> = (0..data.n).collect();
-    for chunk in all.chunks(CHUNK) {
-        let r = trainer.evaluate(&data, chunk).map_err(|er| Failure { code: 1, message: format!("evaluating: {}", er) })?;
+    for chunk in all.chunks(MAX_VAL_SAMPLES) {
+        let r = trainer.evaluate(&data, chunk).map_err(|er| failed(format!("evaluating: {}", er)))?;
         let w = chunk.len() as f64 / data.n as f64;
         loss += r.loss * w;
         match r.routing_accuracy {
