@@ -74,7 +74,9 @@ impl ModelKind {
 #[derive(Clone, Debug, Parser)]
 #[command(name = "tokitai-train", version, allow_negative_numbers = true)]
 pub struct Args {
-    /// synth:quality:N, synth:regression:N, or a ledger directory.
+    /// synth:quality:N, synth:regression:N, a ledger directory (a value
+    /// outside its documented range is an error naming the row), or
+    /// clamp:DIR (such values clamped, as the older crate did).
     #[arg(long, default_value = "synth:quality:512")]
     pub dataset: String,
     #[arg(long, default_value = "tiny")]

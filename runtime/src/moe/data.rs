@@ -46,7 +46,18 @@ impl Dataset {
 pub enum DataSpec {
     Quality(usize),
     Regression(usize),
-    Ledger(PathBuf),
+    Ledger { dir: PathBuf, values: LedgerValues },
+}
+
+/// What a ledger's values outside their documented ranges get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LedgerValues {
+    /// An error naming the row, column, element and value (the default:
+    /// a value outside its range is a broken ledger until someone says
+    /// otherwise, and clamping it would train on something else quietly).
+    Checked,
+    /// Clamped into range, as the older crate did (moe.md): `clamp:DIR`.
+    Clamped,
 }
 
 #[derive(Debug)]
@@ -77,7 +88,8 @@ impl fmt::Display for DataError {
 impl std::error::Error for DataError {}
 
 impl DataSpec {
-    /// `synth:quality:N`, `synth:regression:N` (N > 0), or a directory.
+    /// `synth:quality:N`, `synth:regression:N` (N > 0), a ledger directory,
+    /// or `clamp:DIR`, a ledger whose out-of-range values are clamped.
     pub fn parse(spec: &str) -> Result<DataSpec, DataError> {
         if let Some(rest) = spec.strip_prefix("synth:") {
             let (kind, n) = rest.split_once(':').ok_or_else(|| DataError::BadSpec(format!("dataset `{}`: expected synth:quality:N or synth:regression:N", spec)))?;
@@ -88,7 +100,10 @@ impl DataSpec {
                 other => Err(DataError::BadSpec(format!("dataset `{}`: unknown synthetic kind `{}` (expected quality or regression)", spec, other))),
             };
         }
-        Ok(DataSpec::Ledger(PathBuf::from(spec)))
+        if let Some(dir) = spec.strip_prefix("clamp:") {
+            return Ok(DataSpec::Ledger { dir: PathBuf::from(dir), values: LedgerValues::Clamped });
+        }
+        Ok(DataSpec::Ledger { dir: PathBuf::from(spec), values: LedgerValues::Checked })
     }
 
     /// The training samples and `held_out` more of the same task, kept
@@ -103,8 +118,8 @@ impl DataSpec {
         let (all, train_n, source) = match self {
             DataSpec::Quality(n) => (synth_quality(n + held_out, seed), *n, format!("synth:quality:{}", n)),
             DataSpec::Regression(n) => (synth_regression(n + held_out, seed), *n, format!("synth:regression:{}", n)),
-            DataSpec::Ledger(dir) => {
-                let all = load_ledger(dir)?;
+            DataSpec::Ledger { dir, values } => {
+                let all = load_ledger_with(dir, *values)?;
                 let held = held_out.min(all.n / 5);
                 if held == 0 {
                     return Ok((all, None));
@@ -129,7 +144,7 @@ impl DataSpec {
         match self {
             DataSpec::Quality(n) => Ok(synth_quality(*n, seed)),
             DataSpec::Regression(n) => Ok(synth_regression(*n, seed)),
-            DataSpec::Ledger(dir) => load_ledger(dir),
+            DataSpec::Ledger { dir, values } => load_ledger_with(dir, *values),
         }
     }
 }
@@ -253,11 +268,31 @@ fn json_numbers(text: &str, len: usize) -> Result<Vec<f64>, String> {
 
 /// The ledger directory: `quality_decisions.db` joined with
 /// `quality_outcomes.db` on `decision_group_id`, the first outcome per group
-/// (by `observed_at`). Categorical values become 0/1, numerical ones are
-/// clamped to 0..1000 and divided by 1000; the label is the one-hot
-/// `outcome_kind` (clamped to 0..11) and the aux metrics clamped to [0, 1].
-/// A decision without an outcome is skipped and counted.
+/// (by `observed_at`). Categorical values (0 or 1) are taken as they are,
+/// numerical ones (0..=1000) divided by 1000; the label is the one-hot
+/// `outcome_kind` (0..=11) and the aux metrics (in [0, 1]). A value outside
+/// its range is an error naming the row ([`LedgerValues::Checked`]); see
+/// [`load_ledger_with`] for the older crate's clamping. A decision without
+/// an outcome is skipped and counted.
 pub fn load_ledger(dir: &Path) -> Result<Dataset, DataError> {
+    load_ledger_with(dir, LedgerValues::Checked)
+}
+
+/// The ranges a ledger's values are documented to lie in (moe.md).
+const NUMERICAL_RANGE: (f64, f64) = (0.0, 1000.0);
+const AUX_RANGE: (f64, f64) = (0.0, 1.0);
+
+/// `v` in `[lo, hi]`, or (checked) the message naming element `i`.
+fn in_range(v: f64, (lo, hi): (f64, f64), i: usize, values: LedgerValues) -> Result<f64, String> {
+    match values {
+        LedgerValues::Clamped => Ok(v.clamp(lo, hi)),
+        LedgerValues::Checked if (lo..=hi).contains(&v) => Ok(v),
+        LedgerValues::Checked => Err(format!("element {} is {}, outside [{}, {}] (`--dataset clamp:DIR` clamps such values, as the older crate did)", i, v, lo, hi)),
+    }
+}
+
+/// [`load_ledger`], with out-of-range values refused or clamped.
+pub fn load_ledger_with(dir: &Path, values: LedgerValues) -> Result<Dataset, DataError> {
     if !dir.is_dir() {
         return Err(DataError::MissingDir(dir.to_path_buf()));
     }
@@ -269,12 +304,14 @@ pub fn load_ledger(dir: &Path) -> Result<Dataset, DataError> {
         let p = p.to_path_buf();
         move |e: rusqlite::Error| DataError::Sqlite { file: p.clone(), message: e.to_string() }
     };
-    let mut outcomes: std::collections::HashMap<String, (i64, String)> = std::collections::HashMap::new();
+    // The first outcome of each group: its kind as stored (checked when a
+    // decision uses it) and its aux metrics.
+    let mut outcomes: std::collections::HashMap<String, (rusqlite::types::Value, String)> = std::collections::HashMap::new();
     {
         let mut st = out
             .prepare("SELECT CAST(decision_group_id AS TEXT), outcome_kind, aux_metrics_json FROM quality_outcomes ORDER BY observed_at, rowid")
             .map_err(sql_err(&out_path))?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))).map_err(sql_err(&out_path))?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, rusqlite::types::Value>(1)?, r.get::<_, String>(2)?))).map_err(sql_err(&out_path))?;
         for row in rows {
             let (id, kind, aux) = row.map_err(sql_err(&out_path))?;
             outcomes.entry(id).or_insert((kind, aux));
@@ -296,17 +333,52 @@ pub fn load_ledger(dir: &Path) -> Result<Dataset, DataError> {
             continue;
         };
         let aux = json_numbers(aux, AUX).map_err(|m| bad("quality_outcomes", "aux_metrics_json", m, &out_path))?;
-        x.extend(cat.iter().map(|v| if *v != 0.0 { 1.0f32 } else { 0.0 }));
-        x.extend(num.iter().map(|v| (v.clamp(0.0, 1000.0) / 1000.0) as f32));
-        let class = (*kind).clamp(0, CLASSES as i64 - 1) as usize;
+        let cat: Vec<f32> = cat
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match values {
+                _ if v == 0.0 || v == 1.0 => Ok(v as f32),
+                LedgerValues::Clamped => Ok(1.0),
+                LedgerValues::Checked => Err(format!("element {} is {}, not 0 or 1 (`--dataset clamp:DIR` reads any nonzero value as 1, as the older crate did)", i, v)),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|m| bad("quality_decisions", "categorical_json", m, &dec_path))?;
+        let num: Vec<f64> = num.iter().enumerate().map(|(i, &v)| in_range(v, NUMERICAL_RANGE, i, values)).collect::<Result<_, _>>().map_err(|m| bad("quality_decisions", "numerical_json", m, &dec_path))?;
+        let aux: Vec<f64> = aux.iter().enumerate().map(|(i, &v)| in_range(v, AUX_RANGE, i, values)).collect::<Result<_, _>>().map_err(|m| bad("quality_outcomes", "aux_metrics_json", m, &out_path))?;
+        let class = outcome_class(kind, values).map_err(|m| bad("quality_outcomes", "outcome_kind", m, &out_path))?;
+        x.extend(cat);
+        x.extend(num.iter().map(|v| (v / NUMERICAL_RANGE.1) as f32));
         y.extend((0..CLASSES).map(|c| if c == class { 1.0f32 } else { 0.0 }));
-        y.extend(aux.iter().map(|v| v.clamp(0.0, 1.0) as f32));
+        y.extend(aux.iter().map(|&v| v as f32));
         n += 1;
     }
     if n == 0 {
         return Err(DataError::Empty(format!("{}: no decision has an outcome ({} skipped)", dir.display(), skipped)));
     }
-    Ok(Dataset { n, x, y, true_expert: None, skipped, source: dir.display().to_string() })
+    let source = match values {
+        LedgerValues::Checked => dir.display().to_string(),
+        LedgerValues::Clamped => format!("clamp:{}", dir.display()),
+    };
+    Ok(Dataset { n, x, y, true_expert: None, skipped, source })
+}
+
+/// The class an `outcome_kind` names: an integer in 0..CLASSES (clamped
+/// into it when `values` says so; anything but an integer is an error).
+fn outcome_class(kind: &rusqlite::types::Value, values: LedgerValues) -> Result<usize, String> {
+    use rusqlite::types::Value;
+    let k = match kind {
+        Value::Integer(k) => *k,
+        Value::Null => return Err("is NULL, not an outcome class".into()),
+        Value::Real(r) => return Err(format!("is {}, not an integer outcome class", r)),
+        Value::Text(t) => return Err(format!("is the text {:?}, not an integer outcome class", t)),
+        Value::Blob(_) => return Err("is a blob, not an integer outcome class".into()),
+    };
+    let top = CLASSES as i64 - 1;
+    match values {
+        LedgerValues::Clamped => Ok(k.clamp(0, top) as usize),
+        LedgerValues::Checked if (0..=top).contains(&k) => Ok(k as usize),
+        LedgerValues::Checked => Err(format!("is {}, outside 0..={} (`--dataset clamp:DIR` clamps it, as the older crate did)", k, top)),
+    }
 }
 
 #[cfg(test)]
@@ -347,7 +419,8 @@ mod tests {
     fn specs_parse_with_clear_errors() {
         assert_eq!(DataSpec::parse("synth:quality:512").unwrap(), DataSpec::Quality(512));
         assert_eq!(DataSpec::parse("synth:regression:9").unwrap(), DataSpec::Regression(9));
-        assert_eq!(DataSpec::parse("some/dir").unwrap(), DataSpec::Ledger("some/dir".into()));
+        assert_eq!(DataSpec::parse("some/dir").unwrap(), DataSpec::Ledger { dir: "some/dir".into(), values: LedgerValues::Checked });
+        assert_eq!(DataSpec::parse("clamp:some/dir").unwrap(), DataSpec::Ledger { dir: "some/dir".into(), values: LedgerValues::Clamped });
         assert_eq!(DataSpec::parse("synth:quality:0").unwrap_err().to_string(), "dataset `synth:quality:0`: `0` is not a positive sample count");
         assert_eq!(DataSpec::parse("synth:images:5").unwrap_err().to_string(), "dataset `synth:images:5`: unknown synthetic kind `images` (expected quality or regression)");
         assert!(DataSpec::parse("synth:quality").is_err());
