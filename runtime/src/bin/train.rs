@@ -1,6 +1,8 @@
 //! tokitai-train: the MoE trainer's command line (see `moe::cli` for the
 //! flags, `moe::driver` for the run); `tokitai-train eval --checkpoint-dir
-//! DIR [--dataset D] [--json]` evaluates a saved model (`moe::eval`).
+//! DIR [--dataset D] [--json]` evaluates a saved model (`moe::eval`);
+//! `tokitai-train export --checkpoint-dir DIR -o FILE` writes its weights
+//! for the PyTorch reference module (`moe::export`).
 //!
 //! Exit status: 0 on success; 1 when the run failed (fewer steps than
 //! asked, no metrics written, a kernel or I/O error); 2 for bad flags or
@@ -11,7 +13,7 @@
 use clap::Parser;
 use std::io::Write;
 use tokitai_runtime::moe::cli::Args;
-use tokitai_runtime::moe::{diagnose, driver, eval};
+use tokitai_runtime::moe::{diagnose, driver, eval, export};
 
 fn fail(code: i32, message: impl std::fmt::Display) -> ! {
     eprintln!("error: {}", message);
@@ -26,6 +28,21 @@ fn main() {
             Ok(report) => {
                 let text = if e.json { serde_json::to_string_pretty(&report).unwrap_or_default() + "\n" } else { report.render() };
                 let _ = write!(std::io::stdout().lock(), "{}", text);
+                std::process::exit(0);
+            }
+            Err(f) => fail(f.code, f.message),
+        }
+    }
+    // `tokitai-train export ...`: a saved model's weights for PyTorch.
+    if std::env::args().nth(1).as_deref() == Some("export") {
+        let e = export::ExportArgs::parse_from(std::env::args().skip(1));
+        match export::run(&e) {
+            Ok(done) => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "wrote {} ({} tensors, PyTorch names and layouts; module: runtime/python/tokitai_moe.py)", done.weights.display(), done.tensors);
+                if let Some(s) = done.sample {
+                    let _ = writeln!(out, "wrote {} (inputs and our forward outputs, to check the module against)", s.display());
+                }
                 std::process::exit(0);
             }
             Err(f) => fail(f.code, f.message),

@@ -2,12 +2,12 @@
 //! forward only: its MSE loss, its routing accuracy (where the data knows
 //! each sample's expert) and each expert's share of the top-2 slots.
 
-use super::cli::{Args, MAX_VAL_SAMPLES};
+use super::cli::{Args, Checked, MAX_VAL_SAMPLES};
 use super::driver::{device, failed, hyper, model_kind, usage, Failure};
 use super::run::Checkpoint;
 use super::train::Trainer;
 use clap::Parser;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Evaluate a saved model (a checkpoint written by `tokitai-train`).
 #[derive(Parser, Debug)]
@@ -56,9 +56,17 @@ impl EvalReport {
     }
 }
 
-/// Load the checkpoint, rebuild its model, and evaluate it on the data.
-pub fn run(e: &EvalArgs) -> Result<EvalReport, Failure> {
-    let path = e.checkpoint_dir.join("checkpoint.safetensors");
+/// A saved run: its checkpoint (checksum checked) and the run's flags as
+/// its metadata records them, parsed and checked as a run's are, with
+/// `dataset` (default: the run's own) and `device` in place of the run's.
+pub(super) struct SavedRun {
+    pub path: PathBuf,
+    pub checkpoint: Checkpoint,
+    pub checked: Checked,
+}
+
+pub(super) fn saved_run(checkpoint_dir: &Path, dataset: Option<&str>, device: &str) -> Result<SavedRun, Failure> {
+    let path = checkpoint_dir.join("checkpoint.safetensors");
     let ckpt = Checkpoint::load(&path).map_err(|m| usage(format!("--checkpoint-dir: {}", m)))?;
     if ckpt.metadata.get("dry_run").is_some_and(|v| v == "true") {
         return Err(usage(format!("{}: a --dry-run checkpoint holds no weights", path.display())));
@@ -67,13 +75,19 @@ pub fn run(e: &EvalArgs) -> Result<EvalReport, Failure> {
     let field = |k: &str| arch.get(k).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())).ok_or_else(|| usage(format!("{}: the architecture has no `{}`", path.display(), k)));
     // The run's own dataset: its spec, before the counts.
     let own = ckpt.metadata.get("dataset").map(|d| d.split(" (").next().unwrap_or(d).to_string());
-    let dataset = e.dataset.clone().or(own).unwrap_or_else(|| "synth:quality:4096".into());
+    let dataset = dataset.map(str::to_string).or(own).unwrap_or_else(|| "synth:quality:4096".into());
     let optimizer = ckpt.metadata.get("optimizer").cloned().unwrap_or_else(|| "adamw".into());
     // The model as the run built it: the run's flags, parsed and checked
     // as a run's are.
-    let argv = ["tokitai-train", "--size", &field("size")?, "--seed", &field("seed")?, "--model", &field("model_kind")?, "--router", &field("router_kind")?, "--optimizer", &optimizer, "--dataset", &dataset, "--device", &e.device];
+    let argv = ["tokitai-train", "--size", &field("size")?, "--seed", &field("seed")?, "--model", &field("model_kind")?, "--router", &field("router_kind")?, "--optimizer", &optimizer, "--dataset", &dataset, "--device", device];
     let args = Args::try_parse_from(argv).map_err(|er| usage(format!("{}: its architecture is not one this trainer builds: {}", path.display(), er)))?;
     let checked = args.check().map_err(usage)?;
+    Ok(SavedRun { path, checkpoint: ckpt, checked })
+}
+
+/// Load the checkpoint, rebuild its model, and evaluate it on the data.
+pub fn run(e: &EvalArgs) -> Result<EvalReport, Failure> {
+    let SavedRun { path, checkpoint: ckpt, checked } = saved_run(&e.checkpoint_dir, e.dataset.as_deref(), &e.device)?;
     let dev = device(&checked)?;
     let mut trainer = Trainer::new(checked.args.size, model_kind(&checked), hyper(&checked, &dev), &dev).map_err(|er| failed(format!("model: {}", er)))?;
     trainer.restore(&ckpt).map_err(|er| usage(format!("{}: {}", path.display(), er)))?;

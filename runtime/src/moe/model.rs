@@ -312,6 +312,23 @@ impl Model {
         edges
     }
 
+    /// The parameters a checkpoint holds (by name, each of the shape this
+    /// model's has), as f16 on `dev`.
+    pub fn restore_params(&mut self, c: &super::run::Checkpoint, dev: &Device) -> Result<()> {
+        let bad = |m: String| Error::Tensor(format!("checkpoint: {}", m));
+        for i in 0..self.params.len() {
+            let name = &self.params.names[i];
+            let (_, shape, data) = c.tensors.iter().find(|(n, _, _)| n == name).ok_or_else(|| bad(format!("has no tensor `{}`", name)))?;
+            let t = &self.params.tensors[i];
+            if shape.as_slice() != t.shape() {
+                return Err(bad(format!("`{}` has shape {:?}, the model wants {:?}", name, shape, t.shape())));
+            }
+            let data: Vec<f64> = data.iter().map(|v| *v as f64).collect();
+            self.params.tensors[i] = Tensor::from_f64_as(shape, DType::F16, &data)?.to_device(dev)?;
+        }
+        Ok(())
+    }
+
     pub fn kind(&self) -> Kind {
         match &self.router {
             None => Kind::Dense,

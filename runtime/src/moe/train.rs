@@ -632,16 +632,7 @@ impl Trainer {
         let bad = |m: String| Error::Tensor(format!("checkpoint: {}", m));
         let find = |name: &str| c.tensors.iter().find(|(n, _, _)| n == name).ok_or_else(|| bad(format!("has no tensor `{}`", name)));
         let meta = |key: &str| c.metadata.get(key).ok_or_else(|| bad(format!("metadata has no `{}`", key)));
-        for i in 0..self.model.params.len() {
-            let name = self.model.params.names[i].clone();
-            let (_, shape, data) = find(&name)?;
-            let t = &self.model.params.tensors[i];
-            if shape.as_slice() != t.shape() {
-                return Err(bad(format!("`{}` has shape {:?}, the model wants {:?}", name, shape, t.shape())));
-            }
-            let data: Vec<f64> = data.iter().map(|v| *v as f64).collect();
-            self.model.params.tensors[i] = Tensor::from_f64_as(shape, DType::F16, &data)?.to_device(&self.dev)?;
-        }
+        self.model.restore_params(c, &self.dev)?;
         let load = |name: &str, p: [usize; 2], dev: &Device| -> Result<Tensor> {
             let (_, shape, data) = find(name)?;
             if shape.as_slice() != p {
