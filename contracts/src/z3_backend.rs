@@ -24,6 +24,14 @@ pub struct Config {
 /// about 50M units.
 pub const RLIMIT_PER_MS: u32 = 5000;
 
+/// The resource limit of a budget of `ms` milliseconds, never 0: Z3 reads
+/// an rlimit of 0 as no limit at all, and a part of a small budget
+/// (`timeout_ms / 10` of 5 ms) rounds to 0. Found by the fuzz campaign:
+/// verifying gelu.tk with a 1 ms budget ran for more than 16 minutes.
+pub fn rlimit(ms: u32) -> u32 {
+    ms.max(1).saturating_mul(RLIMIT_PER_MS)
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config { timeout_ms: 10_000 }
@@ -306,7 +314,7 @@ fn solver_for(cfg: &Config) -> Solver {
     // in parallel expire together (Z3Prover/z3#5990; seen here as a verify
     // that hung idle in Z3_solver_check). The resource limit is also
     // deterministic: the same query gives the same answer on any machine.
-    params.set_u32("rlimit", cfg.timeout_ms.saturating_mul(RLIMIT_PER_MS));
+    params.set_u32("rlimit", rlimit(cfg.timeout_ms));
     solver.set_params(&params);
     solver
 }
@@ -545,7 +553,7 @@ fn bounded_counterexample(ob: &Obligation, cfg: &Config) -> Option<BTreeMap<Stri
 fn in_box(ob: &Obligation, cfg: &Config, bits: u32) -> Option<BTreeMap<String, i64>> {
     let solver = Solver::new();
     let mut params = Params::new();
-    params.set_u32("rlimit", (cfg.timeout_ms / 10).saturating_mul(RLIMIT_PER_MS));
+    params.set_u32("rlimit", rlimit(cfg.timeout_ms / 10));
     solver.set_params(&params);
     let mut enc = Enc { vars: HashMap::new() };
     for h in &ob.hypotheses {
@@ -773,6 +781,16 @@ fn discharge_nonlinear(ob: &Obligation, cfg: &Config, start: Instant) -> Outcome
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_budget_never_becomes_no_limit() {
+        // Z3 reads rlimit 0 as unlimited: the smallest budget, and a tenth
+        // of it, are still limits.
+        assert_eq!(super::rlimit(0), super::RLIMIT_PER_MS);
+        assert_eq!(super::rlimit(1 / 10), super::RLIMIT_PER_MS);
+        assert_eq!(super::rlimit(10_000), 10_000 * super::RLIMIT_PER_MS);
+        assert_eq!(super::rlimit(u32::MAX), u32::MAX);
+    }
     use super::*;
 
     fn ob(h: Vec<Formula>, goal: Formula) -> Obligation {
@@ -877,7 +895,7 @@ pub fn prove_bound_within(regions: &[BoundRegion], tol_abs: f64, tol_rel: f64, c
         }
         let solver = Solver::new();
         let mut params = Params::new();
-        params.set_u32("rlimit", cfg.timeout_ms.saturating_mul(RLIMIT_PER_MS));
+        params.set_u32("rlimit", rlimit(cfg.timeout_ms));
         solver.set_params(&params);
         let x = Real::new_const("x");
         let region = Int::new_const("region");

@@ -117,7 +117,8 @@ fn bad_ledgers_get_clear_errors() {
 
     // Values outside their documented ranges: refused, naming the row,
     // the column, the element and the value.
-    let cases: [(&str, (i64, String, String), (i64, i64, String), &str); 7] = [
+    type Case = (&'static str, (i64, String, String), (i64, i64, String), &'static str);
+    let cases: [Case; 7] = [
         ("numhigh", (21, cat(1), num(1000.5)), (21, 2, aux(0.5)), "decision_group_id 21: column `numerical_json`: element 0 is 1000.5, outside [0, 1000]"),
         ("numneg", (22, cat(1), num(-0.25)), (22, 2, aux(0.5)), "decision_group_id 22: column `numerical_json`: element 0 is -0.25, outside [0, 1000]"),
         ("auxhigh", (23, cat(1), num(1.0)), (23, 2, aux(1.5)), "table `quality_outcomes`, decision_group_id 23: column `aux_metrics_json`: element 0 is 1.5, outside [0, 1]"),

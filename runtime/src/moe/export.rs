@@ -157,6 +157,9 @@ pub fn run(e: &ExportArgs) -> Result<Exported, Failure> {
     Ok(Exported { weights: e.output.clone(), tensors: tensors.len(), sample })
 }
 
+/// The top-2 experts of each sample (first and second).
+type Routes = (Vec<i32>, Vec<i32>);
+
 /// The first `e.sample` samples of the dataset, and our forward outputs on
 /// them: exact (the f64 oracles) and in the training precision on
 /// `e.device`.
@@ -165,7 +168,7 @@ fn write_sample(e: &ExportArgs, checked: &super::cli::Checked, kind: Kind, check
     let n = e.sample.min(data.n);
     let idx: Vec<usize> = (0..n).collect();
     let fail = |er: crate::Error| failed(format!("sample forward: {}", er));
-    let forward = |dev: &Device| -> Result<(Vec<f64>, Option<(Vec<i32>, Vec<i32>)>), Failure> {
+    let forward = |dev: &Device| -> Result<(Vec<f64>, Option<Routes>), Failure> {
         let mut model = Model::init(checked.args.size, kind, checked.args.seed, dev).map_err(fail)?;
         model.restore_params(checkpoint, dev).map_err(|er| usage(format!("{}: {}", path.display(), er)))?;
         let (x, _) = batch_tensors(&data, &idx, dev).map_err(fail)?;
