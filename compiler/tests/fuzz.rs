@@ -107,3 +107,24 @@ fn an_inout_read_is_not_its_writers_value() {
     let arts = tokitai_compiler::build::compile_with(SourceFile::new("optim.tk", wide), &opts).expect("compiles");
     assert!(arts.kernels.iter().any(|k| k.name == "adamw"));
 }
+
+/// Found by the fuzz campaign (tokitai-fuzz, seed 2, input 52659): a bound
+/// near i64::MAX on a dim the error bound depends on made the accuracy
+/// analysis split its range into one-value pieces until memory ran out.
+/// It now compiles, with the range split into a few hundred pieces.
+#[test]
+fn a_dim_bounded_by_the_largest_integer_compiles() {
+    let src = "kernel router_softmax(z: f16[R, E]) -> (p: f32[R, E])
+    requires R >= 1, E >= 2, E <= 9223372036854775807, R <= 16777216
+    domain   z in [-16.0, 16.0]
+    tolerance p: abs 1e-7, rel 1e-5
+{
+    m[r] = max(e) f32(z[r, e]);
+    s[r] = sum(e) exp(f32(z[r, e]) - m[r]);
+    p[r, e] = exp(f32(z[r, e]) - m[r]) / s[r];
+}
+";
+    let opts = tokitai_compiler::build::Options { verify: false, ..tokitai_compiler::build::Options::new(tokitai_compiler::target::Target::default_cuda()) };
+    let arts = tokitai_compiler::build::compile_with(SourceFile::new("huge.tk", src.to_string()), &opts).unwrap_or_else(|e| panic!("{}", e));
+    assert_eq!(arts.kernels.len(), 1);
+}

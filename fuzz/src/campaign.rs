@@ -43,6 +43,15 @@ pub struct Config {
     pub out: Option<PathBuf>,
     /// Print a progress line this often.
     pub progress_every: Option<Duration>,
+    /// The process's resident memory past which the inputs running are a
+    /// runaway (kept and printed, exit 4), in MiB (0: no limit).
+    pub max_rss_mib: u64,
+}
+
+/// The process's resident memory in MiB (Linux; 0 elsewhere).
+fn rss_mib() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm").ok().and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok())).unwrap_or(0);
+    pages * 4096 / (1 << 20)
 }
 
 /// Where an input came from.
@@ -297,7 +306,7 @@ pub fn run(cfg: &Config) -> Report {
     let finished = Arc::new(AtomicU64::new(0));
     let watchdog = {
         let (running, done, finished) = (running.clone(), done.clone(), finished.clone());
-        let (hang_after, out, every, total, seed) = (cfg.hang_after, cfg.out.clone(), cfg.progress_every, cfg.inputs, cfg.seed);
+        let (hang_after, out, every, total, seed, max_rss) = (cfg.hang_after, cfg.out.clone(), cfg.progress_every, cfg.inputs, cfg.seed, cfg.max_rss_mib);
         let ex = examples.clone();
         std::thread::spawn(move || {
             let mut last = Instant::now();
@@ -307,18 +316,34 @@ pub fn run(cfg: &Config) -> Report {
                     last = Instant::now();
                     eprintln!("fuzz: {} of {} inputs", finished.load(Ordering::Relaxed), total);
                 }
-                let stuck: Option<(u64, &'static str)> = running.lock().ok().and_then(|r| r.values().find(|(_, since, _)| since.elapsed() > hang_after).map(|(id, _, stage)| (*id, *stage)));
-                if let Some((id, stage)) = stuck {
-                    // A thread cannot be stopped: keep the input, say so, exit.
+                let keep = |id: u64, what: &str| {
                     let (text, _) = input(seed, id, &ex);
                     let file = out.as_ref().map(|d| {
                         let _ = std::fs::create_dir_all(d);
-                        let f = d.join(format!("hang-{}.tk", id));
+                        let f = d.join(format!("{}-{}.tk", what, id));
                         let _ = std::fs::write(&f, &text);
                         f.display().to_string()
                     });
+                    (text, file)
+                };
+                let stuck: Option<(u64, &'static str)> = running.lock().ok().and_then(|r| r.values().find(|(_, since, _)| since.elapsed() > hang_after).map(|(id, _, stage)| (*id, *stage)));
+                if let Some((id, stage)) = stuck {
+                    // A thread cannot be stopped: keep the input, say so, exit.
+                    let (text, file) = keep(id, "hang");
                     eprintln!("fuzz: input {} has run its {} stage for more than {:?}: a hang{}\n{}", id, stage, hang_after, file.map(|f| format!(" (kept in {})", f)).unwrap_or_default(), text);
                     std::process::exit(3);
+                }
+                let rss = rss_mib();
+                if max_rss > 0 && rss > max_rss {
+                    // Memory past the limit: one of the inputs running now
+                    // is a runaway (each is kept; rerun them one by one).
+                    let now: Vec<(u64, &'static str)> = running.lock().map(|r| r.values().map(|(id, _, stage)| (*id, *stage)).collect()).unwrap_or_default();
+                    eprintln!("fuzz: resident memory {} MiB is past the limit of {} MiB while these inputs ran:", rss, max_rss);
+                    for (id, stage) in now {
+                        let (_, file) = keep(id, "memory");
+                        eprintln!("  input {} in its {} stage{}", id, stage, file.map(|f| format!(" (kept in {})", f)).unwrap_or_default());
+                    }
+                    std::process::exit(4);
                 }
             }
         })

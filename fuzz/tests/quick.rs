@@ -11,7 +11,7 @@ use tokitai_fuzz::campaign::{run, Config};
 
 #[test]
 fn the_quick_campaign_finds_no_defect_and_reaches_every_stage() {
-    let cfg = Config { inputs: 2000, seed: 7, verify_every: 250, verify_timeout_ms: 10_000, hang_after: Duration::from_secs(300), out: None, progress_every: None };
+    let cfg = Config { inputs: 2000, seed: 7, verify_every: 250, verify_timeout_ms: 10_000, hang_after: Duration::from_secs(300), out: None, progress_every: None, max_rss_mib: 0 };
     let r = run(&cfg);
     println!("{}", r.render());
     assert!(r.clean(), "{}", r.render());

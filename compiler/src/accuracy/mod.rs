@@ -1151,11 +1151,17 @@ fn relevant_dims(k: &Kernel) -> Vec<usize> {
 /// Split `[lo, hi]` into ranges whose ends differ by at most `1/steps` of
 /// the lower end (and single values below `steps`).
 fn split(lo: i64, hi: i64, steps: i64) -> Vec<(i64, i64)> {
+    // Saturating: a bound near i64::MAX (`requires E <= 9223372036854775807`,
+    // found by the fuzz campaign) once wrapped `b` negative, so every later
+    // range was one value wide and the list grew until memory ran out.
     let mut out = Vec::new();
     let mut a = lo.max(0);
     while a <= hi {
-        let b = (a + (a / steps).max(1) - 1).min(hi).max(a);
+        let b = a.saturating_add((a / steps).max(1) - 1).min(hi).max(a);
         out.push((a, b));
+        if b == hi {
+            break;
+        }
         a = b + 1;
     }
     out
@@ -1446,6 +1452,16 @@ fn analyze_regions(k: &Kernel, ir: &KernelIr, at: Option<&[i64]>) -> KernelAccur
 #[cfg(test)]
 mod tests {
     use super::split;
+
+    #[test]
+    fn a_split_up_to_the_largest_bound_stays_short() {
+        for (lo, hi) in [(1, i64::MAX), (0, i64::MAX - 1), (i64::MAX - 3, i64::MAX)] {
+            let parts = split(lo, hi, 8);
+            assert!(parts.len() < 400, "{} parts", parts.len());
+            assert_eq!((parts[0].0, parts.last().unwrap().1), (lo, hi));
+            assert!(parts.windows(2).all(|w| w[1].0 == w[0].1 + 1 && w[0].0 <= w[0].1));
+        }
+    }
 
     #[test]
     fn splits_cover_the_range_without_gaps() {

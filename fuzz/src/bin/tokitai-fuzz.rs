@@ -4,7 +4,7 @@
 //!
 //! Exit status: 0 no defect; 1 a panic or a failure without a diagnostic
 //! (the inputs kept under `--out`); 2 bad flags; 3 a hang (the input kept
-//! and printed).
+//! and printed); 4 memory past `--max-rss-mib` (the inputs running kept).
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -30,6 +30,10 @@ struct Args {
     /// Seconds an input may run before it counts as a hang.
     #[arg(long, default_value_t = 60)]
     hang_after: u64,
+    /// Resident memory (MiB) past which the running inputs are a runaway
+    /// (0: no limit).
+    #[arg(long, default_value_t = 8192)]
+    max_rss_mib: u64,
     /// Where defective inputs are kept.
     #[arg(long, default_value = "target/fuzz")]
     out: PathBuf,
@@ -48,6 +52,7 @@ fn main() {
         hang_after: Duration::from_secs(a.hang_after),
         out: Some(a.out.clone()),
         progress_every: Some(Duration::from_secs(10)),
+        max_rss_mib: a.max_rss_mib,
     };
     let report = run(&cfg);
     print!("{}", report.render());
