@@ -61,8 +61,9 @@ pub enum Origin {
     Mutated(String),
 }
 
-/// Input `id` of the campaign of `seed`, and where it came from.
-pub fn input(seed: u64, id: u64, examples: &[(String, String)]) -> (String, Origin) {
+/// Input `id` of the campaign of `seed` (mutants of `examples`, the
+/// kernels, and of `files`, the whole files), and where it came from.
+pub fn input(seed: u64, id: u64, examples: &[(String, String)], files: &[(String, String)]) -> (String, Origin) {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key[8..16].copy_from_slice(&id.to_le_bytes());
@@ -72,7 +73,10 @@ pub fn input(seed: u64, id: u64, examples: &[(String, String)]) -> (String, Orig
     if id.is_multiple_of(2) || examples.is_empty() {
         (draw(&mut runner, &|| grammar::program().boxed()), Origin::Generated)
     } else {
-        let (name, text) = &examples[(id / 2) as usize % examples.len()];
+        // One mutant in eight is of a whole file (every kernel of it, as
+        // `tokitaic` reads a file), the rest of one kernel.
+        let j = (id / 2) as usize;
+        let (name, text) = if j.is_multiple_of(8) && !files.is_empty() { &files[(j / 8) % files.len()] } else { &examples[j % examples.len()] };
         let text = text.clone();
         let edits = draw(&mut runner, &move || {
             let text = text.clone();
@@ -297,6 +301,7 @@ pub fn run(cfg: &Config) -> Report {
     quiet_panics();
     tokitai_compiler::cache::configure(tokitai_compiler::cache::Location::Off);
     let examples = examples();
+    let files = example_files();
     let targets = targets();
     let started = Instant::now();
     let report = Mutex::new(Report { seed: cfg.seed, inputs: cfg.inputs, ..Report::default() });
@@ -308,6 +313,7 @@ pub fn run(cfg: &Config) -> Report {
         let (running, done, finished) = (running.clone(), done.clone(), finished.clone());
         let (hang_after, out, every, total, seed, max_rss) = (cfg.hang_after, cfg.out.clone(), cfg.progress_every, cfg.inputs, cfg.seed, cfg.max_rss_mib);
         let ex = examples.clone();
+        let fx = files.clone();
         std::thread::spawn(move || {
             let mut last = Instant::now();
             while !done.load(Ordering::Relaxed) {
@@ -317,7 +323,7 @@ pub fn run(cfg: &Config) -> Report {
                     eprintln!("fuzz: {} of {} inputs", finished.load(Ordering::Relaxed), total);
                 }
                 let keep = |id: u64, what: &str| {
-                    let (text, _) = input(seed, id, &ex);
+                    let (text, _) = input(seed, id, &ex, &fx);
                     let file = out.as_ref().map(|d| {
                         let _ = std::fs::create_dir_all(d);
                         let f = d.join(format!("{}-{}.tk", what, id));
@@ -353,7 +359,7 @@ pub fn run(cfg: &Config) -> Report {
         use rayon::prelude::*;
         (0..cfg.inputs).into_par_iter().for_each(|id| {
             let worker = rayon::current_thread_index().unwrap_or(0);
-            let (text, origin) = input(cfg.seed, id, &examples);
+            let (text, origin) = input(cfg.seed, id, &examples, &files);
             let origin_name = match &origin {
                 Origin::Generated => "generated".to_string(),
                 Origin::Mutated(f) => format!("mutated {}", f),

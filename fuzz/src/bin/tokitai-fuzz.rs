@@ -21,8 +21,9 @@ struct Args {
     /// The campaign's seed (inputs are deterministic from it).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Verify every N-th input that compiles (0: none).
-    #[arg(long, default_value_t = 1000)]
+    /// Verify the inputs 2j and 2j + 1 for every j a multiple of N, when
+    /// they compile (0: none).
+    #[arg(long, default_value_t = 250)]
     verify_every: u64,
     /// The solver's timeout per obligation, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
