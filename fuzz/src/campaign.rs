@@ -227,6 +227,9 @@ fn front(text: &str, targets: &[Target]) -> Front {
             return f;
         }
     }
+    // What fails to parse or check fails before any target is looked at:
+    // one compile shows its diagnostic for all.
+    let targets = if f.checked { targets } else { &targets[..1] };
     for (i, t) in targets.iter().enumerate() {
         let opts = Options { verify: false, ..Options::new(t.clone()) };
         let r = panicked(catch_unwind(AssertUnwindSafe(|| match compile_with(file.clone(), &opts) {
@@ -293,6 +296,16 @@ pub fn example_files() -> Vec<(String, String)> {
     v
 }
 
+/// Write input `id` to `out/<what>-<id>.tk` (when there is an `out`): the
+/// file's path.
+fn keep_input(out: Option<&std::path::Path>, what: &str, id: u64, text: &str) -> Option<String> {
+    let d = out?;
+    let _ = std::fs::create_dir_all(d);
+    let p = d.join(format!("{}-{}.tk", what, id));
+    let _ = std::fs::write(&p, text);
+    Some(p.display().to_string())
+}
+
 /// Per worker, the input it runs, since when, and in which stage.
 type Running = BTreeMap<usize, (u64, Instant, &'static str)>;
 
@@ -324,12 +337,7 @@ pub fn run(cfg: &Config) -> Report {
                 }
                 let keep = |id: u64, what: &str| {
                     let (text, _) = input(seed, id, &ex, &fx);
-                    let file = out.as_ref().map(|d| {
-                        let _ = std::fs::create_dir_all(d);
-                        let f = d.join(format!("{}-{}.tk", what, id));
-                        let _ = std::fs::write(&f, &text);
-                        f.display().to_string()
-                    });
+                    let file = keep_input(out.as_deref(), what, id, &text);
                     (text, file)
                 };
                 let stuck: Option<(u64, &'static str)> = running.lock().ok().and_then(|r| r.values().find(|(_, since, _)| since.elapsed() > hang_after).map(|(id, _, stage)| (*id, *stage)));
@@ -384,14 +392,7 @@ pub fn run(cfg: &Config) -> Report {
             if let Ok(mut r) = running.lock() {
                 r.remove(&worker);
             }
-            let keep = |what: &str| {
-                cfg.out.as_ref().map(|d| {
-                    let _ = std::fs::create_dir_all(d);
-                    let p = d.join(format!("{}-{}.tk", what, id));
-                    let _ = std::fs::write(&p, &text);
-                    p.display().to_string()
-                })
-            };
+            let keep = |what: &str| keep_input(cfg.out.as_deref(), what, id, &text);
             let mut r = report.lock().expect("the report's lock");
             match origin {
                 Origin::Generated => r.generated += 1,

@@ -20,7 +20,7 @@ use super::config::{INPUT_DIM, N_EXPERTS};
 use super::driver::{device, failed, model_kind, usage, Failure};
 use super::eval::{saved_run, SavedRun};
 use super::model::{Dispatch, Kind, Model};
-use super::run::write_atomic;
+use super::run::{safetensors_bytes, write_atomic, RawTensor};
 use super::train::batch_tensors;
 use crate::Device;
 use clap::Parser;
@@ -95,21 +95,6 @@ fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     t
 }
 
-/// Named tensors as safetensors bytes of `dtype` (f32 or f16).
-fn safetensors_bytes(tensors: &[(String, Vec<usize>, Vec<f32>)], dtype: &str, metadata: HashMap<String, String>) -> Result<Vec<u8>, String> {
-    let (st_dtype, bytes): (safetensors::Dtype, Vec<Vec<u8>>) = match dtype {
-        "f16" => (safetensors::Dtype::F16, tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect()).collect()),
-        _ => (safetensors::Dtype::F32, tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect()),
-    };
-    let views = tensors
-        .iter()
-        .zip(&bytes)
-        .map(|((name, shape, _), b)| safetensors::tensor::TensorView::new(st_dtype, shape.clone(), b).map(|v| (name.clone(), v)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    safetensors::serialize(views, Some(metadata)).map_err(|e| e.to_string())
-}
-
 /// Where `--sample` writes, beside `out`.
 pub fn sample_path(out: &Path) -> PathBuf {
     let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
@@ -126,14 +111,25 @@ pub fn run(e: &ExportArgs) -> Result<Exported, Failure> {
         return Err(usage(format!("--sample {}: at most {} (the reference forward runs in f64)", e.sample, MAX_SAMPLE)));
     }
     let size = checked.args.size;
-    // The model as the run built it, to name and shape its parameters.
-    let mut model = Model::init(size, kind, checked.args.seed, &Device::Cpu).map_err(|er| failed(format!("model: {}", er)))?;
-    model.restore_params(&checkpoint, &Device::Cpu).map_err(|er| usage(format!("{}: {}", path.display(), er)))?;
+    // The model as the run built it, to name and shape its parameters
+    // (the checkpoint's values go to the file as they are, not through it).
+    let model = Model::init(size, kind, checked.args.seed, &Device::Cpu).map_err(|er| failed(format!("model: {}", er)))?;
     let mut tensors = Vec::new();
-    for name in &model.params.names {
-        let (_, shape, data) = checkpoint.tensors.iter().find(|(n, _, _)| n == name).ok_or_else(|| usage(format!("{}: has no tensor `{}`", path.display(), name)))?;
-        let (shape, data) = if is_linear_weight(name, shape) { (vec![shape[1], shape[0]], transpose(data, shape[0], shape[1])) } else { (shape.clone(), data.clone()) };
-        tensors.push((pytorch_name(name), shape, data));
+    for (name, want) in model.params.names.iter().zip(&model.params.tensors) {
+        let bad = |m: String| usage(format!("{}: checkpoint: {}", path.display(), m));
+        let (_, shape, data) = checkpoint.tensors.iter().find(|(n, _, _)| n == name).ok_or_else(|| bad(format!("has no tensor `{}`", name)))?;
+        if shape.as_slice() != want.shape() {
+            return Err(bad(format!("`{}` has shape {:?}, the model wants {:?}", name, shape, want.shape())));
+        }
+        let transposed;
+        let (shape, data) = if is_linear_weight(name, shape) {
+            transposed = transpose(data, shape[0], shape[1]);
+            (vec![shape[1], shape[0]], &transposed)
+        } else {
+            (shape.clone(), data)
+        };
+        let raw = if e.dtype == "f16" { RawTensor::f16 } else { RawTensor::f32 };
+        tensors.push(raw(&pytorch_name(name), &shape, data));
     }
     let hidden = model.experts[0].layers[0].0;
     let hidden = model.tensor(hidden.w).shape()[1];
@@ -151,7 +147,7 @@ pub fn run(e: &ExportArgs) -> Result<Exported, Failure> {
             meta.insert(format!("source_{}", key), v.clone());
         }
     }
-    let bytes = safetensors_bytes(&tensors, &e.dtype, meta).map_err(|m| failed(format!("{}: {}", e.output.display(), m)))?;
+    let bytes = safetensors_bytes(&tensors, meta).map_err(|m| failed(format!("{}: {}", e.output.display(), m)))?;
     write_atomic(&e.output, &bytes).map_err(|er| failed(format!("{}: {}", e.output.display(), er)))?;
     let sample = if e.sample > 0 { Some(write_sample(e, &checked, kind, &checkpoint, &path)?) } else { None };
     Ok(Exported { weights: e.output.clone(), tensors: tensors.len(), sample })
@@ -168,47 +164,35 @@ fn write_sample(e: &ExportArgs, checked: &super::cli::Checked, kind: Kind, check
     let n = e.sample.min(data.n);
     let idx: Vec<usize> = (0..n).collect();
     let fail = |er: crate::Error| failed(format!("sample forward: {}", er));
+    let (x, _) = batch_tensors(&data, &idx, &Device::Cpu).map_err(fail)?;
     let forward = |dev: &Device| -> Result<(Vec<f64>, Option<Routes>), Failure> {
         let mut model = Model::init(checked.args.size, kind, checked.args.seed, dev).map_err(fail)?;
         model.restore_params(checkpoint, dev).map_err(|er| usage(format!("{}: {}", path.display(), er)))?;
-        let (x, _) = batch_tensors(&data, &idx, dev).map_err(fail)?;
-        let fwd = model.forward(dev, &x, Dispatch::Dense).map_err(fail)?;
+        let fwd = model.forward(dev, &x.to_device(dev).map_err(fail)?, Dispatch::Dense).map_err(fail)?;
         Ok((fwd.y.to_f64_vec().map_err(fail)?, fwd.routes().map_err(fail)?))
     };
+    let trained_on = device(checked)?;
     let (y_ref, routes) = forward(&Device::Reference)?;
-    let (y_trained, _) = forward(&device(checked)?)?;
-    let (x, _) = batch_tensors(&data, &idx, &Device::Cpu).map_err(fail)?;
-    let x = x.to_f64_vec().map_err(fail)?;
+    let (y_trained, _) = forward(&trained_on)?;
     let out_dim = y_ref.len() / n.max(1);
     let f32s = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
-    let tensors = vec![("x".to_string(), vec![n, INPUT_DIM], f32s(&x)), ("y_trained".to_string(), vec![n, out_dim], f32s(&y_trained))];
-    // f64 outputs are stored as such (not through f32).
-    let mut f64_tensors = vec![("y_reference".to_string(), vec![n, out_dim], y_ref)];
+    // The f64 outputs are stored as such (not through f32).
+    let mut tensors = vec![
+        RawTensor::f32("x", &[n, INPUT_DIM], &f32s(&x.to_f64_vec().map_err(fail)?)),
+        RawTensor::f32("y_trained", &[n, out_dim], &f32s(&y_trained)),
+        RawTensor::f64("y_reference", &[n, out_dim], &y_ref),
+    ];
     if let Some((i0, i1)) = routes {
-        f64_tensors.push(("top2".to_string(), vec![n, 2], i0.iter().zip(&i1).flat_map(|(a, b)| [*a as f64, *b as f64]).collect()));
+        tensors.push(RawTensor::f64("top2", &[n, 2], &i0.iter().zip(&i1).flat_map(|(a, b)| [*a as f64, *b as f64]).collect::<Vec<f64>>()));
     }
     let mut meta = HashMap::new();
     meta.insert("dataset".to_string(), data.source.clone());
-    meta.insert("trained_device".to_string(), device(checked)?.describe());
+    meta.insert("trained_device".to_string(), trained_on.describe());
     meta.insert("weights".to_string(), e.output.display().to_string());
-    let bytes = mixed_bytes(&tensors, &f64_tensors, meta).map_err(|m| failed(format!("sample: {}", m)))?;
+    let bytes = safetensors_bytes(&tensors, meta).map_err(|m| failed(format!("sample: {}", m)))?;
     let out = sample_path(&e.output);
     write_atomic(&out, &bytes).map_err(|er| failed(format!("{}: {}", out.display(), er)))?;
     Ok(out)
-}
-
-/// f32 and f64 tensors in one safetensors file.
-fn mixed_bytes(f32s: &[(String, Vec<usize>, Vec<f32>)], f64s: &[(String, Vec<usize>, Vec<f64>)], metadata: HashMap<String, String>) -> Result<Vec<u8>, String> {
-    let a: Vec<Vec<u8>> = f32s.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
-    let b: Vec<Vec<u8>> = f64s.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
-    let mut views = Vec::new();
-    for ((name, shape, _), bytes) in f32s.iter().zip(&a) {
-        views.push((name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes).map_err(|e| e.to_string())?));
-    }
-    for ((name, shape, _), bytes) in f64s.iter().zip(&b) {
-        views.push((name.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F64, shape.clone(), bytes).map_err(|e| e.to_string())?));
-    }
-    safetensors::serialize(views, Some(metadata)).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -157,20 +157,44 @@ fn tensors_sha256(tensors: &[(String, Vec<usize>, Vec<f32>)]) -> String {
     format!("{:x}", h.finalize())
 }
 
+/// One tensor as safetensors stores it: name, shape, dtype and the
+/// little-endian bytes of its elements.
+pub struct RawTensor {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: safetensors::Dtype,
+    pub bytes: Vec<u8>,
+}
+
+impl RawTensor {
+    pub fn f32(name: &str, shape: &[usize], v: &[f32]) -> RawTensor {
+        RawTensor { name: name.into(), shape: shape.to_vec(), dtype: safetensors::Dtype::F32, bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect() }
+    }
+    pub fn f16(name: &str, shape: &[usize], v: &[f32]) -> RawTensor {
+        RawTensor { name: name.into(), shape: shape.to_vec(), dtype: safetensors::Dtype::F16, bytes: v.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect() }
+    }
+    pub fn f64(name: &str, shape: &[usize], v: &[f64]) -> RawTensor {
+        RawTensor { name: name.into(), shape: shape.to_vec(), dtype: safetensors::Dtype::F64, bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect() }
+    }
+}
+
+/// A safetensors file of `tensors` and `metadata` (checkpoints, exports).
+pub fn safetensors_bytes(tensors: &[RawTensor], metadata: HashMap<String, String>) -> Result<Vec<u8>, String> {
+    let views = tensors
+        .iter()
+        .map(|t| safetensors::tensor::TensorView::new(t.dtype, t.shape.clone(), &t.bytes).map(|v| (t.name.clone(), v)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    safetensors::serialize(views, Some(metadata)).map_err(|e| e.to_string())
+}
+
 impl Checkpoint {
     /// The safetensors bytes, the tensors' checksum in the metadata.
     pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
-        let bytes: Vec<Vec<u8>> = self.tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
-        let views = self
-            .tensors
-            .iter()
-            .zip(&bytes)
-            .map(|((name, shape, _), b)| safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b).map(|v| (name.clone(), v)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
+        let raw: Vec<RawTensor> = self.tensors.iter().map(|(name, shape, v)| RawTensor::f32(name, shape, v)).collect();
         let mut metadata = self.metadata.clone();
         metadata.insert(CHECKSUM_KEY.to_string(), tensors_sha256(&self.tensors));
-        safetensors::serialize(views, Some(metadata)).map_err(|e| e.to_string())
+        safetensors_bytes(&raw, metadata)
     }
     /// Written atomically: the last good checkpoint survives a crash.
     /// (`TOKITAI_CRASH_IN_CHECKPOINT=STEP` aborts the process half-way
