@@ -97,3 +97,87 @@ fn sampled_launches_at_every_scale_stay_within_their_bound() {
     assert!(rows[0].elements >= 200, "{:?}", rows[0]);
     assert_eq!(rows[0].violations, 0, "{}", rows[0].worst);
 }
+
+const LAYERNORM: &str = include_str!("../../examples/ops/layernorm.tk");
+
+/// LayerNorm's bounds in magnitudes: the forward follows a mean (a sum
+/// divided by the row length), the centred sum of squares and `rsqrt(var +
+/// eps)`; the backward is a polynomial in four magnitudes. Every tolerance
+/// is proved, and the forward's needs the launch condition that keeps
+/// `rsqrt`'s argument within half of `eps`.
+#[test]
+fn layernorm_is_proved_in_magnitudes() {
+    let arts = compile(LAYERNORM).unwrap_or_else(|e| panic!("{}", e));
+    for (k, proofs) in arts.program.kernels.iter().zip(&arts.proofs) {
+        let tol: Vec<_> = proofs.obligations.iter().filter(|o| o.obligation.kind == ObligationKind::Tolerance).collect();
+        assert!(!tol.is_empty() && tol.iter().all(|o| o.outcome.is_proved()), "{}: {:?}", k.name, tol.iter().map(|o| &o.outcome).collect::<Vec<_>>());
+    }
+    let fwd = arts.program.kernels.iter().position(|k| k.name == "layernorm_fwd").unwrap();
+    let a = magnitude::analyze(&arts.program.kernels[fwd], &arts.kernels[fwd]);
+    let rstd = a.outputs.iter().find(|o| o.output == "rstd").unwrap();
+    assert!(rstd.conditions.iter().any(|c| c.what.contains("rsqrt") && c.limit < 1e-5 && c.limit > 4e-6), "{:?}", rstd.conditions);
+    // The mean's error enters var squared (the centred sum of squares), so
+    // rstd's error is of order X^2, not X^2 / eps times the mean's error.
+    assert!(a.show(&rstd.abs).contains("*X*X") && !a.show(&rstd.abs).contains("X*X*X"), "{}", a.show(&rstd.abs));
+}
+
+/// Mutants of LayerNorm's tolerance: the forward without its X^3 term (the
+/// error of rstd where var is near 0, times |x - mean|), rstd's X^2 term ten
+/// times too small, the backward without its X^2 S^3 G term. Each is
+/// refuted with a point.
+#[test]
+fn a_wrong_layernorm_term_is_refuted() {
+    for (right, wrong) in [
+        (" + 7.5e-5 * X * X * X\n", "\n"),
+        ("+ 2e-5 * X * X + 1.3e-30 * X", "+ 2e-6 * X * X + 1.3e-30 * X"),
+        ("2.5e-6 * X * X * S * S * S * G + ", ""),
+    ] {
+        assert!(LAYERNORM.contains(right), "the mutant's anchor `{}` is gone from layernorm.tk", right);
+        let rendered = compile(&LAYERNORM.replacen(right, wrong, 1)).err().unwrap_or_else(|| panic!("without `{}` it was proved", right));
+        assert!(rendered.contains("E0913") && rendered.contains("exceeds the tolerance"), "{}:\n{}", right, rendered);
+    }
+}
+
+/// Division and `rsqrt` are followed only where their bounds are known: a
+/// divisor that is a size at least 1 or a positive constant, an argument
+/// bounded away from 0 by a term with a numeric domain. Anything else is
+/// named.
+#[test]
+fn division_and_rsqrt_outside_their_rules_are_named() {
+    let case = |requires: &str, body: &str| {
+        format!("kernel f(x: f32[R, N], eps: f32) -> (y: f32[R])\n    requires R >= 1, {}, N <= 4096\n    domain x in [-X, X], eps in [0.00001, 0.00001]\n    tolerance y: abs 1e-6 * X, rel 1e-5\n{{\n    y[r] = {};\n}}\n", requires, body)
+    };
+    for (text, says) in [
+        (case("N >= 0", "(sum(c) x[r, c]) / f32(N)"), "lets be 0"),
+        (case("N >= 1", "(sum(c) x[r, c]) / x[r, 0]"), "not a size or a positive constant"),
+        (case("N >= 1", "rsqrt((sum(c) x[r, c] * x[r, c]) / f32(N))"), "not bounded away from 0"),
+    ] {
+        let found = match compile(&text) {
+            Ok(a) => a.warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>().join("\n"),
+            Err(e) => e,
+        };
+        assert!(found.contains(says), "{}\n{}", text, found);
+    }
+    // With eps the same rsqrt is proved. A sum of squares (not centred)
+    // keeps its error relative, so rsqrt's is relative too: no term in X.
+    let proved = compile(&case("N >= 1", "rsqrt((sum(c) x[r, c] * x[r, c]) / f32(N) + eps)").replace("abs 1e-6 * X, rel 1e-5", "abs 1e-30, rel 4e-6"));
+    let arts = proved.unwrap_or_else(|e| panic!("{}", e));
+    assert!(arts.proofs[0].obligations.iter().filter(|o| o.obligation.kind == ObligationKind::Tolerance).all(|o| o.outcome.is_proved()));
+}
+
+/// The sampler's coherent draws put whole rows near one value (var near 0,
+/// where rstd is largest and the mean's error matters most), at X from
+/// 2^-20 to 8: every element within the bound of its launch.
+#[test]
+fn sampled_layernorm_launches_stay_within_their_bound() {
+    let arts = compile(LAYERNORM).unwrap_or_else(|e| panic!("{}", e));
+    for name in ["layernorm_fwd", "layernorm_bwd"] {
+        let i = arts.program.kernels.iter().position(|k| k.name == name).unwrap();
+        let rows = tokitai_compiler::soundness::sample(&arts.program.kernels[i], &arts.kernels[i], 20_000);
+        assert!(!rows.is_empty());
+        for r in rows {
+            assert!(r.elements >= 100, "{:?}", r);
+            assert_eq!(r.violations, 0, "{}", r.worst);
+        }
+    }
+}

@@ -28,6 +28,7 @@
 //! [`Condition`] (`P <= limit`) that the runtime checks at the launch
 //! before it calls the launch covered by the proved bound.
 
+use super::patterns::Patterns;
 use super::{dim_bounds, fail, format_of, same_expr, summation_height, Fail, Lookup, StatementMemo};
 use crate::kir::{KernelIr, ReductionOrder};
 use crate::span::Span;
@@ -35,7 +36,7 @@ use crate::syntax::ast::{BinOp, RedOp, UnOp};
 use crate::tir::{self, Builtin, Const, Dim, Kernel, Sym, TExpr, TExprKind, TensorId, TensorRole};
 use crate::types::Dtype;
 use tokitai_contracts::fp::magpoly::Domination;
-use tokitai_contracts::fp::{add_up, mul_up, Format, MagPoly, SymRange};
+use tokitai_contracts::fp::{add_up, mul_up, Format, Function, LibraryTable, MagPoly, SymRange};
 
 /// A launch-time requirement of a bound: `poly <= limit` at the launch's
 /// dims and magnitudes.
@@ -169,6 +170,9 @@ struct Walk<'a> {
     locals: Vec<Option<PVal>>,
     memo: StatementMemo<PVal>,
     conditions: Vec<Condition>,
+    /// The target's library accuracy (division, `rsqrt`), or why none
+    /// applies (a fast-math flag).
+    lib: &'a Result<LibraryTable, String>,
 }
 
 impl Walk<'_> {
@@ -191,6 +195,14 @@ impl Walk<'_> {
     /// [`Self::round`]; without the subnormal term for a sum or difference
     /// of two values of `fmt` (exact when the result is subnormal).
     fn round_eta(&mut self, v: PVal, fmt: Format, what: &str, span: Span, eta: bool) -> Result<PVal, Fail> {
+        let eta = if eta { fmt.subnormal_abs() } else { 0.0 };
+        self.round_with(v, fmt, fmt.unit_roundoff(), eta, what, span)
+    }
+
+    /// A result computed in `fmt` within `u |z| + eta` of the value `z`
+    /// it approximates (a rounding, or a library call's documented error),
+    /// valid while it stays below the overflow threshold.
+    fn round_with(&mut self, v: PVal, fmt: Format, u: f64, eta: f64, what: &str, span: Span) -> Result<PVal, Fail> {
         let reach = v.reach();
         let limit = fmt.max_finite();
         let what = format!("{} in {}", what, fmt);
@@ -203,9 +215,7 @@ impl Walk<'_> {
                 }
             }
         }
-        let u = fmt.unit_roundoff();
         let onep = add_up(1.0, u);
-        let eta = if eta { fmt.subnormal_abs() } else { 0.0 };
         Ok(PVal { mag: v.mag, nonneg: v.nonneg, err: v.err.scale(onep).add(&MagPoly::constant(eta)), rel: add_up(mul_up(v.rel, onep), u) })
     }
 
@@ -219,6 +229,120 @@ impl Walk<'_> {
             out = self.round(out, fmt, what, span)?;
         }
         Ok(out)
+    }
+
+    /// A library call (`x/y`, `rsqrt`) on the exact value `v`: its
+    /// documented error in f32 (f64 for f64), then a rounding to a half
+    /// format when `ty` is one.
+    fn library(&mut self, v: PVal, f: Function, ty: Dtype, span: Span) -> Result<PVal, Fail> {
+        let lib = match self.lib {
+            Ok(lib) => lib,
+            Err(why) => return fail(why.clone(), span),
+        };
+        let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
+        let (u, eta) = lib.cost(f, compute);
+        let what = format!("`{}` ({} ulp)", f.c_name(), lib.ulps(f));
+        let mut out = self.round_with(v, compute, u, eta, &what, span)?;
+        if let Some(fmt) = format_of(ty).filter(|f| *f != compute) {
+            out = self.round(out, fmt, &what, span)?;
+        }
+        Ok(out)
+    }
+
+    /// `x / d` without rounding, for a divisor `d` that is a size (a dim,
+    /// converted or not) or a positive constant, held exactly: its lower
+    /// bound is known, so the quotient's bounds are the dividend's divided
+    /// by `d` ([`MagPoly::div_symbol`]).
+    fn divided(&mut self, x: PVal, b: &TExpr, span: Span) -> Result<PVal, Fail> {
+        let y = self.float(b)?;
+        if !y.err.is_zero() || y.rel != 0.0 {
+            return fail("a divisor that is not held exactly: a bound in magnitudes divides by sizes and exact positive constants only", b.span);
+        }
+        let inner = match &b.kind {
+            TExprKind::Cast(c) => c.as_ref(),
+            _ => b,
+        };
+        let by = |p: &MagPoly, w: &Walk| -> Result<MagPoly, Fail> {
+            match (&inner.kind, y.mag.as_constant()) {
+                (TExprKind::Dim(_) | TExprKind::Const(_), Some(c)) if c > 0.0 && y.nonneg => Ok(p.scale(tokitai_contracts::fp::div_up(1.0, c))),
+                (TExprKind::Dim(d), None) => {
+                    let s = symbol(w.k, Sym::Dim(*d));
+                    let lo = w.ranges[s as usize].lo;
+                    if lo > 0.0 {
+                        Ok(p.div_symbol(s, lo))
+                    } else {
+                        fail(format!("a division by `{}`, which `requires` lets be 0: add `{} >= 1`", w.k.dims[*d].name, w.k.dims[*d].name), span)
+                    }
+                }
+                _ => fail("a divisor that is not a size or a positive constant: a bound in magnitudes divides by those only; give this value's inputs numeric domains", span),
+            }
+        };
+        Ok(PVal { mag: by(&x.mag, self)?, nonneg: x.nonneg, err: by(&x.err, self)?, rel: x.rel })
+    }
+
+    /// `rsqrt(a)` without rounding, for `a >= lo > 0`: `|rsqrt(a)| <=
+    /// lo^-1/2`. The computed argument is `a (1 + t)` with `|t| <= d = rel +
+    /// err / lo`; while `d <= 1/2` (a launch-time condition when `err`
+    /// scales), `|rsqrt(a (1 + t)) - rsqrt(a)| = rsqrt(a) |(1 + t)^-1/2 -
+    /// 1| <= rsqrt(a) c d`, with `c = 2 (sqrt 2 - 1)` the chord of the
+    /// convex `(1 - d)^-1/2 - 1` over [0, 1/2].
+    fn reciprocal_sqrt(&mut self, v: PVal, lo: f64, span: Span) -> Result<PVal, Fail> {
+        use tokitai_contracts::fp::{div_up, down, up};
+        if lo.is_nan() || lo <= 0.0 {
+            return fail("`rsqrt` of a value not bounded away from 0: a bound in magnitudes needs a positive term with a numeric domain (`var + eps`, `eps in [1e-5, 1e-5]`)", span);
+        }
+        if v.rel >= 0.5 {
+            return fail(format!("the argument of `rsqrt` has a relative error of {:e}: no useful bound", v.rel), span);
+        }
+        let limit = down(down(0.5 - v.rel) * lo);
+        let what = "the error of `rsqrt`'s argument below half its least value".to_string();
+        match v.err.as_constant() {
+            Some(c) if c > limit => return fail(format!("{}: it reaches {:e}, above {:e}", what, c, limit), span),
+            Some(_) => {}
+            None => {
+                if v.err.max_over(self.ranges) > limit && !self.conditions.iter().any(|c| c.poly == v.err && c.limit == limit) {
+                    self.conditions.push(Condition { poly: v.err.clone(), limit, what, span });
+                }
+            }
+        }
+        const CHORD: f64 = 0.828_427_124_746_190_2; // 2 (sqrt 2 - 1), rounded up below
+        let c = up(CHORD);
+        let top = up(div_up(1.0, down(lo.sqrt())));
+        Ok(PVal { mag: MagPoly::constant(top), nonneg: true, err: v.err.scale(div_up(mul_up(c, top), lo)), rel: mul_up(c, v.rel) })
+    }
+
+    /// A lower bound of `e`'s exact value: sums of inputs with numeric
+    /// domains and constants, or 0 for any other non-negative value
+    /// (`-inf` when nothing is known).
+    fn lower_bound(&mut self, e: &TExpr) -> f64 {
+        let from_domain = |w: &Walk, tensor: Option<TensorId>, scalar: Option<usize>| {
+            w.k.domain
+                .iter()
+                .find(|d| d.magnitude.is_none() && ((tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar)))
+                .map(|d| super::stored_domain(d.lo, d.hi, e.ty).lo)
+        };
+        let known = match &e.kind {
+            TExprKind::Binary(BinOp::Add, a, b) => Some(tokitai_contracts::fp::down(self.lower_bound(a) + self.lower_bound(b))),
+            TExprKind::Const(Const::Float(c)) => Some(*c),
+            TExprKind::Const(Const::Int(v)) => Some(*v as f64),
+            TExprKind::Cast(a) if a.ty.is_float() => Some(self.lower_bound(a)),
+            TExprKind::Scalar(s) => from_domain(self, None, Some(*s)),
+            TExprKind::Load { tensor, .. } if matches!(self.k.tensors[*tensor].role, TensorRole::Input | TensorRole::Inout) => from_domain(self, Some(*tensor), None),
+            _ => None,
+        };
+        known.unwrap_or_else(|| if matches!(self.float(e), Ok(v) if v.nonneg) { 0.0 } else { f64::NEG_INFINITY })
+    }
+
+    /// `(t(c) - m) * s`, a centred value times its row's `rsqrt(var +
+    /// eps)` with `eps >= 0` ([`Patterns::normalised`]): `|product| <=
+    /// sqrt(n)`, `n` the row length's upper bound.
+    fn normalised_bound(&mut self, a: &TExpr, b: &TExpr) -> Option<f64> {
+        let (n, eps) = Patterns { k: self.k }.normalised(a, b)?;
+        if self.lower_bound(eps) < 0.0 {
+            return None;
+        }
+        let hi = self.dim_poly(n).max_over(self.ranges);
+        hi.is_finite().then(|| tokitai_contracts::fp::up(hi.sqrt()))
     }
 
     fn input(&self, tensor: Option<TensorId>, scalar: Option<usize>, ty: Dtype, name: &str, span: Span) -> Result<PVal, Fail> {
@@ -341,10 +465,20 @@ impl Walk<'_> {
                     PVal { mag, nonneg: false, err: x.abs_err().add(&y.abs_err()), rel: 0.0 }
                 }
             }
-            BinOp::Mul => Self::product(&x, &y, same_expr(a, b)),
+            BinOp::Mul => {
+                let mut p = Self::product(&x, &y, same_expr(a, b));
+                if let Some(r) = self.normalised_bound(a, b) {
+                    p.mag = MagPoly::constant(r);
+                }
+                p
+            }
+            BinOp::Div => {
+                let v = self.divided(x, b, e.span)?;
+                return self.library(v, Function::Div, e.ty, e.span);
+            }
             _ => {
                 return fail(
-                    format!("`{}` is not polynomial: a bound in magnitudes follows + - * and sums; give this value's inputs numeric domains", op.symbol()),
+                    format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums and division by a size; give this value's inputs numeric domains", op.symbol()),
                     e.span,
                 )
             }
@@ -371,7 +505,13 @@ impl Walk<'_> {
                 let (x, y) = (self.float(&args[1])?, self.float(&args[2])?);
                 Ok(Self::either(&x, &y))
             }
-            _ => fail(format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums, abs, min, max and selects on integer conditions; give its inputs numeric domains", f.name()), e.span),
+            Builtin::Rsqrt => {
+                let v = self.float(&args[0])?;
+                let lo = self.lower_bound(&args[0]);
+                let r = self.reciprocal_sqrt(v, lo, e.span)?;
+                self.library(r, Function::Rsqrt, e.ty, e.span)
+            }
+            _ => fail(format!("`{}` is not polynomial: a bound in magnitudes follows + - *, sums, abs, min, max, selects on integer conditions, division by a size and rsqrt of a value bounded away from 0; give its inputs numeric domains", f.name()), e.span),
         }
     }
 
@@ -415,15 +555,31 @@ impl Walk<'_> {
                 if !n_hi.is_finite() {
                     return fail(format!("the error bound grows with the length of `sum({})`, which `requires` does not bound: add an upper bound on it", name), e.span);
                 }
+                // A centred sum of squares, `sum (t - m')^2` with `m'` the
+                // computed mean of the same terms and `e = m' - m` its
+                // error: `sum (t - m')^2 = sum (t - m)^2 + n e^2` exactly
+                // (the deviations from the exact mean sum to zero). The
+                // terms are bounded with `m'` taken as exact, anywhere in
+                // its reach; `n e^2` is added after the sum.
+                let centred = Patterns { k: self.k }.centred_square(body, var);
+                let mean_saved = match centred {
+                    Some(mean) => {
+                        let m = self.stmt_value(mean, e.span)?;
+                        self.memo.done.insert(mean, PVal::exact(m.reach(), m.nonneg));
+                        Some((mean, m))
+                    }
+                    None => None,
+                };
                 // A fused multiply-add's product is exact: its one rounding
                 // is the addition's.
                 let term = match tir::fma_operands(body) {
-                    Some((a, b)) => {
-                        let (x, y) = (self.float(a)?, self.float(b)?);
-                        Self::product(&x, &y, same_expr(a, b))
-                    }
-                    None => self.float(body)?,
+                    Some((a, b)) => self.float(a).and_then(|x| Ok(Self::product(&x, &self.float(b)?, same_expr(a, b)))),
+                    None => self.float(body),
                 };
+                if let Some((mean, m)) = &mean_saved {
+                    self.memo.done.insert(*mean, m.clone());
+                }
+                let term = term?;
                 let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
                 if let Some(why) = super::matrix_unit_operands(order, body) {
                     return fail(why, e.span);
@@ -470,9 +626,16 @@ impl Walk<'_> {
                     let err = n_at.add(&eta).add(&sum_abs.scale(term.rel)).add(&gamma.mul(&sum_abs).scale(add_up(1.0, term.rel)));
                     PVal { mag: exact_mag, nonneg: false, err, rel: 0.0 }
                 };
+                let out = match &mean_saved {
+                    Some((_, m)) => {
+                        let e = m.abs_err();
+                        PVal { err: out.err.add(&n.mul(&e).mul(&e).scale(add_up(1.0, out.rel))), ..out }
+                    }
+                    None => out,
+                };
                 // The accumulator must not overflow.
                 let reach = out.reach();
-                if reach.as_constant().is_none_or(|c| c > fmt.max_finite()) && reach.max_over(self.ranges) > fmt.max_finite() {
+                if reach.as_constant().is_none_or(|c| c > fmt.max_finite()) && reach.max_over(self.ranges) > fmt.max_finite() && !self.conditions.iter().any(|c| c.poly == reach) {
                     self.conditions.push(Condition { poly: reach, limit: fmt.max_finite(), what: format!("the {} sum `sum({})`", fmt, name), span: e.span });
                 }
                 Ok(out)
@@ -515,10 +678,11 @@ fn mentions_float(e: &TExpr) -> bool {
 /// Derive the bound of every output with a tolerance, in dims and magnitudes.
 pub fn analyze(k: &Kernel, ir: &KernelIr) -> MagnitudeAnalysis {
     let (symbols, ranges) = symbols(k);
+    let lib = LibraryTable::for_flags(ir.target.is_cuda(), &ir.target.compile_flags());
     let mut outputs = Vec::new();
     for t in &k.tolerance {
         let tolerance = (tolerance_poly(k, t), t.rel);
-        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], memo: StatementMemo::new(), conditions: Vec::new() };
+        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], memo: StatementMemo::new(), conditions: Vec::new(), lib: &lib };
         let name = k.tensors[t.tensor].name.clone();
         let mut out = OutputBound { tensor: t.tensor, output: name, span: t.span, abs: MagPoly::zero(), rel: 0.0, tolerance, conditions: Vec::new(), failure: None, verdict: None };
         match w.stmt_value(t.tensor, t.span) {

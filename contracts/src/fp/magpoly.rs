@@ -106,6 +106,21 @@ impl MagPoly {
         self.terms.iter().fold(MagPoly::zero(), |acc, (m, x)| acc.plus_term(m.clone(), mul_up(*x, c)))
     }
 
+    /// An upper bound of `self / s` for every value of `s >= lo > 0`: a
+    /// term that has `s` loses one factor of it; a term that has none is
+    /// divided by `lo` (the quotient is largest where `s` is smallest).
+    pub fn div_symbol(&self, s: u16, lo: f64) -> MagPoly {
+        assert!(lo > 0.0, "dividing by a symbol needs a positive lower bound, got {}", lo);
+        self.terms.iter().fold(MagPoly::zero(), |acc, (m, x)| match m.iter().position(|y| *y == s) {
+            Some(i) => {
+                let mut q = m.clone();
+                q.remove(i);
+                acc.plus_term(q, *x)
+            }
+            None => acc.plus_term(m.clone(), super::div_up(*x, lo)),
+        })
+    }
+
     /// The value at `at` (one value per symbol, each `>= 0`), rounded up.
     /// Panics if a symbol has no value: the caller sizes `at` from the
     /// same table that numbered the symbols.
@@ -267,6 +282,21 @@ mod tests {
         assert!(p.eval(&[3.0, 4.0]) >= 49.0);
         assert_eq!(MagPoly::constant(2.0).as_constant(), Some(2.0));
         assert_eq!(x.as_constant(), None);
+    }
+
+    #[test]
+    fn division_by_a_symbol_cancels_it_or_divides_by_its_lower_bound() {
+        // (3 K X + 2 X + 4) / K with K >= 2: 3 X + X + 2.
+        let p = MagPoly::term(vec![0, 1], 3.0).add(&MagPoly::term(vec![1], 2.0)).add(&MagPoly::constant(4.0));
+        let q = p.div_symbol(0, 2.0);
+        // Coefficients are rounded up: equal to 2 and 4 within an ulp or two.
+        let got: Vec<(Monomial, f64)> = q.terms().map(|(m, c)| (m.clone(), c)).collect();
+        assert_eq!(got.iter().map(|t| t.0.clone()).collect::<Vec<_>>(), vec![vec![], vec![1]]);
+        assert!((2.0..2.0 + 1e-14).contains(&got[0].1) && (4.0..4.0 + 1e-14).contains(&got[1].1), "{:?}", got);
+        // An upper bound of the quotient at every point with K >= 2.
+        for (k, x) in [(2.0, 1.0), (3.0, 5.0), (1000.0, 0.5)] {
+            assert!(q.eval(&[k, x]) >= p.eval(&[k, x]) / k);
+        }
     }
 
     #[test]
