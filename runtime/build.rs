@@ -16,6 +16,8 @@ fn main() {
         .collect();
     files.sort();
     println!("cargo:rerun-if-changed={}", ops.display());
+    // The pointwise schedule's two-vector rule can be moved for a measurement.
+    println!("cargo:rerun-if-env-changed=TOKITAI_TWO_VECTOR_BYTES");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     let abi = Path::new(&out).join("abi.rs");
     if let Err(e) = tokitai_compiler::build::write_atomic(&abi, tokitai_compiler::codegen::bindings::support_source().as_bytes()) {

@@ -484,8 +484,10 @@ pub enum GridDim {
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Schedule {
     /// One thread per element, grid-stride; `vector` elements per thread
-    /// with 16-byte accesses when every access is the thread's own element.
-    Pointwise { vector: u32 },
+    /// with 16-byte accesses when every access is the thread's own element;
+    /// `vectors` of them an iteration (2: the vectors `u` and `u + half`,
+    /// half the array apart, both loaded before either is computed).
+    Pointwise { vector: u32, vectors: u32 },
     /// Pointwise with indirect (gathered) reads.
     Gather,
     /// One block per row, fused block reductions (warp shuffles, then
@@ -638,7 +640,7 @@ impl KernelIr {
             name: String::new(),
             doc: String::new(),
             target: Target::default_cuda(),
-            schedule: Schedule::Pointwise { vector: 1 },
+            schedule: Schedule::Pointwise { vector: 1, vectors: 1 },
             index_ty: Dtype::I64,
             bufs: vec![],
             scalars: vec![],

@@ -523,3 +523,87 @@ fn release_before_wait(body: &mut [tokitai_compiler::kir::KStmt]) -> bool {
     }
     false
 }
+
+/// The two-vector pointwise form (`sgd_momentum`: vectors `v` and `v +
+/// half`, `half = nvec / 2`, the scalar tail from `half * 2w`) is proved,
+/// and each way of getting its halves wrong is refuted: the second vector
+/// one vector further on, the loop one iteration longer, `half` rounded
+/// up (an odd count's last vector taken twice), the tail starting one
+/// vector late.
+#[test]
+fn the_two_vector_form_is_proved_and_its_halves_mutants_refuted() {
+    use tokitai_compiler::kir::{IExpr, KStmt, Schedule};
+    fn edit(body: &mut [KStmt], f: &dyn Fn(&mut KStmt) -> bool) -> usize {
+        body.iter_mut()
+            .map(|s| {
+                usize::from(f(s))
+                    + match s {
+                        KStmt::For { body, .. } => edit(body, f),
+                        KStmt::If { then, els, .. } => edit(then, f) + edit(els, f),
+                        _ => 0,
+                    }
+            })
+            .sum()
+    }
+    let arts = compile_example("optim.tk", &Target::default_cuda());
+    let i = arts.program.kernels.iter().position(|k| k.name == "sgd_momentum").expect("sgd_momentum");
+    let (k, ir) = (&arts.program.kernels[i], &arts.kernels[i]);
+    assert_eq!(ir.schedule, Schedule::Pointwise { vector: 8, vectors: 2 });
+    assert!(arts.proofs[i].obligations.iter().all(|o| o.outcome.is_proved()));
+    let cfg = Config { timeout_ms: 10_000 };
+    // The second vector's base is the one with a sum in it: `(v + half) * 8`.
+    let second = |e: &IExpr| matches!(e, IExpr::Mul(x, _) if matches!(**x, IExpr::Add(..)));
+    let mut further = ir.clone();
+    let n = edit(&mut further.body, &|s| match s {
+        KStmt::VecLoad { base, .. } | KStmt::VecStore { base, .. } if second(base) => {
+            *base = base.clone().add(IExpr::c(8));
+            true
+        }
+        _ => false,
+    });
+    assert_eq!(n, 5, "three loads and two stores of the second vector");
+    let mut longer = ir.clone();
+    assert_eq!(
+        edit(&mut longer.body, &|s| match s {
+            KStmt::For { end: end @ IExpr::Var(_), body, .. } if body.iter().any(|b| matches!(b, KStmt::VecLoad { .. })) => {
+                *end = end.clone().add(IExpr::c(1));
+                true
+            }
+            _ => false,
+        }),
+        1
+    );
+    let mut rounded_up = ir.clone();
+    assert_eq!(
+        edit(&mut rounded_up.body, &|s| match s {
+            KStmt::LetInt { value: IExpr::Div(n, two), .. } if **two == IExpr::c(2) => {
+                *n = Box::new((**n).clone().add(IExpr::c(1)));
+                true
+            }
+            _ => false,
+        }),
+        1
+    );
+    let mut late_tail = ir.clone();
+    assert_eq!(
+        edit(&mut late_tail.body, &|s| match s {
+            KStmt::For { start: start @ IExpr::Add(..), body, .. } if !body.iter().any(|b| matches!(b, KStmt::VecLoad { .. })) => {
+                *start = start.clone().add(IExpr::c(8));
+                true
+            }
+            _ => false,
+        }),
+        1
+    );
+    // The first three reach past the end (a read or write of a vector
+    // beyond the array); the late tail leaves a vector unwritten.
+    for (what, m, by) in [
+        ("second vector further on", further, "stays within"),
+        ("loop one longer", longer, "stays within"),
+        ("half rounded up", rounded_up, "stays within"),
+        ("tail one vector late", late_tail, "is written"),
+    ] {
+        let r = first_refutation(k, &m, &cfg).unwrap_or_else(|| panic!("{}: not refuted", what));
+        assert!(r.obligation.description.contains(by), "{}: refuted by {}", what, r.obligation.description);
+    }
+}

@@ -619,7 +619,8 @@ fn op_symbol(op: BinOp) -> &'static str {
 
 fn describe(s: &Schedule) -> String {
     match s {
-        Schedule::Pointwise { vector } if *vector > 1 => format!("pointwise, {} elements per thread with 16-byte accesses", vector),
+        Schedule::Pointwise { vector, vectors: 2 } if *vector > 1 => format!("pointwise, two vectors of {} elements per thread with 16-byte accesses, half the array apart", vector),
+        Schedule::Pointwise { vector, .. } if *vector > 1 => format!("pointwise, {} elements per thread with 16-byte accesses", vector),
         Schedule::Pointwise { .. } => "pointwise".into(),
         Schedule::Gather => "gather (indirect reads)".into(),
         Schedule::RowReduction { rows_rank } => format!("row reduction, one block per row (rank-{} rows)", rows_rank),

@@ -25,16 +25,21 @@ use std::collections::BTreeSet;
 pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     let vector = vector_width(k);
     let gather = has_indirect(k);
-    let schedule = if gather { Schedule::Gather } else { Schedule::Pointwise { vector: vector.unwrap_or(1) } };
+    let vectors = match vector {
+        Some(w) if two_vectors_pay(k, w) => 2,
+        _ => 1,
+    };
+    let schedule = if gather { Schedule::Gather } else { Schedule::Pointwise { vector: vector.unwrap_or(1), vectors } };
     let mut b = Builder::new(k, target, schedule, BLOCK);
     let vars0 = &k.stmts[0].vars;
     let total = vars0.iter().fold(IExpr::c(1), |acc, v| acc.mul(extent_expr(k.vars[*v].extent)));
     let gtid = IExpr::BlockIdx(0).mul(IExpr::c(BLOCK as i64)).add(IExpr::Tid);
     let gstride = IExpr::GridDim(0).mul(IExpr::c(BLOCK as i64));
     let mut body = Vec::new();
-    let mut vector_stores: Vec<(TensorId, AccessId)> = Vec::new();
-    let mut nvec_var = None;
-    let mut v_var = None;
+    // Per vector of an iteration: its stores, and where a vector's index
+    // is found from the loop variable (`v`, or `v + half` for the second).
+    let mut vector_stores: Vec<Vec<(TensorId, AccessId)>> = Vec::new();
+    let mut vector_loop = None;
     let tail_start = match vector {
         Some(w) => {
             let bufs = vector_tensors(k).into_iter().map(|t| b.buf(t)).collect::<Vec<_>>();
@@ -53,11 +58,22 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
                 value: IExpr::Select(Box::new(aligned), Box::new(total.clone().div(IExpr::c(w as i64))), Box::new(IExpr::c(0))),
             });
             let v = b.ivar("v");
-            let vbody = vector_body(&mut b, w, IExpr::Var(v), &mut vector_stores)?;
-            nvec_var = Some(nvec);
-            v_var = Some(v);
-            body.push(KStmt::For { var: v, start: gtid.clone(), end: IExpr::Var(nvec), step: gstride.clone(), unroll: false, body: vbody });
-            IExpr::Var(nvec).mul(IExpr::c(w as i64))
+            // With two vectors an iteration the loop runs over the first
+            // half of the vectors, each iteration also taking the vector
+            // `half` further on: each load instruction stays coalesced
+            // across the warp, and a thread has twice the bytes in flight.
+            // An odd last vector goes to the scalar tail.
+            let (end, bases) = if vectors == 2 {
+                let half = b.ivar("half");
+                body.push(KStmt::LetInt { var: half, value: IExpr::Var(nvec).div(IExpr::c(2)) });
+                (IExpr::Var(half), vec![IExpr::Var(v), IExpr::Var(v).add(IExpr::Var(half))])
+            } else {
+                (IExpr::Var(nvec), vec![IExpr::Var(v)])
+            };
+            let vbody = vector_body(&mut b, w, &bases, &mut vector_stores)?;
+            vector_loop = Some((v, end.clone(), w));
+            body.push(KStmt::For { var: v, start: gtid.clone(), end: end.clone(), step: gstride.clone(), unroll: false, body: vbody });
+            end.mul(IExpr::c((w * vectors) as i64))
         }
         None => IExpr::c(0),
     };
@@ -67,29 +83,57 @@ pub fn schedule(k: &Kernel, target: &Target) -> Result<KernelIr, Diagnostic> {
     b.decompose(IExpr::Var(f), vars0, &mut env, &mut sbody);
     let scalar_stores = element_body(&mut b, &mut env, &mut sbody)?;
     // Coverage: element e is the flat index of the thread's element; with
-    // vectors, elements below nvec*w are in vector v = e / w.
+    // vectors, elements below end * w * vectors are in vector q = e / w,
+    // the loop's `v = q` (first vector) or `v = q - end` (second vector).
     for (t, access) in scalar_stores {
         let elem = b.ivar("elem");
         let e = IExpr::Var(elem);
         let mut cases = Vec::new();
-        let tail_when = match (nvec_var, v_var, vector) {
-            (Some(nvec), Some(v), Some(w)) => {
-                let below = e.clone().lt(IExpr::Var(nvec).mul(IExpr::c(w as i64)));
-                if let Some((_, va)) = vector_stores.iter().find(|(vt, _)| *vt == t) {
-                    cases.push(CoverCase { when: below.clone(), access: *va, assign: vec![(Witness::Var(v), e.clone().div(IExpr::c(w as i64)))] });
+        let tail_when = match vector_loop.clone() {
+            Some((v, end, w)) => {
+                let q = e.clone().div(IExpr::c(w as i64));
+                for (i, stores) in vector_stores.iter().enumerate() {
+                    let first = if i == 0 { IExpr::c(0) } else { end.clone().mul(IExpr::c(i as i64)) };
+                    let below = q.clone().lt(first.clone().add(end.clone()));
+                    let when = if i == 0 { below } else { Cond::Le(first.clone(), q.clone()).and(below) };
+                    if let Some((_, va)) = stores.iter().find(|(vt, _)| *vt == t) {
+                        cases.push(CoverCase { when, access: *va, assign: vec![(Witness::Var(v), q.clone().sub(first))] });
+                    }
                 }
-                Cond::Not(Box::new(below))
+                Cond::Not(Box::new(e.clone().lt(tail_start.clone())))
             }
-            _ => Cond::True,
+            None => Cond::True,
         };
         cases.push(CoverCase { when: tail_when, access, assign: vec![(Witness::Var(f), e.clone())] });
         b.cover(t, elem, cases);
     }
     body.push(KStmt::For { var: f, start: tail_start.add(gtid), end: total.clone(), step: gstride, unroll: false, body: sbody });
-    let per_block = BLOCK as i64 * vector.unwrap_or(1) as i64;
+    let per_block = BLOCK as i64 * vector.unwrap_or(1) as i64 * vectors as i64;
     b.ir.grid = vec![GridDim::Stride { work: total, per_block }];
     b.ir.body = body;
     Ok(b.finish())
+}
+
+/// Two vectors an iteration pay where a thread's vector loads are 48 to
+/// 64 bytes, measured on the H100 with `tokitai-bench-kernels`, 2^26
+/// elements, the monitor off, both forms alternating twice in one call
+/// (bench/RESULTS.md, twelfth session): sgd_momentum (16 + 32 + 16 bytes)
+/// 89.3-89.9% -> 98.1-98.4% of copy; gelu_fwd (16), gelu_bwd and mse_grad
+/// (32) already reach 91-99% with one and did not gain (mse_grad 0.8%
+/// slower); adamw (96) lost 1-3% in the eleventh session's ablation.
+/// `TOKITAI_TWO_VECTOR_BYTES=N` moves the window to [1, N] (0: one vector
+/// everywhere), for measuring the rule again.
+fn two_vectors_pay(k: &Kernel, w: u32) -> bool {
+    let bytes: u32 = vector_tensors(k).into_iter().filter(|t| read_before_write(k, *t)).map(|t| k.tensors[t].dtype.size_bytes() * w).sum();
+    let (lo, hi) = two_vector_window();
+    bytes > 0 && (lo..=hi).contains(&bytes)
+}
+
+fn two_vector_window() -> (u32, u32) {
+    match std::env::var("TOKITAI_TWO_VECTOR_BYTES").ok().and_then(|v| v.parse().ok()) {
+        Some(n) => (1, n),
+        None => (48, 64),
+    }
 }
 
 /// Every statement in order, for the element the environment's variables
@@ -119,26 +163,44 @@ fn element_body(b: &mut Builder, env: &mut Env, out: &mut Vec<KStmt>) -> Result<
     Ok(stores)
 }
 
-/// The vector loop body: load every vector operand, compute each lane,
-/// store every vector result.
-fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, AccessId)>) -> Result<Vec<KStmt>, Diagnostic> {
+/// The vector loop body for the vectors at `bases` (vector indices): load
+/// every vector operand of every vector first, then compute each lane and
+/// store every vector result, vector by vector. `stores` gets each
+/// vector's stores, in the order of `bases`.
+fn vector_body(b: &mut Builder, w: u32, bases: &[IExpr], stores: &mut Vec<Vec<(TensorId, AccessId)>>) -> Result<Vec<KStmt>, Diagnostic> {
     let k = b.k;
-    let base = v.mul(IExpr::c(w as i64));
     let mut out = Vec::new();
-    let mut env = Env::default();
+    let mut envs = Vec::new();
     // Inputs read before any statement writes them come from vector loads.
-    for t in vector_tensors(k) {
-        if !read_before_write(k, t) {
-            continue;
+    for v in bases {
+        let base = v.clone().mul(IExpr::c(w as i64));
+        let mut env = Env::default();
+        for t in vector_tensors(k) {
+            if !read_before_write(k, t) {
+                continue;
+            }
+            let buf = b.buf(t);
+            let arr = b.local(&format!("{}_vec", k.tensors[t].name), k.tensors[t].dtype);
+            let span = k.tensors[t].span;
+            let access = b.access(buf, AccessKind::Read, span, format!("vector read of `{}`", k.tensors[t].name));
+            out.push(KStmt::DeclArray { arr, len: w, init: None });
+            out.push(KStmt::VecLoad { arr, buf, base: base.clone(), axes: Vec::new(), width: w, access });
+            env.lane_arrays.insert(t, arr);
         }
-        let buf = b.buf(t);
-        let arr = b.local(&format!("{}_vec", k.tensors[t].name), k.tensors[t].dtype);
-        let span = k.tensors[t].span;
-        let access = b.access(buf, AccessKind::Read, span, format!("vector read of `{}`", k.tensors[t].name));
-        out.push(KStmt::DeclArray { arr, len: w, init: None });
-        out.push(KStmt::VecLoad { arr, buf, base: base.clone(), axes: Vec::new(), width: w, access });
-        env.lane_arrays.insert(t, arr);
+        envs.push((base, env));
     }
+    for (base, mut env) in envs {
+        let mut vector_stores = Vec::new();
+        vector_compute(b, w, base, &mut env, &mut out, &mut vector_stores)?;
+        stores.push(vector_stores);
+    }
+    Ok(out)
+}
+
+/// One vector's lanes, computed from its loaded operands (`env`), and its
+/// results stored.
+fn vector_compute(b: &mut Builder, w: u32, base: IExpr, env: &mut Env, out: &mut Vec<KStmt>, stores: &mut Vec<(TensorId, AccessId)>) -> Result<(), Diagnostic> {
+    let k = b.k;
     let mut results = Vec::new();
     for s in &k.stmts {
         if b.is_output(s.target) {
@@ -159,7 +221,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
         let vars = k.stmts[0].vars.clone();
         let (inner, outer) = vars.split_last().expect("vector_width needs an index space");
         let inner_ext = extent_expr(k.vars[*inner].extent);
-        b.decompose(base.clone().div(inner_ext.clone()), outer, &mut env, &mut out);
+        b.decompose(base.clone().div(inner_ext.clone()), outer, env, out);
         if uses_vars {
             let first = b.ivar(&k.vars[*inner].name.clone());
             out.push(KStmt::LetInt { var: first, value: base.clone().rem(inner_ext) });
@@ -167,7 +229,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
         }
     } else if uses_vars {
         // Index variables, where a statement uses them as values.
-        b.decompose(base.clone().add(IExpr::Var(lane)), &k.stmts[0].vars.clone(), &mut env, &mut lane_body);
+        b.decompose(base.clone().add(IExpr::Var(lane)), &k.stmts[0].vars.clone(), env, &mut lane_body);
     }
     for (si, stmt) in k.stmts.iter().enumerate() {
         if si > 0 {
@@ -177,7 +239,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
                 }
             }
         }
-        let value = b.lower(&stmt.value, &mut env, &mut lane_body)?;
+        let value = b.lower(&stmt.value, env, &mut lane_body)?;
         let l = b.local(&k.tensors[stmt.target].name.clone(), value.ty);
         lane_body.push(KStmt::Decl { local: l, init: Some(value) });
         env.values.insert(stmt.target, l);
@@ -192,7 +254,7 @@ fn vector_body(b: &mut Builder, w: u32, v: IExpr, stores: &mut Vec<(TensorId, Ac
         out.push(KStmt::VecStore { buf, base: base.clone(), width: w, arr, access });
         stores.push((t, access));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Is `t` read by some statement at or before the one that writes it (so
