@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Triton peer for the contractions of tokitai-bench-kernels (issue 19): one
+"""Triton peers of tokitai-bench-kernels. For the contractions (issue 19): one
 autotuned `tl.dot` matmul written the way the Triton tutorial teaches it
 (grouped tile order, f32 accumulation, masked loads for ragged edges, an
 optional bias in the epilogue, f16 or bf16 out), run on the same labels,
 sizes and layouts as ours. Backward contractions take transposed views (the
-kernel reads any strides), as a Triton user would write them.
+kernel reads any strides), as a Triton user would write them. For the
+memory-bound kernels (issue 21): bench/triton_rows.py, the tutorials'
+softmax, layer norm and element-wise patterns.
 
 Timed as bench/torch_ref.py times PyTorch: device events around each call,
 median of 20 after 3 warm-up calls (the autotuner's own runs come first).
@@ -18,6 +20,7 @@ import triton.language as tl
 # The same timing and inputs as PyTorch's side (this directory is on the
 # path when the script runs).
 from torch_ref import rand, time_ms
+import triton_rows
 
 
 def configs():
@@ -127,13 +130,19 @@ def main():
     for got, want in [(matmul(a, b, bias), torch.addmm(bias, a, b)), (matmul(a, b.t().contiguous().t()), a @ b), (matmul(a.t().contiguous().t(), b), a @ b)]:
         err = (got.float() - want.float()).abs().max().item()
         assert err <= 2e-2 * want.float().abs().max().item(), f"triton matmul disagrees with torch: {err}"
+    failed = triton_rows.check()
+    for name, why in failed.items():
+        print(f"triton peer `{name}` not timed: {why}")
     results = {}
-    for label, (fn, flops) in workloads().items():
+    both = dict(workloads())
+    both.update(triton_rows.workloads(skip=failed))
+    for label, (fn, flops) in both.items():
         if args.only and not any(t in label for t in args.only):
             continue
         ms = time_ms(fn)
         results[label] = ms
-        print(f"{label:<40} {ms:9.4f} ms {flops / ms / 1e9:8.1f} TFLOP/s  (triton)")
+        rate = f"{flops / ms / 1e9:8.1f} TFLOP/s" if flops else ""
+        print(f"{label:<40} {ms:9.4f} ms {rate}  (triton)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

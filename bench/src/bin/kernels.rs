@@ -2,7 +2,7 @@
 //! device's copy bandwidth measured in the same run, and the launch
 //! overhead of the runtime against a bare cudarc launch.
 //!
-//! Usage: tokitai-bench-kernels [--json FILE] [--only TEXT]. Prints a
+//! Usage: tokitai-bench-kernels [--json FILE] [--only TEXT...]. Prints a
 //! table; the JSON holds every number (bench/report.py merges it with
 //! PyTorch's).
 
@@ -21,9 +21,10 @@ struct Args {
     /// PyTorch's and Triton's).
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
-    /// Only the workloads whose label contains TEXT (e.g. "gemm_f16 wg").
-    #[arg(long, value_name = "TEXT")]
-    only: Option<String>,
+    /// Only the workloads whose label contains one of the TEXTs (e.g.
+    /// "gemm_f16 wg"), as bench/torch_ref.py and triton_ref.py take them.
+    #[arg(long, value_name = "TEXT", num_args = 1..)]
+    only: Vec<String>,
 }
 
 fn main() {
@@ -50,7 +51,7 @@ fn main() {
 
     let mut rows = Vec::new();
     println!("{:<34} {:>10} {:>10} {:>8} {:>9}  ran", "workload", "ms", "GB/s", "% copy", "TFLOP/s");
-    for w in WORKLOADS.iter().filter(|w| only.as_ref().is_none_or(|o| w.label.contains(o.as_str()))) {
+    for w in WORKLOADS.iter().filter(|w| only.is_empty() || only.iter().any(|o| w.label.contains(o.as_str()))) {
         let k = kernels::by_name(w.kernel).expect("kernel exists");
         let mut rng = Rng::new(0xBE7C4 ^ w.label.len() as u64);
         let case = match case_for(k, &mut rng, w.dims) {
