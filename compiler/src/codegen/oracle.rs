@@ -541,7 +541,7 @@ impl<'a> Gen<'a> {
                     format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b"))
                 };
                 format!(
-                    "{{ let mut parts = vec![{init}; {threads}]; for tid in 0..{threads}i64 {{ let mut acc = {init}; let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&parts, {warp}, {init}, {f}); {res} }}",
+                    "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
                     init = init,
                     threads = threads,
                     v = v,
