@@ -6,7 +6,8 @@ use crate::abi::tk_info::{KernelInfo, LaunchParam, SigParam, Variant};
 use crate::abi::tk_rt::Buf;
 use crate::{Device, Error, Result, Tensor};
 
-pub type MirrorFn = fn(&[i64], &[f64], &mut [Buf]) -> std::result::Result<(), String>;
+/// The mirror oracle on borrowed inputs and owned outputs (`tk_rt::Arg`).
+pub type MirrorFn = fn(&[i64], &[f64], &mut [crate::abi::tk_rt::Arg<'_>]) -> std::result::Result<(), String>;
 pub type ExactFn = fn(&[i64], &[f64], &[Buf]) -> std::result::Result<Vec<Vec<f64>>, String>;
 pub type RequiresFn = fn(&[i64], &[f64]) -> std::result::Result<(), String>;
 

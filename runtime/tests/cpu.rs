@@ -40,7 +40,7 @@ fn an_unwritten_output_fails_the_check() {
     let mut rng = Rng::new(7);
     let case = random_case(k, &mut rng, 50).unwrap();
     let mut broken = tokitai_runtime::KernelDef { ..*k };
-    fn no_op(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Buf]) -> Result<(), String> {
+    fn no_op(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Arg<'_>]) -> Result<(), String> {
         Ok(())
     }
     broken.mirror = no_op;

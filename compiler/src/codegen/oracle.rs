@@ -39,10 +39,26 @@ pub fn kernel_oracles(k: &Kernel, ir: &KernelIr) -> String {
     let _ = writeln!(s, "    use super::tk_rt::{{self, Buf}};");
     s.push_str(&check_requires_fn(k));
     s.push_str(&oracle_fn(k, ir, Mode::Mirror));
+    s.push_str(MIRROR_ON_BUFFERS);
     s.push_str(&oracle_fn(k, ir, Mode::Exact));
     s.push_str("}\n");
     s
 }
+
+/// The mirror on owned buffers (every tensor in one slice, outputs and
+/// inouts overwritten), for tests and tools: moves each buffer in and back.
+const MIRROR_ON_BUFFERS: &str = "    /// The mirror oracle on owned buffers, every tensor parameter in signature order; outputs and inouts are overwritten.
+    pub fn mirror(dims: &[i64], scalars: &[f64], bufs: &mut [Buf]) -> Result<(), String> {
+        let mut args: Vec<tk_rt::Arg<'_>> = bufs.iter_mut().map(|b| tk_rt::Arg::Own(std::mem::take(b))).collect();
+        let result = mirror_args(dims, scalars, &mut args);
+        for (b, a) in bufs.iter_mut().zip(args) {
+            if let tk_rt::Arg::Own(x) = a {
+                *b = x;
+            }
+        }
+        result
+    }
+";
 
 fn value_type(d: Dtype, mode: Mode) -> &'static str {
     match (mode, d) {
@@ -98,13 +114,13 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
     let mut s = String::new();
     let (name, sig) = match mode {
         Mode::Mirror => (
-            "mirror",
-            "(dims: &[i64], scalars: &[f64], args: &mut [Buf]) -> Result<(), String>",
+            "mirror_args",
+            "(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String>",
         ),
         Mode::Exact => ("exact", "(dims: &[i64], scalars: &[f64], args: &[Buf]) -> Result<Vec<Vec<f64>>, String>"),
     };
     let doc = match mode {
-        Mode::Mirror => "Mirror oracle: the kernel's dtypes and operation order. `args` holds every tensor parameter in signature order; outputs and inouts are overwritten.",
+        Mode::Mirror => "Mirror oracle: the kernel's dtypes and operation order. `args` holds every tensor parameter in signature order, inputs borrowed (a launch copies nothing); outputs and inouts are owned and overwritten.",
         Mode::Exact => "Exact oracle: real arithmetic (f64). Returns each output and inout, in signature order, as f64.",
     };
     let _ = writeln!(s, "    /// {}", doc);
@@ -199,7 +215,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
                     Dtype::I64 => format!("Buf::I64(t_{})", n),
                     Dtype::Bool => format!("Buf::Bool(t_{})", n),
                 };
-                let _ = writeln!(s, "        args[{}] = {};", ai, conv);
+                let _ = writeln!(s, "        args[{}] = tk_rt::Arg::Own({});", ai, conv);
             }
             s.push_str("        Ok(())\n");
         }

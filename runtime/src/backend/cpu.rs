@@ -2,7 +2,7 @@
 //! and reduction order), on host tensors; its statement loops run in
 //! parallel on rayon's threads when there is enough work.
 
-use crate::abi::tk_rt::Buf;
+use crate::abi::tk_rt::{Arg as MirrorArg, Buf};
 use crate::launch::{Arg, Bound, KernelDef};
 use crate::{Error, Result};
 
@@ -14,25 +14,28 @@ fn rayon_executor(chunks: usize, job: &(dyn Fn(usize) + Sync)) {
 
 pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
     crate::abi::tk_rt::set_executor(&rayon_executor);
-    // Inputs are copied (the mirror takes every tensor as an owned buffer);
-    // outputs and inouts are moved in and moved back.
-    let mut bufs: Vec<Buf> = Vec::new();
+    // Inputs are borrowed; outputs and inouts are moved in and moved back.
+    let mut owned: Vec<Buf> = Vec::new();
     for a in args.iter_mut() {
+        if let Arg::Out(t) = a {
+            owned.push(std::mem::take(t.host_buf_mut().expect("checked: host tensor")));
+        }
+    }
+    let mut owned_in = owned.into_iter();
+    let mut bufs: Vec<MirrorArg<'_>> = Vec::new();
+    for a in args.iter() {
         match a {
-            Arg::In(t) => bufs.push(t.host_buf().expect("checked: host tensor").clone()),
-            Arg::Out(t) => bufs.push(std::mem::replace(t.host_buf_mut().expect("checked: host tensor"), Buf::F32(Vec::new()))),
+            Arg::In(t) => bufs.push(MirrorArg::In(t.host_buf().expect("checked: host tensor"))),
+            Arg::Out(_) => bufs.push(MirrorArg::Own(owned_in.next().expect("one buffer per output"))),
             Arg::Scalar(_) => {}
         }
     }
     let result = (k.mirror)(&bound.dims, &bound.scalars, &mut bufs);
-    let mut it = bufs.into_iter();
+    let mut back: Vec<Buf> = bufs.into_iter().filter_map(|b| if let MirrorArg::Own(x) = b { Some(x) } else { None }).collect::<Vec<_>>();
+    back.reverse();
     for a in args.iter_mut() {
-        match a {
-            Arg::In(_) => {
-                it.next();
-            }
-            Arg::Out(t) => *t.host_buf_mut().expect("checked: host tensor") = it.next().expect("one buffer per tensor"),
-            Arg::Scalar(_) => {}
+        if let Arg::Out(t) = a {
+            *t.host_buf_mut().expect("checked: host tensor") = back.pop().expect("one buffer per output");
         }
     }
     result.map_err(|message| Error::Cpu { kernel: k.info.name.into(), message })
