@@ -15,14 +15,12 @@ import torch
 import triton
 import triton.language as tl
 
-GELU_K = 0.7978845608028654  # sqrt(2 / pi)
-
-
 @triton.jit
 def _tanh(z):
     return 2.0 * tl.sigmoid(2.0 * z) - 1.0
 
 
+# 0.7978845608028654 below is sqrt(2 / pi), GELU's tanh form.
 @triton.jit
 def gelu_fwd_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -175,7 +175,7 @@ struct Walk<'a> {
     lib: &'a Result<LibraryTable, String>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     fn dim_poly(&self, d: Dim) -> MagPoly {
         match d {
             Dim::Lit(v) => MagPoly::constant(v.max(0) as f64),
@@ -209,14 +209,18 @@ impl Walk<'_> {
         match reach.as_constant() {
             Some(c) if c > limit => return fail(format!("{} overflows: |value| reaches {:e}", what, c), span),
             Some(_) => {}
-            None => {
-                if reach.max_over(self.ranges) > limit && !self.conditions.iter().any(|c| c.poly == reach && c.limit == limit) {
-                    self.conditions.push(Condition { poly: reach, limit, what: what.clone(), span });
-                }
-            }
+            None => self.launch_condition(reach, limit, what, span),
         }
         let onep = add_up(1.0, u);
         Ok(PVal { mag: v.mag, nonneg: v.nonneg, err: v.err.scale(onep).add(&MagPoly::constant(eta)), rel: add_up(mul_up(v.rel, onep), u) })
+    }
+
+    /// Require `poly <= limit` at the launch, where some launch may break
+    /// it (once per polynomial and limit).
+    fn launch_condition(&mut self, poly: MagPoly, limit: f64, what: String, span: Span) {
+        if poly.max_over(self.ranges) > limit && !self.conditions.iter().any(|c| c.poly == poly && c.limit == limit) {
+            self.conditions.push(Condition { poly, limit, what, span });
+        }
     }
 
     /// An operation's result of type `ty`: rounded to f32 (f64 for f64),
@@ -299,11 +303,7 @@ impl Walk<'_> {
         match v.err.as_constant() {
             Some(c) if c > limit => return fail(format!("{}: it reaches {:e}, above {:e}", what, c, limit), span),
             Some(_) => {}
-            None => {
-                if v.err.max_over(self.ranges) > limit && !self.conditions.iter().any(|c| c.poly == v.err && c.limit == limit) {
-                    self.conditions.push(Condition { poly: v.err.clone(), limit, what, span });
-                }
-            }
+            None => self.launch_condition(v.err.clone(), limit, what, span),
         }
         const CHORD: f64 = 0.828_427_124_746_190_2; // 2 (sqrt 2 - 1), rounded up below
         let c = up(CHORD);
@@ -316,10 +316,7 @@ impl Walk<'_> {
     /// (`-inf` when nothing is known).
     fn lower_bound(&mut self, e: &TExpr) -> f64 {
         let from_domain = |w: &Walk, tensor: Option<TensorId>, scalar: Option<usize>| {
-            w.k.domain
-                .iter()
-                .find(|d| d.magnitude.is_none() && ((tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar)))
-                .map(|d| super::stored_domain(d.lo, d.hi, e.ty).lo)
+            w.domain_of(tensor, scalar).filter(|(_, d)| d.magnitude.is_none()).map(|(_, d)| super::stored_domain(d.lo, d.hi, e.ty).lo)
         };
         let known = match &e.kind {
             TExprKind::Binary(BinOp::Add, a, b) => Some(tokitai_contracts::fp::down(self.lower_bound(a) + self.lower_bound(b))),
@@ -345,8 +342,13 @@ impl Walk<'_> {
         hi.is_finite().then(|| tokitai_contracts::fp::up(hi.sqrt()))
     }
 
+    /// The `domain` entry of an input tensor or scalar, with its index.
+    fn domain_of(&self, tensor: Option<TensorId>, scalar: Option<usize>) -> Option<(usize, &'a tir::DomainRange)> {
+        self.k.domain.iter().enumerate().find(|(_, d)| (tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar))
+    }
+
     fn input(&self, tensor: Option<TensorId>, scalar: Option<usize>, ty: Dtype, name: &str, span: Span) -> Result<PVal, Fail> {
-        let Some((i, d)) = self.k.domain.iter().enumerate().find(|(_, d)| (tensor.is_some() && d.tensor == tensor) || (scalar.is_some() && d.scalar == scalar)) else {
+        let Some((i, d)) = self.domain_of(tensor, scalar) else {
             return fail(format!("`{}` has no `domain`: a tolerance needs the range of every float input it depends on", name), span);
         };
         let nonneg = d.lo >= 0.0;
@@ -635,9 +637,7 @@ impl Walk<'_> {
                 };
                 // The accumulator must not overflow.
                 let reach = out.reach();
-                if reach.as_constant().is_none_or(|c| c > fmt.max_finite()) && reach.max_over(self.ranges) > fmt.max_finite() && !self.conditions.iter().any(|c| c.poly == reach) {
-                    self.conditions.push(Condition { poly: reach, limit: fmt.max_finite(), what: format!("the {} sum `sum({})`", fmt, name), span: e.span });
-                }
+                self.launch_condition(reach, fmt.max_finite(), format!("the {} sum `sum({})`", fmt, name), e.span);
                 Ok(out)
             }
             RedOp::Argmax => fail("an argmax used as a value", e.span),

@@ -31,11 +31,12 @@ pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
         }
     }
     let result = (k.mirror)(&bound.dims, &bound.scalars, &mut bufs);
-    let mut back: Vec<Buf> = bufs.into_iter().filter_map(|b| if let MirrorArg::Own(x) = b { Some(x) } else { None }).collect::<Vec<_>>();
-    back.reverse();
+    // The owned buffers, in the outputs' order: borrowed inputs end here.
+    let back: Vec<Buf> = bufs.into_iter().filter_map(|b| if let MirrorArg::Own(x) = b { Some(x) } else { None }).collect();
+    let mut back = back.into_iter();
     for a in args.iter_mut() {
         if let Arg::Out(t) = a {
-            *t.host_buf_mut().expect("checked: host tensor") = back.pop().expect("one buffer per output");
+            *t.host_buf_mut().expect("checked: host tensor") = back.next().expect("one buffer per output");
         }
     }
     result.map_err(|message| Error::Cpu { kernel: k.info.name.into(), message })
