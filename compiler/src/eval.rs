@@ -241,15 +241,22 @@ impl<'a> Ev<'a> {
         }
         let order = self.ir.reduction_order.get(&var).copied().unwrap_or(ReductionOrder::Sequential);
         match (self.mode, order) {
-            (Mode::Mirror, ReductionOrder::Block { threads, warp }) => {
+            (Mode::Mirror, ReductionOrder::Block { threads, warp } | ReductionOrder::BlockRuns { threads, warp, .. }) => {
+                // Runs of one index (`Block`) or of `width` (`BlockRuns`).
+                let width = match order {
+                    ReductionOrder::BlockRuns { width, .. } => width as i64,
+                    _ => 1,
+                };
                 let (threads, warp) = (threads as i64, warp as usize);
                 let mut parts = vec![ident; threads as usize];
                 for t in 0..threads {
                     let mut acc = ident;
-                    let mut k = t;
-                    while k < ext {
-                        acc = self.term(op, var, body, k, acc);
-                        k += threads;
+                    let mut start = t * width;
+                    while start < ext {
+                        for k in start..(start + width).min(ext) {
+                            acc = self.term(op, var, body, k, acc);
+                        }
+                        start += threads * width;
                     }
                     parts[t as usize] = acc;
                 }

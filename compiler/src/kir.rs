@@ -204,8 +204,9 @@ pub enum KStmt {
     /// `axes`, when given, the first element's multi-index (`base` its
     /// row-major image), the run lying along the last axis.
     VecLoad { arr: LocalId, buf: BufId, base: IExpr, axes: Vec<IExpr>, width: u32, access: AccessId },
-    /// Store array `arr` to `width` consecutive elements starting at `base`.
-    VecStore { buf: BufId, base: IExpr, width: u32, arr: LocalId, access: AccessId },
+    /// Store array `arr` to `width` consecutive elements starting at `base`;
+    /// `axes`, when given, the first element's multi-index (as `VecLoad`).
+    VecStore { buf: BufId, base: IExpr, axes: Vec<IExpr>, width: u32, arr: LocalId, access: AccessId },
     SharedSet { arr: SharedId, index: IExpr, value: VExpr },
     /// Store array `src` to `width` consecutive elements of shared `arr`
     /// from `base` (one 16-byte store for eight 16-bit elements).
@@ -493,6 +494,10 @@ pub enum Schedule {
     /// One block per row, fused block reductions (warp shuffles, then
     /// shared memory across warps).
     RowReduction { rows_rank: u32 },
+    /// One block per row, the row's inputs read once into registers by
+    /// 16-byte loads (`slots` runs of `width` elements a thread), every
+    /// pass over the row reading the registers.
+    RowCached { rows_rank: u32, slots: u32, width: u32 },
     /// Shared-memory tiled contraction (SIMT), `bm x bn` tiles, `bk` deep,
     /// `tm x tn` outputs per thread.
     Contraction { bm: u32, bn: u32, bk: u32, tm: u32, tn: u32 },
@@ -511,6 +516,7 @@ impl Schedule {
             Schedule::Pointwise { .. } => "pointwise",
             Schedule::Gather => "gather",
             Schedule::RowReduction { .. } => "row-reduction",
+            Schedule::RowCached { .. } => "row-reduction, cached in registers",
             Schedule::Contraction { .. } => "contraction",
             Schedule::TensorCore { .. } => "tensor-core contraction",
             Schedule::Warpgroup { .. } => "warpgroup tensor-core contraction",
@@ -527,6 +533,12 @@ pub enum ReductionOrder {
     /// Strided partials over `threads` threads, then a butterfly within each
     /// warp of `warp` lanes, then a butterfly over the warps' results.
     Block { threads: u32, warp: u32 },
+    /// As `Block`, with the thread's partial taken over runs of `width`
+    /// consecutive indices: thread `t` sums, in order, the runs that start
+    /// at `(j * threads + t) * width` for `j = 0, 1, ...` (a row cached in
+    /// registers by 16-byte loads).
+    /// At most `slots` runs a thread (the registers that hold them).
+    BlockRuns { threads: u32, warp: u32, width: u32, slots: u32 },
     /// On a matrix unit (tensor cores): `k` products per instruction,
     /// `per_promotion` instructions chained through the unit's accumulator
     /// from zero, each chain's result then added in f32 (to nearest) to
@@ -591,6 +603,27 @@ pub struct ReductionLoop {
     /// The reduction's source variable and where it is bound, for diagnostics.
     pub name: String,
     pub span: Span,
+    /// Where the loop's variable is not the index it visits (a row cached
+    /// in registers: slot loop, then lane loop), what the iterations visit.
+    pub visits: Option<Visits>,
+}
+
+/// The indices a cooperative reduction's iterations visit when its loop
+/// variable is not the index: in the iteration of the lane loop (the
+/// `ReductionLoop`'s `var`) where the loop body's guard holds (the `If`
+/// that is the body's first statement, if any), the thread visits index
+/// `at`, a term over the enclosing loops' variables and the thread. The
+/// prover checks that every index of the range is visited by the thread
+/// and the iteration `witness` names for it (as terms over `elem`), that
+/// no two visits of one row hit one index, and that nothing outside the
+/// range is visited. `outer` is the outermost loop of the visiting
+/// iterations: what holds on entering it holds for every thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Visits {
+    pub outer: IVar,
+    pub at: IExpr,
+    pub elem: IVar,
+    pub witness: Vec<(Witness, IExpr)>,
 }
 
 /// A kernel parameter in signature order.

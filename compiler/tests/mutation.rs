@@ -607,3 +607,96 @@ fn the_two_vector_form_is_proved_and_its_halves_mutants_refuted() {
         assert!(r.obligation.description.contains(by), "{}: refuted by {}", what, r.obligation.description);
     }
 }
+
+/// The row cached in registers (`schedule::row_cached`, issue 21) is proved
+/// like the plain row form, and every generic mutant of it is refuted (the
+/// whole-suite test above mutates the kernels' own schedules, not their
+/// variants): runs one too many, a lane loop starting late, a dropped
+/// guard, a run's start one off. Three of them, named, with the
+/// obligation that refutes each: the reduction's lane guard dropped
+/// (visits past the row), the reduction's lanes starting one late (a
+/// column unvisited), the vector path taken for rows that are not whole
+/// vectors (a read past the end).
+#[test]
+fn the_cached_row_form_is_proved_and_its_mutants_refuted() {
+    use tokitai_compiler::kir::{Cond, IExpr, KStmt, Schedule};
+    use tokitai_compiler::verify::mutate::mutants;
+    fn edit(body: &mut [KStmt], f: &dyn Fn(&mut KStmt) -> bool) -> usize {
+        body.iter_mut()
+            .map(|s| {
+                usize::from(f(s))
+                    + match s {
+                        KStmt::For { body, .. } => edit(body, f),
+                        KStmt::If { then, els, .. } => edit(then, f) + edit(els, f),
+                        _ => 0,
+                    }
+            })
+            .sum()
+    }
+    let arts = compile_example("softmax.tk", &Target::default_cuda());
+    let cfg = Config { timeout_ms: 10_000 };
+    let mut checked = 0;
+    for (i, k) in arts.program.kernels.iter().enumerate() {
+        for v in arts.variants[i].iter().filter(|v| v.ir.name.ends_with("_c256x2")) {
+            assert!(matches!(v.ir.schedule, Schedule::RowCached { slots: 2, width: 8, .. }), "{:?}", v.ir.schedule);
+            let kernel = v.kernel(k);
+            // A run loop one iteration longer is an equivalent mutant, not
+            // a bug: under the variant's guard (C <= 256 * 2 * 8) the extra
+            // run starts at c0 >= 4096 >= C, so every one of its guards is
+            // false and it does nothing (as the plain form's one-iteration
+            // loops are not given a wider stride).
+            let equivalent = |m: &tokitai_compiler::verify::mutate::Mutant| m.description.ends_with("loop `run` runs one iteration too far");
+            let all: Vec<_> = mutants(&kernel, &v.ir).into_iter().filter(|m| !equivalent(m)).collect();
+            assert!(all.len() >= 30, "{}: only {} mutants", v.ir.name, all.len());
+            let survivors: Vec<String> = all.iter().filter(|m| first_refutation(&kernel, &m.ir, &cfg).is_none()).map(|m| format!("{}: {}", m.operator, m.description)).collect();
+            assert!(survivors.is_empty(), "{}: {} of {} mutants survived:\n{}", v.ir.name, survivors.len(), all.len(), survivors.join("\n"));
+            checked += 1;
+            if k.name != "softmax_fwd" {
+                continue;
+            }
+            // The reduction's lanes: `for lane in 0..8 { if c0 + lane < C { .. } }`.
+            let is_lane_guard = |s: &KStmt| matches!(s, KStmt::If { cond: Cond::Lt(IExpr::Add(..), IExpr::Dim(_)), els, then } if els.is_empty() && then.iter().any(|t| matches!(t, KStmt::Assign { .. })));
+            let mut unguarded = v.ir.clone();
+            let n = edit(&mut unguarded.body, &|s| {
+                if is_lane_guard(s) {
+                    if let KStmt::If { cond, .. } = s {
+                        *cond = Cond::True;
+                    }
+                    return true;
+                }
+                false
+            });
+            assert_eq!(n, 2, "the max and the sum each guard their lanes");
+            let mut late = v.ir.clone();
+            let n = edit(&mut late.body, &|s| match s {
+                KStmt::For { start, body, .. } if body.first().is_some_and(is_lane_guard) => {
+                    *start = IExpr::c(1);
+                    true
+                }
+                _ => false,
+            });
+            assert_eq!(n, 2);
+            // `vec_end = aligned && C % 8 == 0 ? C : 0`, the condition dropped.
+            let mut always_vectors = v.ir.clone();
+            let n = edit(&mut always_vectors.body, &|s| match s {
+                KStmt::LetInt { value: IExpr::Select(c, ..), .. } => {
+                    **c = Cond::True;
+                    true
+                }
+                _ => false,
+            });
+            assert_eq!(n, 1);
+            // Past the row's end a lane reads a register no load set (or,
+            // where the row fills the runs, visits a column past it).
+            for (what, m, by) in [
+                ("lane guard dropped", unguarded, &["visits no index outside its range", "that is read was set before"][..]),
+                ("lanes start one late", late, &["visit every index"][..]),
+                ("vectors for every row", always_vectors, &["stays within"][..]),
+            ] {
+                let r = first_refutation(&kernel, &m, &cfg).unwrap_or_else(|| panic!("{}: not refuted", what));
+                assert!(by.iter().any(|b| r.obligation.description.contains(b)), "{}: refuted by {}", what, r.obligation.description);
+            }
+        }
+    }
+    assert_eq!(checked, 2, "softmax_fwd and softmax_bwd have the 256 x 2 form");
+}

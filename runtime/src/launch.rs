@@ -86,7 +86,7 @@ impl KernelDef {
         let key = (self.row_length)(dims);
         let guarded = guarded_variants_on();
         let skipped = |v: &Variant| skipped_variants().iter().any(|s| v.name.strip_prefix(self.info.name).is_some_and(|rest| rest == format!("_{}", s)));
-        match self.variants.iter().find(|v| (guarded || v.guard.is_none()) && !skipped(v) && v.serves(dims, key)) {
+        match self.variants.iter().find(|v| (guarded || !v.asks_long_sums()) && !skipped(v) && v.serves(dims, key)) {
             Some(v) => Chosen::of(v),
             None => self.primary(),
         }

@@ -593,6 +593,17 @@ impl<'a> Walk<'a> {
                         let levels = 2.0 * (warp as f64).log2().ceil();
                         n.scale(tokitai_contracts::fp::div_up(1.0, threads as f64)).add(&MagPoly::constant(1.0 + levels))
                     }
+                    // A thread adds at most its `slots` runs of `width`
+                    // (one run: `width`, whatever the row's length), and
+                    // at most ceil(ceil(n / w) / t) w <= n / t + w.
+                    ReductionOrder::BlockRuns { threads, warp, width, slots } => {
+                        let levels = 2.0 * (warp as f64).log2().ceil();
+                        if slots == 1 {
+                            MagPoly::constant(width as f64 + levels)
+                        } else {
+                            n.scale(tokitai_contracts::fp::div_up(1.0, threads as f64)).add(&MagPoly::constant(width as f64 + levels))
+                        }
+                    }
                     // The unit's group error as roundings, then one per
                     // promotion: ceil(n / (k q)) <= n / (k q) + 1.
                     ReductionOrder::MatrixUnit { k, per_promotion } => {

@@ -880,12 +880,26 @@ pub(crate) fn summation_height(order: ReductionOrder, n: i64, one_signed: bool) 
             let levels = 2.0 * (warp as f64).log2().ceil();
             (per as f64 + levels, format!("{} per thread, then 2 x {} butterfly levels", per, levels / 2.0))
         }
+        ReductionOrder::BlockRuns { threads, warp, width, slots } => {
+            let per = runs_per_thread(n, threads, width).min((slots * width) as i64);
+            let levels = 2.0 * (warp as f64).log2().ceil();
+            (per as f64 + levels, format!("{} per thread in runs of {}, then 2 x {} butterfly levels", per, width, levels / 2.0))
+        }
         ReductionOrder::MatrixUnit { k, per_promotion } => {
             let (any, relative) = tokitai_contracts::fp::matrix_unit::heights(n.max(0) as u64, k, per_promotion);
             let h = if one_signed { relative } else { any };
             (h, format!("on the matrix unit, {} products per instruction, promoted to f32 every {}: as {:.1} roundings, assuming {}", k, per_promotion, h, tokitai_contracts::fp::matrix_unit::ASSUMPTION))
         }
     }
+}
+
+/// The most terms one thread adds in sequence in `BlockRuns` order: the
+/// runs of `width` that start at `(j * threads + t) * width`, at most
+/// `ceil(ceil(n / width) / threads)` of them, each at most `width` long.
+pub(crate) fn runs_per_thread(n: i64, threads: u32, width: u32) -> i64 {
+    let (t, w) = (threads as i64, width as i64);
+    let runs = (n.max(0) + w - 1) / w;
+    ((runs + t - 1) / t) * w
 }
 
 /// A sum on the matrix unit multiplies f16 or bf16 values (both of one

@@ -78,11 +78,12 @@ pub mod tk_info {
         /// Dynamic shared memory a launch asks for, in bytes (0: static).
         pub dynamic_shared: u32,
         /// What it asks of a launch beyond the kernel's `requires`, proved
-        /// as one more: `(dim, least, any_key_from)`, dim `dim` (kernel dim
-        /// order) at least `least` (a matrix unit's bound holds for sums
-        /// that long); where it is at least `any_key_from`, the variant
-        /// serves every key (a long sum pays for the unit on a small output).
-        pub guard: Option<(usize, i64, i64)>,
+        /// as more: `(dim, least, most, any_key_from)`, dim `dim` (kernel
+        /// dim order) at least `least` (a matrix unit's bound holds for
+        /// sums that long) and at most `most` (a row cached in registers);
+        /// where it is at least `any_key_from`, the variant serves every
+        /// key (a long sum pays for the unit on a small output).
+        pub guard: Option<(usize, i64, i64, i64)>,
     }
     impl Variant {
         /// Does this variant serve a launch with these dims and key?
@@ -90,8 +91,12 @@ pub mod tk_info {
             let keyed = self.min_row <= key && key <= self.max_row;
             match self.guard {
                 None => keyed,
-                Some((d, least, any_key_from)) => dims.get(d).is_some_and(|v| *v >= least && (keyed || *v >= any_key_from)),
+                Some((d, least, most, any_key_from)) => dims.get(d).is_some_and(|v| *v >= least && *v <= most && (keyed || *v >= any_key_from)),
             }
+        }
+        /// Does it ask a sum at least so long (a matrix unit's guard)?
+        pub fn asks_long_sums(&self) -> bool {
+            self.guard.is_some_and(|(_, least, _, _)| least > 1)
         }
     }
     /// A polynomial of `tolerance_formula` or `conditions` at symbol values

@@ -624,6 +624,7 @@ fn describe(s: &Schedule) -> String {
         Schedule::Pointwise { .. } => "pointwise".into(),
         Schedule::Gather => "gather (indirect reads)".into(),
         Schedule::RowReduction { rows_rank } => format!("row reduction, one block per row (rank-{} rows)", rows_rank),
+        Schedule::RowCached { rows_rank, slots, width } => format!("row reduction, one block per row (rank-{} rows), the row read once into registers: {} runs of {} elements a thread", rows_rank, slots, width),
         Schedule::Contraction { bm, bn, bk, tm, tn } => format!("contraction, {}x{} tiles, k-slabs of {}, {}x{} per thread", bm, bn, bk, tm, tn),
         Schedule::TensorCore { bm, bn, bk, shape } => format!("tensor-core contraction, {}x{} tiles, k-slabs of {}, {:?} instructions", bm, bn, bk, shape),
         Schedule::Warpgroup { bm, bn, bk, n } => format!("warpgroup tensor-core contraction, {}x{} tiles, k-slabs of {}, wgmma m64n{}k16 instructions", bm, bn, bk, n),

@@ -57,7 +57,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> Strin
         .map(|(i, variant)| {
             let (v, (lo, hi)) = (&variant.ir, variant.keys);
             let guard = match variant.guard {
-                Some(g) => format!("Some(({}, {}, {}))", g.dim, g.at_least, g.any_key_from),
+                Some(g) => format!("Some(({}, {}, {}, {}))", g.dim, g.at_least, g.at_most, g.any_key_from),
                 None => "None".into(),
             };
             format!(

@@ -550,19 +550,26 @@ impl<'a> Gen<'a> {
         let result = |acc: &str| if op == RedOp::Argmax { format!("({}.1 as {})", acc, self.vt(ty)) } else { acc.to_string() };
         let order = self.ir.and_then(|ir| ir.reduction_order.get(&var).copied()).unwrap_or(ReductionOrder::Sequential);
         match (self.mode, order) {
-            (Mode::Mirror, ReductionOrder::Block { threads, warp }) => {
+            (Mode::Mirror, ReductionOrder::Block { threads, warp } | ReductionOrder::BlockRuns { threads, warp, .. }) => {
+                let width = match order {
+                    ReductionOrder::BlockRuns { width, .. } => width,
+                    _ => 1,
+                };
                 let f = if op == RedOp::Argmax {
                     "&|a: (_, _), b: (_, _)| { let take = b.0 > a.0 || (b.0 == a.0 && b.1 < a.1); (if b.0 > a.0 { b.0 } else { a.0 }, if take { b.1 } else { a.1 }) }".to_string()
                 } else {
                     format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b"))
                 };
                 format!(
-                    "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                    "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {walk} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                    walk = if width == 1 {
+                        format!("let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }}", v = v, ext = ext, step = step("acc"), threads = threads)
+                    } else {
+                        format!("let mut run = tid * {w}; while run < {ext} {{ for {v} in run..(run + {w}).min({ext}) {{ {step} }} run += {threads} * {w}; }}", w = width, v = v, ext = ext, step = step("acc"), threads = threads)
+                    },
                     init = init,
                     threads = threads,
-                    v = v,
                     ext = ext,
-                    step = step("acc"),
                     warp = warp,
                     f = f,
                     res = result("acc")

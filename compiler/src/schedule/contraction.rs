@@ -186,8 +186,8 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     ];
     let frags = vec![KStmt::DeclArray { arr: afrag, len: tm, init: None }, KStmt::DeclArray { arr: bfrag, len: tn, init: None }];
     let kname = b.k.vars[p.kvar].name.clone();
-    b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(bk as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span });
-    b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: bk as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span });
+    b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(bk as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span, visits: None });
+    b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: bk as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span, visits: None });
     kbody.push(KStmt::unrolled(kk_v, bk, [frags, inner].concat()));
     kbody.push(KStmt::Barrier);
     body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(bk as i64), unroll: false, body: kbody });
@@ -463,7 +463,7 @@ pub(super) fn vector_decision(b: &mut Builder, p: &Plan, (mvar, nvar): (VarId, V
 pub(super) fn slab_loop(b: &mut Builder, k0: IVar, kvar: VarId, bk: u32, body: Vec<KStmt>) -> KStmt {
     let kext = extent_expr(b.k.vars[kvar].extent);
     let (name, span) = (format!("the slabs of `{}`", b.k.vars[kvar].name), b.k.vars[kvar].span);
-    b.ir.reduction_loops.push(ReductionLoop { var: k0, extent: kext.clone(), cooperative: false, granule: bk as i64, name, span });
+    b.ir.reduction_loops.push(ReductionLoop { var: k0, extent: kext.clone(), cooperative: false, granule: bk as i64, name, span, visits: None });
     KStmt::For { var: k0, start: IExpr::c(0), end: kext, step: IExpr::c(bk as i64), unroll: false, body }
 }
 

@@ -355,7 +355,7 @@ impl<'k> Builder<'k> {
             combine_into(op, acc, idx, acc_ty, term, VExpr::new(VKind::Int(IExpr::Var(k)), Dtype::I32), &mut body_out);
         }
         let extent = super::extent_expr(self.k.vars[var].extent);
-        self.ir.reduction_loops.push(ReductionLoop { var: k, extent: extent.clone(), cooperative: false, granule: 1, name: format!("`{}`", name), span: self.k.vars[var].span });
+        self.ir.reduction_loops.push(ReductionLoop { var: k, extent: extent.clone(), cooperative: false, granule: 1, name: format!("`{}`", name), span: self.k.vars[var].span, visits: None });
         out.push(KStmt::For { var: k, start: IExpr::c(0), end: extent, step: IExpr::c(1), unroll: false, body: body_out });
         Ok(match idx {
             Some(i) => VExpr::local(i, Dtype::I32),

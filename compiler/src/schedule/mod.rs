@@ -14,6 +14,7 @@ mod lower;
 mod pointwise;
 mod producer_ring;
 mod row;
+mod row_cached;
 pub mod tensor_core;
 pub mod warpgroup;
 
@@ -70,15 +71,20 @@ impl Variant {
 }
 
 /// What a variant asks of a launch beyond the kernel's `requires`: dim
-/// `dim` (an index into the kernel's dims) at least `at_least`. The
-/// matrix-unit schedules' error bound holds only for sums that long
-/// (`warpgroup::MIN_K`, `tensor_core::MIN_K`), so a kernel that admits
-/// shorter sums gets them as a variant, proved with the guard as one more
-/// `requires` and chosen at launch only where it holds.
+/// `dim` (an index into the kernel's dims) at least `at_least` and at most
+/// `at_most`. The matrix-unit schedules' error bound holds only for sums
+/// that long (`warpgroup::MIN_K`, `tensor_core::MIN_K`), so a kernel that
+/// admits shorter sums gets them as a variant, proved with the guard as
+/// one more `requires` and chosen at launch only where it holds; a row
+/// cached in registers (`row_cached`) holds rows of at most so many
+/// elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Guard {
     pub dim: usize,
+    /// 1 where nothing is asked (every dim is at least 1).
     pub at_least: i64,
+    /// `i64::MAX` where nothing is asked.
+    pub at_most: i64,
     /// A choice, not a proof obligation: where the dim is at least this,
     /// the variant serves every key, not only its `keys` (a long sum pays
     /// for the unit's larger tiles even on a small output).
@@ -86,20 +92,35 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// `k` with `requires <dim> >= <at_least>` added.
+    /// `k` with `requires <dim> >= <at_least>` and `requires <dim> <=
+    /// <at_most>` added (each where it asks something).
     pub fn kernel(&self, k: &Kernel) -> Kernel {
         let span = k.span;
-        let dim = tir::TExpr { kind: TExprKind::Dim(self.dim), ty: crate::types::Dtype::I32, span };
-        let least = tir::TExpr { kind: TExprKind::Const(tir::Const::Int(self.at_least)), ty: crate::types::Dtype::I32, span };
-        let expr = tir::TExpr { kind: TExprKind::Binary(crate::syntax::ast::BinOp::Ge, Box::new(dim), Box::new(least)), ty: crate::types::Dtype::Bool, span };
         let mut out = k.clone();
-        out.requires.push(tir::Contract::Pred { expr, text: self.text(k), span });
+        let clause = |op: crate::syntax::ast::BinOp, v: i64| {
+            let dim = tir::TExpr { kind: TExprKind::Dim(self.dim), ty: crate::types::Dtype::I32, span };
+            let bound = tir::TExpr { kind: TExprKind::Const(tir::Const::Int(v)), ty: crate::types::Dtype::I32, span };
+            tir::TExpr { kind: TExprKind::Binary(op, Box::new(dim), Box::new(bound)), ty: crate::types::Dtype::Bool, span }
+        };
+        if self.at_least > 1 {
+            let expr = clause(crate::syntax::ast::BinOp::Ge, self.at_least);
+            out.requires.push(tir::Contract::Pred { expr, text: format!("{} >= {}", k.dims[self.dim].name, self.at_least), span });
+        }
+        if self.at_most < i64::MAX {
+            let expr = clause(crate::syntax::ast::BinOp::Le, self.at_most);
+            out.requires.push(tir::Contract::Pred { expr, text: format!("{} <= {}", k.dims[self.dim].name, self.at_most), span });
+        }
         out
     }
 
-    /// The guard as a `requires` clause reads.
+    /// The guard as `requires` clauses read.
     pub fn text(&self, k: &Kernel) -> String {
-        format!("{} >= {}", k.dims[self.dim].name, self.at_least)
+        let name = &k.dims[self.dim].name;
+        match (self.at_least > 1, self.at_most < i64::MAX) {
+            (true, true) => format!("{} >= {}, {} <= {}", name, self.at_least, name, self.at_most),
+            (false, true) => format!("{} <= {}", name, self.at_most),
+            _ => format!("{} >= {}", name, self.at_least),
+        }
     }
 }
 
@@ -109,6 +130,19 @@ impl Guard {
 /// rows of 1024 ran 1.2-1.7x faster with 128 threads, rows of 32000 1.5x
 /// faster with 512; at 4096 the three sizes were within a few percent.
 pub const ROW_VARIANTS: &[(u32, i64, i64)] = &[(128, 1, 2048), (512, 16384, i64::MAX)];
+
+/// The cached row form's shapes (`row_cached`), `(block, slots)`, each
+/// serving the rows longer than the one before serves, up to `block x
+/// slots x width` columns (`width`: 16 bytes of the kernel's narrowest
+/// row dtype; 8 for f16): 8192 f16 columns; longer rows take the plain
+/// form (`ROW_VARIANTS`). Measured on the H100 (bench/run_cached_rows.sh,
+/// bench/RESULTS.md, thirteenth session): softmax_bwd at 16384 x 4096
+/// went from 86% to 98% of copy (256 x 2), row_norm_sq at 65536 x 1024
+/// from 71% to 88-90% and softmax_fwd there from 54-56% to 63% (128 x 1);
+/// softmax_fwd at 16384 x 4096 stayed at 59%; at 4096 x 32000 a 1024 x 4
+/// form ran at 47% against the plain 512-thread form's 50%, so rows that
+/// long are not cached.
+pub const CACHED_ROWS: &[(u32, u32)] = &[(128, 1), (256, 1), (256, 2), (512, 2)];
 
 /// When a matrix-unit variant is chosen: for outputs of at least
 /// `MATRIX_UNIT_MIN_TILES` default (64 x 64) tiles, and for smaller ones
@@ -162,13 +196,60 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
     if !ir.reduction_loops.iter().any(|r| r.cooperative) {
         return Ok(Vec::new());
     }
-    let mut out = Vec::new();
+    let mut out = cached_row_variants(k, target, rows_rank as usize)?;
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
         out.push(Variant { ir: v, keys: (lo, hi), guard: None });
     }
     Ok(out)
+}
+
+/// The cached row form at each of `CACHED_ROWS`'s shapes
+/// (`<kernel>_c<block>x<slots>`), keyed by row length, where the kernel
+/// fits it; none past the longest row the kernel admits.
+fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize) -> Result<Vec<Variant>, Diagnostic> {
+    let Some(plan) = row_cached::plan(k, prefix) else { return Ok(Vec::new()) };
+    // The row length as a dim: the guard bounds it.
+    let tir::Dim::Sym(dim) = plan.extent else { return Ok(Vec::new()) };
+    let longest = k.dim_upper_bound(plan.extent);
+    let mut out = Vec::new();
+    let mut shortest = 1;
+    for &(block, slots) in CACHED_ROWS {
+        if longest.is_some_and(|most| most < shortest) {
+            break;
+        }
+        let cap = (block * slots * plan.width) as i64;
+        // Rows the kernel admits all fit: no guard to ask.
+        let guard = longest.is_none_or(|most| most > cap).then_some(Guard { dim, at_least: 1, at_most: cap, any_key_from: i64::MAX });
+        let guarded = guard.map(|g| g.kernel(k));
+        let kernel = guarded.as_ref().unwrap_or(k);
+        let Some(mut ir) = row_cached::schedule(kernel, target, prefix, block, slots)? else { break };
+        if !meets_declared_tolerance(kernel, &ir) {
+            continue;
+        }
+        ir.name = format!("{}_c{}x{}", k.name, block, slots);
+        out.push(Variant { ir, keys: (shortest, cap), guard });
+        shortest = cap + 1;
+    }
+    Ok(out)
+}
+
+/// Does a candidate schedule's own summation order meet the kernel's
+/// declared tolerance? Asked of candidates that change the order (the
+/// cached rows sum runs of 8 in each thread, which raises the constant
+/// part of a bound): the tolerance is the kernel's contract, so a
+/// candidate that cannot meet it is not emitted, never the tolerance
+/// loosened for it. Decidable here for tolerances in launch-time
+/// magnitudes (`accuracy::magnitude`, no solver); a tolerance over a
+/// numeric domain is proved with the solver at build time, where a
+/// candidate that fails stops the build with the failing bound.
+fn meets_declared_tolerance(k: &Kernel, ir: &crate::kir::KernelIr) -> bool {
+    if !k.uses_magnitudes() {
+        return true;
+    }
+    let a = crate::accuracy::magnitude::analyze(k, ir);
+    a.outputs.iter().all(|o| o.failure.is_none() && matches!(o.verdict, Some(crate::accuracy::magnitude::Verdict::Within(_))))
 }
 
 /// A matrix unit's schedule: the shortest sum its bound holds for, the
@@ -242,7 +323,7 @@ fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k
     if k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min_k) {
         return Ok(None);
     }
-    let guard = Guard { dim, at_least: min_k, any_key_from };
+    let guard = Guard { dim, at_least: min_k, at_most: i64::MAX, any_key_from };
     let guarded = guard.kernel(k);
     let Some(gplan) = contraction::detect(&guarded) else { return Ok(None) };
     if !admits(&guarded, target, &gplan) {

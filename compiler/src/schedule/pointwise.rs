@@ -251,7 +251,7 @@ fn vector_compute(b: &mut Builder, w: u32, base: IExpr, env: &mut Env, out: &mut
     for (t, arr, span) in results {
         let buf = b.buf(t);
         let access = b.access(buf, AccessKind::Write, span, format!("vector write of `{}`", k.tensors[t].name));
-        out.push(KStmt::VecStore { buf, base: base.clone(), width: w, arr, access });
+        out.push(KStmt::VecStore { buf, base: base.clone(), axes: Vec::new(), width: w, arr, access });
         stores.push((t, access));
     }
     Ok(())

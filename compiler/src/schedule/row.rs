@@ -6,6 +6,7 @@
 //! strided loop; element intermediates are recomputed where they are read.
 
 use super::lower::{combine_into, identity, node_key, Builder, Env};
+use super::row_cached::{self, CachePlan};
 use super::{extent_expr, BLOCK};
 use crate::diag::Diagnostic;
 use crate::kir::*;
@@ -16,7 +17,7 @@ use crate::types::Dtype;
 use petgraph::algo::has_path_connecting;
 use petgraph::graph::NodeIndex;
 
-enum Item {
+pub(super) enum Item {
     /// Row statements whose top-level reductions share one pass.
     Reductions(Vec<StmtId>),
     /// A row statement without reductions.
@@ -31,14 +32,29 @@ pub fn schedule(k: &Kernel, target: &Target, prefix: usize) -> Result<KernelIr, 
 
 /// The row schedule with `block` threads per row.
 pub fn schedule_with_block(k: &Kernel, target: &Target, prefix: usize, block: u32) -> Result<KernelIr, Diagnostic> {
-    let mut b = Builder::new(k, target, Schedule::RowReduction { rows_rank: prefix as u32 }, block);
+    build(k, target, prefix, block, None)
+}
+
+/// The row schedule with `block` threads per row, the row's inputs read
+/// once into registers where `cache` says how (`row_cached`).
+pub(super) fn build(k: &Kernel, target: &Target, prefix: usize, block: u32, cache: Option<(&CachePlan, u32)>) -> Result<KernelIr, Diagnostic> {
+    let schedule = match cache {
+        Some((plan, slots)) => Schedule::RowCached { rows_rank: prefix as u32, slots, width: plan.width },
+        None => Schedule::RowReduction { rows_rank: prefix as u32 },
+    };
+    let mut b = Builder::new(k, target, schedule, block);
     let first = &k.stmts[0].vars[..prefix];
     let rows = first.iter().fold(IExpr::c(1), |acc, v| acc.mul(extent_expr(k.vars[*v].extent)));
+    let mut top = Vec::new();
+    let mut layout = cache.map(|(plan, slots)| row_cached::Layout::new(&mut b, plan, slots, &mut top));
     let row = b.ivar("row");
     b.row_var = Some(row);
     let mut env = Env::default();
     let mut body = Vec::new();
     b.decompose(IExpr::Var(row), first, &mut env, &mut body);
+    if let Some(l) = layout.as_mut() {
+        l.load(&mut b, prefix, &env, &mut body);
+    }
     for s in &k.stmts {
         for (j, v) in s.vars[..prefix].iter().enumerate() {
             let e = env.vars[&first[j]].clone();
@@ -55,20 +71,22 @@ pub fn schedule_with_block(k: &Kernel, target: &Target, prefix: usize, block: u3
     let passes = items.iter().filter(|i| matches!(i, Item::Reductions(_))).count();
     b.closing_barrier = passes == 1;
     for item in items {
-        match item {
-            Item::Reductions(stmts) => reduction_pass(&mut b, &stmts, &mut env, &mut body)?,
-            Item::Scalar(s) => row_statement(&mut b, s, &mut env, &mut body)?,
-            Item::Elements(stmts) => element_loop(&mut b, &stmts, prefix, &mut env, &mut body)?,
+        match (item, layout.as_ref()) {
+            (Item::Reductions(stmts), _) => reduction_pass(&mut b, &stmts, &mut env, &mut body, layout.as_ref())?,
+            (Item::Scalar(s), _) => row_statement(&mut b, s, &mut env, &mut body)?,
+            (Item::Elements(stmts), None) => element_loop(&mut b, &stmts, prefix, &mut env, &mut body)?,
+            (Item::Elements(stmts), Some(l)) => l.element_loop(&mut b, &stmts, prefix, &env, &mut body)?,
         }
     }
-    b.ir.body = vec![KStmt::For { var: row, start: IExpr::BlockIdx(0), end: rows.clone(), step: IExpr::GridDim(0), unroll: false, body }];
+    top.push(KStmt::For { var: row, start: IExpr::BlockIdx(0), end: rows.clone(), step: IExpr::GridDim(0), unroll: false, body });
+    b.ir.body = top;
     b.ir.grid = vec![GridDim::Stride { work: rows, per_block: 1 }];
     Ok(b.finish())
 }
 
 /// Group statements: independent reduction statements fuse into one pass;
 /// consecutive output element statements share one loop.
-fn plan(k: &Kernel, prefix: usize) -> Vec<Item> {
+pub(super) fn plan(k: &Kernel, prefix: usize) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     let depends = |a: StmtId, b: StmtId| has_path_connecting(&k.graph, NodeIndex::new(a), NodeIndex::new(b), None);
     for (si, s) in k.stmts.iter().enumerate() {
@@ -103,19 +121,37 @@ fn same_extents(k: &Kernel, a: StmtId, b: StmtId, prefix: usize) -> bool {
     va.len() == vb.len() && va.iter().zip(vb).all(|(x, y)| k.dims_equal(k.vars[*x].extent, k.vars[*y].extent))
 }
 
-struct Acc<'t> {
+pub(super) struct Acc<'t> {
     node: &'t TExpr,
     op: RedOp,
-    var: tir::VarId,
+    pub(super) var: tir::VarId,
     body: &'t TExpr,
     value: LocalId,
     index: Option<LocalId>,
     ty: Dtype,
 }
 
-/// One strided pass computing every top-level reduction of `stmts`, then
-/// the block reduction, then the statements' row values.
-fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
+/// One term of a reduction into its accumulator, at index `c` (the
+/// environment binds the reduction's variable): a fused multiply-add for
+/// sums of products, else the term and a combine.
+pub(super) fn accumulate(b: &mut Builder, a: &Acc, c: IExpr, inner: &mut Env, body: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
+    if let (RedOp::Sum, Some((x, y))) = (a.op, tir::fma_operands(a.body)) {
+        let (x, y) = (b.lower(x, inner, body)?, b.lower(y, inner, body)?);
+        let fma = VExpr::new(VKind::Fma(Box::new(x.cast(a.ty)), Box::new(y.cast(a.ty)), Box::new(VExpr::local(a.value, a.ty))), a.ty);
+        body.push(KStmt::Assign { local: a.value, value: fma });
+    } else {
+        let v = b.lower(a.body, inner, body)?;
+        let term = b.local(&format!("{}_term", b.k.vars[a.var].name), a.ty);
+        body.push(KStmt::Decl { local: term, init: Some(v) });
+        combine_into(a.op, a.value, a.index, a.ty, VExpr::local(term, a.ty), VExpr::new(VKind::Int(c), Dtype::I32), body);
+    }
+    Ok(())
+}
+
+/// One pass computing every top-level reduction of `stmts` (strided over
+/// the row, or over its registers with `cache`), then the block
+/// reduction, then the statements' row values.
+fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Vec<KStmt>, cache: Option<&row_cached::Layout>) -> Result<(), Diagnostic> {
     let k = b.k;
     let mut accs: Vec<Acc> = Vec::new();
     for s in stmts {
@@ -144,6 +180,11 @@ fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Ve
         }
     }
     for g in &groups {
+        if let Some(l) = cache {
+            let group: Vec<&Acc> = g.iter().map(|&i| &accs[i]).collect();
+            l.reduction_loop(b, &group, env, out)?;
+            continue;
+        }
         let extent = extent_expr(k.vars[accs[g[0]].var].extent);
         let c = b.ivar(&k.vars[accs[g[0]].var].name.clone());
         let mut body = Vec::new();
@@ -152,19 +193,10 @@ fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Ve
             b.ir.reduction_order.insert(a.var, ReductionOrder::Block { threads: b.ir.block, warp: b.warp() });
             let mut inner = env.clone();
             inner.vars.insert(a.var, IExpr::Var(c));
-            if let (RedOp::Sum, Some((x, y))) = (a.op, tir::fma_operands(a.body)) {
-                let (x, y) = (b.lower(x, &mut inner, &mut body)?, b.lower(y, &mut inner, &mut body)?);
-                let fma = VExpr::new(VKind::Fma(Box::new(x.cast(a.ty)), Box::new(y.cast(a.ty)), Box::new(VExpr::local(a.value, a.ty))), a.ty);
-                body.push(KStmt::Assign { local: a.value, value: fma });
-            } else {
-                let v = b.lower(a.body, &mut inner, &mut body)?;
-                let term = b.local(&format!("{}_term", k.vars[a.var].name), a.ty);
-                body.push(KStmt::Decl { local: term, init: Some(v) });
-                combine_into(a.op, a.value, a.index, a.ty, VExpr::local(term, a.ty), VExpr::new(VKind::Int(IExpr::Var(c)), Dtype::I32), &mut body);
-            }
+            accumulate(b, a, IExpr::Var(c), &mut inner, &mut body)?;
         }
         let name = format!("`{}`", k.vars[accs[g[0]].var].name);
-        b.ir.reduction_loops.push(ReductionLoop { var: c, extent: extent.clone(), cooperative: true, granule: 1, name, span: k.vars[accs[g[0]].var].span });
+        b.ir.reduction_loops.push(ReductionLoop { var: c, extent: extent.clone(), cooperative: true, granule: 1, name, span: k.vars[accs[g[0]].var].span, visits: None });
         out.push(KStmt::For { var: c, start: IExpr::Tid, end: extent, step: IExpr::c(b.ir.block as i64), unroll: true, body });
     }
     block_reduce(b, &accs, out);
@@ -235,7 +267,7 @@ fn butterfly(accs: &[Acc], warp: u32, out: &mut Vec<KStmt>) {
 
 /// A row statement: its value (reductions already reduced) in a uniform
 /// register; an output is stored by thread 0.
-fn row_statement(b: &mut Builder, si: StmtId, env: &mut Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
+pub(super) fn row_statement(b: &mut Builder, si: StmtId, env: &mut Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
     let stmt = &b.k.stmts[si];
     let value = b.lower(&stmt.value, env, out)?;
     let l = b.local(&b.k.tensors[stmt.target].name.clone(), value.ty);

@@ -277,7 +277,7 @@ fn compute_slab(b: &mut Builder, s: &Slabs, kvar: crate::tir::VarId) -> Vec<KStm
     ];
     let per_slab = (BK as i64) / in_k;
     let kname = b.k.vars[kvar].name.clone();
-    b.ir.reduction_loops.push(ReductionLoop { var: kq_v, extent: IExpr::c(per_slab), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[kvar].span });
+    b.ir.reduction_loops.push(ReductionLoop { var: kq_v, extent: IExpr::c(per_slab), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[kvar].span, visits: None });
     vec![KStmt::unrolled(kq_v, per_slab as u32, step)]
 }
 

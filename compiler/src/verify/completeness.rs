@@ -89,4 +89,49 @@ impl<'a> Gen<'a> {
             self.push(ObligationKind::ReductionComplete, desc, span, &hyps, Term::var(TID).eq(other), show);
         }
     }
+
+    /// A reduction whose iterations visit index `at` (a row cached in
+    /// registers): nothing outside the range is visited; every index of
+    /// the range is visited by the thread and iteration its witness names
+    /// (given that some thread enters the visiting loops); and two visits
+    /// of one index are one visit (the same thread and iteration).
+    pub(super) fn lane_visits_complete(&mut self) {
+        for (n, r) in self.exec.lane_visits.clone().into_iter().enumerate() {
+            let span = r.span;
+            let Term::Var(elem) = &r.elem else { continue };
+            let show = vec![(elem.clone(), format!("index of {}", r.name))];
+            let in_range = r.elem.clone().within(Term::c(0), r.extent.clone());
+            let desc = format!("the loop over {} visits no index outside its range", r.name);
+            let hyps = [r.path.clone(), vec![r.at.clone().eq(r.elem.clone())]].concat();
+            self.push(ObligationKind::ReductionComplete, desc, span, &hyps, in_range.clone(), show.clone());
+            // Every index: the witness's thread and iteration reach the
+            // visit, and visit exactly it.
+            let witness = r.witness.clone();
+            let by_witness = |f: &Formula| f.subst(&|v: &str| witness.iter().find(|(w, _)| w == v).map(|(_, t)| t.clone()));
+            let mut goal: Vec<Formula> = r.path.iter().map(&by_witness).collect();
+            goal.push(by_witness(&r.at.clone().eq(r.elem.clone())));
+            // The witness's thread is one of the block's.
+            let block = self.exec.ir.block as i64;
+            if let Some((_, t)) = witness.iter().find(|(w, _)| w == TID) {
+                goal.push(t.clone().within(Term::c(0), Term::c(block)));
+            }
+            let desc = format!("the threads of a block together visit every index of {}", r.name);
+            self.push(ObligationKind::ReductionComplete, desc, span, &[r.outer_path.clone(), vec![in_range]].concat(), Formula::and(goal), show.clone());
+            // Exactly once: rename the thread and the visiting loops'
+            // variables, and ask the two visits of one index to agree.
+            let renamed = |v: &str| format!("{}'{}", v, n);
+            let names: Vec<String> = r.witness.iter().map(|(w, _)| w.clone()).collect();
+            let other = |f: &Formula| f.subst(&|v: &str| names.iter().any(|w| w == v).then(|| Term::var(renamed(v))));
+            let mut hyps = r.path.clone();
+            hyps.extend(r.path.iter().map(&other));
+            hyps.push(r.at.clone().eq(r.elem.clone()));
+            hyps.push(other(&r.at.clone().eq(r.elem.clone())));
+            if names.iter().any(|v| v == TID) {
+                hyps.push(Term::var(renamed(TID)).within(Term::c(0), Term::c(block)));
+            }
+            let goal = Formula::and(names.iter().map(|v| Term::var(v.clone()).eq(Term::var(renamed(v)))).collect());
+            let desc = format!("no index of {} is visited twice", r.name);
+            self.push(ObligationKind::ReductionComplete, desc, span, &hyps, goal, show);
+        }
+    }
 }

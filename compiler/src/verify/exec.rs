@@ -139,6 +139,23 @@ pub struct ReductionVisit {
     pub path: Vec<Formula>,
 }
 
+/// A reduction whose iterations visit the index `at` (`kir::Visits`):
+/// `path` holds where a visit happens (the lane loop's guard included),
+/// `outer_path` what held on entering the visiting loops, `witness` the
+/// thread and loop variables (by their names in the terms) that visit
+/// index `elem`, as terms over `elem`.
+#[derive(Clone, Debug)]
+pub struct LaneVisit {
+    pub name: String,
+    pub span: crate::span::Span,
+    pub extent: Term,
+    pub at: Term,
+    pub path: Vec<Formula>,
+    pub outer_path: Vec<Formula>,
+    pub elem: Term,
+    pub witness: Vec<(String, Term)>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Barrier {
     /// Every enclosing condition and loop bound, thread-uniform?
@@ -255,6 +272,10 @@ pub struct Exec<'a> {
     load_values: HashMap<(AccessId, String), (Term, Vec<Formula>)>,
     pub slot_reads: Vec<SlotRead>,
     pub reductions: Vec<ReductionVisit>,
+    pub lane_visits: Vec<LaneVisit>,
+    /// The path's length on entering each loop that is some reduction's
+    /// `Visits::outer`.
+    outer_marks: HashMap<IVar, usize>,
 }
 
 fn contains_barrier(body: &[KStmt]) -> bool {
@@ -304,6 +325,8 @@ impl<'a> Exec<'a> {
             load_values: HashMap::new(),
             slot_reads: Vec::new(),
             reductions: Vec::new(),
+            lane_visits: Vec::new(),
+            outer_marks: HashMap::new(),
         };
         e.base = e.launch_assumptions();
         let root = e.new_list(false);
@@ -639,11 +662,16 @@ impl<'a> Exec<'a> {
                 let has_barrier = contains_barrier(body);
                 let body_list = self.new_list(true);
                 let uniform = self.is_uniform(&s0) && self.is_uniform(&e0) && self.is_uniform(&st);
+                if self.ir.reduction_loops.iter().any(|r| r.visits.as_ref().is_some_and(|v| v.outer == *var)) {
+                    self.outer_marks.insert(*var, self.path.len());
+                }
                 if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var) {
                     self.reduction_ids.push(self.loops.len());
-                    let extent = self.iterm_pure(&r.extent);
-                    let visit = ReductionVisit { name: r.name.clone(), span: r.span, cooperative: r.cooperative, granule: r.granule, start: s0.clone(), end: e0.clone(), step: st.clone(), extent, path: self.path.clone() };
-                    self.reductions.push(visit);
+                    if r.visits.is_none() {
+                        let extent = self.iterm_pure(&r.extent);
+                        let visit = ReductionVisit { name: r.name.clone(), span: r.span, cooperative: r.cooperative, granule: r.granule, start: s0.clone(), end: e0.clone(), step: st.clone(), extent, path: self.path.clone() };
+                        self.reductions.push(visit);
+                    }
                 }
                 self.loops.push(LoopInfo { var: name, form, has_barrier, start: s0.clone(), body_list });
                 let id = self.loops.len() - 1;
@@ -675,6 +703,9 @@ impl<'a> Exec<'a> {
                     if let Term::Const(c) = **b {
                         self.path.push(kv.clone().sub(s0.clone()).rem(Term::c(c)).eq(Term::c(0)));
                     }
+                }
+                if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var && r.visits.is_some()) {
+                    self.lane_visit(r, body);
                 }
                 // The increment after the last iteration must not overflow.
                 let next = kv.clone().add(st.clone());
@@ -743,10 +774,14 @@ impl<'a> Exec<'a> {
                 let slot = Term::var(format!("slot#{}", self.fresh));
                 self.read_slot(*src, slot.clone(), vec![slot.within(Term::c(0), Term::c(*width as i64))], None);
             }
-            KStmt::VecStore { buf, base, width, access, arr } => {
+            KStmt::VecStore { buf, base, axes, width, access, arr } => {
                 self.array_read(*arr);
                 let t = self.iterm(base);
+                let axes: Vec<Term> = axes.iter().map(|a| self.iterm(a)).collect();
                 self.record(Target::Global(*buf), true, t, *width, Some(*access), None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.axes = axes;
+                }
                 self.fresh += 1;
                 let slot = Term::var(format!("slot#{}", self.fresh));
                 let span = Some(self.ir.accesses[*access].span);
@@ -951,6 +986,37 @@ impl<'a> Exec<'a> {
 
     /// A read of register array `arr`: the thread-only conditions it is
     /// read under (see `array_readers`).
+    /// Record the visits of a reduction loop with `Visits`, on entering
+    /// its (lane) loop: the path there, with the guard of the `If` that
+    /// opens the loop's body, where one does.
+    fn lane_visit(&mut self, r: &crate::kir::ReductionLoop, body: &[KStmt]) {
+        let v = r.visits.as_ref().expect("called for reductions with visits");
+        let extent = self.iterm_pure(&r.extent);
+        let at = self.iterm_pure(&v.at);
+        let mut path = self.path.clone();
+        if let Some(KStmt::If { cond, els, .. }) = body.first() {
+            if els.is_empty() {
+                let saved = std::mem::take(&mut self.int_ops);
+                path.push(self.cond(cond));
+                self.int_ops = saved;
+            }
+        }
+        let mark = self.outer_marks.get(&v.outer).copied().unwrap_or(0);
+        let outer_path = self.path[..mark].to_vec();
+        let elem = Term::var(format!("{}#{}", self.ir.ivars[v.elem], v.elem));
+        let mut witness = Vec::new();
+        for (w, e) in &v.witness {
+            let name = match w {
+                Witness::Var(iv) => format!("{}#{}", self.ir.ivars[*iv], iv),
+                Witness::Tid => TID.to_string(),
+                Witness::BlockIdx(_) => continue,
+            };
+            let t = self.witness_term(e, &[(v.elem, elem.clone())]);
+            witness.push((name, t));
+        }
+        self.lane_visits.push(LaneVisit { name: r.name.clone(), span: r.span, extent, at, path, outer_path, elem, witness });
+    }
+
     fn array_read(&mut self, arr: LocalId) {
         let only_tid = |f: &Formula| {
             let mut vars = Vec::new();

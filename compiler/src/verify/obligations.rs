@@ -986,6 +986,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.coverage();
     g.registers_initialized();
     g.reductions_complete();
+    g.lane_visits_complete();
     g.ensures();
     let barriers = g.barriers();
     let protocol = g.protocol();
@@ -1020,6 +1021,7 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     g.races();
     g.registers_initialized();
     g.reductions_complete();
+    g.lane_visits_complete();
     g.coverage();
     g.ensures();
     g.overflow(ir.index_ty);
