@@ -18,10 +18,13 @@ fn main() {
         eprintln!("{}: {}", path, e);
         std::process::exit(2);
     });
+    let checked = tokitai_compiler::driver::check_source(&SourceFile::new(&path, &text));
+    let Some(program) = checked.program else {
+        eprintln!("{}: does not check (run `tokitaic check` for the diagnostics)", path);
+        std::process::exit(1);
+    };
     for tname in ["cuda-sm90", "hip-gfx90a", "hip-gfx942"] {
-        let target: Target = tname.parse().unwrap();
-        let checked = tokitai_compiler::driver::check_source(&SourceFile::new(&path, &text));
-        let program = checked.program.unwrap();
+        let target: Target = tname.parse().expect("a known target");
         let irs = tokitai_compiler::schedule::schedule_program(&program, &target).unwrap();
         for (k, ir) in program.kernels.iter().zip(&irs) {
             let mut all = vec![(k.clone(), ir.clone())];

@@ -16,6 +16,22 @@ use tokitai_compiler::verify::first_refutation;
 use tokitai_compiler::verify::mutate::run_all;
 use tokitai_contracts::z3_backend::Config;
 
+/// Apply `f` to every statement of `body`, nested ones included; how many
+/// it changed (it answers true for those).
+fn edit(body: &mut [tokitai_compiler::kir::KStmt], f: &dyn Fn(&mut tokitai_compiler::kir::KStmt) -> bool) -> usize {
+    use tokitai_compiler::kir::KStmt;
+    body.iter_mut()
+        .map(|s| {
+            usize::from(f(s))
+                + match s {
+                    KStmt::For { body, .. } => edit(body, f),
+                    KStmt::If { then, els, .. } => edit(then, f) + edit(els, f),
+                    _ => 0,
+                }
+        })
+        .sum()
+}
+
 #[test]
 fn every_injected_bug_is_refuted() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops");
@@ -533,18 +549,6 @@ fn release_before_wait(body: &mut [tokitai_compiler::kir::KStmt]) -> bool {
 #[test]
 fn the_two_vector_form_is_proved_and_its_halves_mutants_refuted() {
     use tokitai_compiler::kir::{IExpr, KStmt, Schedule};
-    fn edit(body: &mut [KStmt], f: &dyn Fn(&mut KStmt) -> bool) -> usize {
-        body.iter_mut()
-            .map(|s| {
-                usize::from(f(s))
-                    + match s {
-                        KStmt::For { body, .. } => edit(body, f),
-                        KStmt::If { then, els, .. } => edit(then, f) + edit(els, f),
-                        _ => 0,
-                    }
-            })
-            .sum()
-    }
     let arts = compile_example("optim.tk", &Target::default_cuda());
     let i = arts.program.kernels.iter().position(|k| k.name == "sgd_momentum").expect("sgd_momentum");
     let (k, ir) = (&arts.program.kernels[i], &arts.kernels[i]);
@@ -621,18 +625,6 @@ fn the_two_vector_form_is_proved_and_its_halves_mutants_refuted() {
 fn the_cached_row_form_is_proved_and_its_mutants_refuted() {
     use tokitai_compiler::kir::{Cond, IExpr, KStmt, Schedule};
     use tokitai_compiler::verify::mutate::mutants;
-    fn edit(body: &mut [KStmt], f: &dyn Fn(&mut KStmt) -> bool) -> usize {
-        body.iter_mut()
-            .map(|s| {
-                usize::from(f(s))
-                    + match s {
-                        KStmt::For { body, .. } => edit(body, f),
-                        KStmt::If { then, els, .. } => edit(then, f) + edit(els, f),
-                        _ => 0,
-                    }
-            })
-            .sum()
-    }
     let arts = compile_example("softmax.tk", &Target::default_cuda());
     let cfg = Config { timeout_ms: 10_000 };
     let mut checked = 0;

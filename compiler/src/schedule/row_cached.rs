@@ -223,11 +223,11 @@ impl Layout {
     /// vector where it may be, else element by element up to the row's end.
     pub fn load(&mut self, b: &mut Builder, prefix: usize, env: &Env, out: &mut Vec<KStmt>) {
         let w = self.width;
-        self.regs.clear();
-        for &t in &self.cached.clone() {
+        let mut regs = Vec::new();
+        for &t in &self.cached {
             let arr = b.local(&format!("{}_row", b.k.tensors[t].name), b.k.tensors[t].dtype);
             out.push(KStmt::DeclArray { arr, len: self.slots * w, init: None });
-            self.regs.push((t, arr));
+            regs.push((t, arr));
         }
         let j = b.ivar("run");
         let mut body = Vec::new();
@@ -235,7 +235,7 @@ impl Layout {
         let (mut vector, mut lanes) = (Vec::new(), Vec::new());
         let (vl, sl) = (b.ivar("lane"), b.ivar("lane"));
         let mut copy = Vec::new();
-        for &(t, arr) in &self.regs.clone() {
+        for &(t, arr) in &regs {
             let name = b.k.tensors[t].name.clone();
             let buf = b.buf(t);
             let span = b.k.tensors[t].span;
@@ -254,6 +254,7 @@ impl Layout {
         let scalar = vec![KStmt::unrolled(sl, w, vec![KStmt::If { cond: inside, then: lanes, els: vec![] }])];
         body.push(KStmt::If { cond: IExpr::Var(c0).lt(IExpr::Var(self.vec_end)), then: vector, els: scalar });
         out.push(KStmt::unrolled(j, self.slots, body));
+        self.regs = regs;
     }
 
     /// Environment for lane `lane` of run `j`: the cached tensors from
