@@ -48,6 +48,9 @@ pub struct Artifacts {
     /// Per kernel, its variants (other block sizes or tiles, a matrix unit
     /// under a guard), each with the keys it serves (`schedule::Variant`).
     pub variants: Vec<Vec<crate::schedule::Variant>>,
+    /// Per kernel, the candidates of its tuning space that were rejected
+    /// (not emitted, never launched), with the reason.
+    pub rejected: Vec<Vec<crate::schedule::Rejected>>,
     pub bindings: String,
     pub manifest: manifest::Manifest,
 }
@@ -107,34 +110,62 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     } else {
         Vec::new()
     };
-    // Variants (the same kernel at other block sizes), proved like the rest.
-    let mut variants: Vec<Vec<crate::schedule::Variant>> = program
+    // Variants (the same kernel at other block sizes, tiles or forms: the
+    // tuning space), proved like the rest.
+    let candidates: Vec<crate::schedule::Candidates> = program
         .kernels
         .iter()
         .zip(&kernels)
-        .map(|(k, ir)| crate::schedule::schedule_variants(k, target, ir))
+        .map(|(k, ir)| crate::schedule::schedule_candidates(k, target, ir))
         .collect::<Result<_, Diagnostic>>()
         .map_err(|d| fail(&source, vec![d]))?;
+    let (mut variants, mut rejected): (Vec<Vec<crate::schedule::Variant>>, Vec<Vec<crate::schedule::Rejected>>) = candidates.into_iter().map(|c| (c.variants, c.rejected)).unzip();
     #[cfg(feature = "verify")]
     let mut variant_proofs = Vec::new();
     #[cfg(feature = "verify")]
     if opts.verify {
         let cfg = tokitai_contracts::z3_backend::Config { timeout_ms: opts.timeout_ms };
-        let mut diags = Vec::new();
-        for (k, vs) in program.kernels.iter().zip(variants.iter_mut()) {
-            for v in vs.iter_mut() {
+        for (((k, vs), rejected), own) in program.kernels.iter().zip(variants.iter_mut()).zip(rejected.iter_mut()).zip(&proofs) {
+            // A tolerance the kernel's own schedule proves, every candidate
+            // must prove too (where the kernel's own is not proved, W0913,
+            // its candidates are held to the same warning, not more).
+            let own_tolerance_proved = !own.diagnostics().iter().any(|d| d.code == "W0913");
+            let mut kept = Vec::new();
+            for mut v in std::mem::take(vs) {
                 // A guarded variant is proved with its guard as a `requires`.
                 let kernel = v.kernel(k);
                 let mut p = crate::verify::verify_cached(&kernel, &mut v.ir, &cfg);
                 p.kernel = v.ir.name.clone();
-                diags.extend(p.diagnostics());
-                variant_proofs.push(p);
+                let diags = p.diagnostics();
+                // A candidate with an obligation refuted or unproved is
+                // rejected: not emitted, so never launched. The kernel
+                // keeps its other forms; the build says which and why.
+                match diags.iter().find(|d| d.is_error() || d.code == "W0901" || (d.code == "W0913" && own_tolerance_proved)) {
+                    Some(failed) => {
+                        let reason = format!("not proved: {}", failed.message);
+                        // A tolerance the candidate's own order or math
+                        // misses is what a tuning space is for: recorded
+                        // (report, bindings), not warned about. Any other
+                        // obligation failing in a generated form is a
+                        // compiler bug worth a warning.
+                        let tolerance = failed.code == "E0913" || failed.code == "W0913";
+                        if !tolerance {
+                            let message = format!("kernel `{}`: candidate `{}` ({}) is not emitted: {}", k.name, v.ir.name, v.ir.params_text(), reason);
+                            warnings.push(Diagnostic::warning("W0930", message, k.span).with_help("the kernel's other forms are unaffected; a launch never takes a candidate that is not proved"));
+                        }
+                        rejected.push(crate::schedule::Rejected { name: v.ir.name.clone(), params: v.ir.params_text(), reason });
+                    }
+                    None => {
+                        variant_proofs.push(p);
+                        kept.push(v);
+                    }
+                }
             }
-        }
-        if diags.iter().any(|d| d.is_error() || d.code == "W0901") {
-            return Err(fail(&source, diags));
+            *vs = kept;
         }
     }
+    #[cfg(not(feature = "verify"))]
+    let _ = &mut rejected;
     let verified = cfg!(feature = "verify") && opts.verify;
     if !verified {
         // Without a proof that 32-bit index arithmetic cannot overflow, index in 64 bits.
@@ -163,7 +194,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         compile_flags: target.compile_flags(),
         kernels: entries,
     };
-    let bindings = bindings::file_bindings(&program.kernels, &kernels, &variants, &source.name, &opts.style);
+    let bindings = bindings::file_bindings(&program.kernels, &kernels, &variants, &rejected, &source.name, &opts.style);
     Ok(Artifacts {
         #[cfg(feature = "verify")]
         proofs,
@@ -174,6 +205,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         kernels,
         hip,
         variants,
+        rejected,
         bindings,
         manifest,
         source,

@@ -522,6 +522,32 @@ impl Schedule {
             Schedule::Warpgroup { .. } => "warpgroup tensor-core contraction",
         }
     }
+
+    /// The schedule's parameters as `name=value` pairs, in a fixed order:
+    /// what a tuning candidate is (with the block size, `KernelIr::block`).
+    pub fn params(&self) -> Vec<(&'static str, u32)> {
+        match *self {
+            Schedule::Pointwise { vector, vectors } => vec![("vector", vector), ("vectors", vectors)],
+            Schedule::Gather => vec![],
+            Schedule::RowReduction { .. } => vec![],
+            Schedule::RowCached { slots, width, .. } => vec![("runs", slots), ("width", width)],
+            Schedule::Contraction { bm, bn, bk, tm, tn } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("tm", tm), ("tn", tn)],
+            Schedule::TensorCore { bm, bn, bk, .. } => vec![("bm", bm), ("bn", bn), ("bk", bk)],
+            Schedule::Warpgroup { bm, bn, bk, n } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("n", n)],
+        }
+    }
+}
+
+impl KernelIr {
+    /// The schedule and its parameters in one line (`row-reduction
+    /// block=128`), as the tuner's report names a candidate.
+    pub fn params_text(&self) -> String {
+        let mut s = format!("{} block={}", self.schedule.name(), self.block);
+        for (n, v) in self.schedule.params() {
+            s.push_str(&format!(" {}={}", n, v));
+        }
+        s
+    }
 }
 
 /// How a reduction's terms are combined, so that the mirror oracle can
@@ -624,6 +650,12 @@ pub struct Visits {
     pub at: IExpr,
     pub elem: IVar,
     pub witness: Vec<(Witness, IExpr)>,
+    /// Register arrays each visiting iteration writes at its own slot (a
+    /// term held for the element statements, `row_cached::Held`): not
+    /// accumulators, so not asked to be updated whole in every iteration;
+    /// every read of them is proved set before, as for the row's own
+    /// registers.
+    pub held: Vec<LocalId>,
 }
 
 /// A kernel parameter in signature order.
@@ -640,6 +672,11 @@ pub struct KernelIr {
     pub doc: String,
     pub target: Target,
     pub schedule: Schedule,
+    /// Print CUDA's fast intrinsics (`__expf`, `__fdividef`) for f32 `exp`
+    /// and `/`: a tuning candidate, analysed under their documented error
+    /// (`LibraryTable::cuda_intrinsics`), rejected where that misses the
+    /// declared tolerance.
+    pub fast_intrinsics: bool,
     /// Integer type of index arithmetic.
     pub index_ty: Dtype,
     pub bufs: Vec<Buffer>,
@@ -674,6 +711,7 @@ impl KernelIr {
             doc: String::new(),
             target: Target::default_cuda(),
             schedule: Schedule::Pointwise { vector: 1, vectors: 1 },
+            fast_intrinsics: false,
             index_ty: Dtype::I64,
             bufs: vec![],
             scalars: vec![],

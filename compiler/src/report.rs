@@ -151,13 +151,26 @@ pub fn read_run_coverage(path: &std::path::Path) -> Result<tokitai_contracts::re
     serde_json::from_str(&text).map_err(|e| format!("{}: not a run's contracts.json: {}", path.display(), e))
 }
 
+/// Kernel `i`'s tuning space: its emitted variants with the obligations
+/// each proved, then the rejected candidates with the reason.
+fn candidate_rows(arts: &Artifacts, i: usize) -> Vec<CandidateRow> {
+    let k = &arts.program.kernels[i];
+    let proved = |name: &str| arts.variant_proofs.iter().find(|p| p.kernel == name).map(|p| p.obligations.iter().filter(|o| o.outcome.status() == "proved").count()).unwrap_or(0);
+    let mut rows: Vec<CandidateRow> = arts.variants[i]
+        .iter()
+        .map(|v| CandidateRow { name: v.ir.name.clone(), schedule: v.ir.params_text(), guard: v.guard.map(|g| g.text(k)).unwrap_or_default(), status: "proved".into(), proved: proved(&v.ir.name), reason: String::new() })
+        .collect();
+    rows.extend(arts.rejected[i].iter().map(|r| CandidateRow { name: r.name.clone(), schedule: r.params.clone(), guard: String::new(), status: "rejected".into(), proved: 0, reason: r.reason.clone() }));
+    rows
+}
+
 /// Build the report of every compiled file.
 pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary>) -> Report {
     let solver = tokitai_contracts::solver_version();
     let mut kernels = Vec::new();
     for arts in files {
         let source_sha = sha256_hex(arts.source.text.as_bytes());
-        for ((k, ir), proofs) in arts.program.kernels.iter().zip(&arts.kernels).zip(&arts.proofs) {
+        for (i, ((k, ir), proofs)) in arts.program.kernels.iter().zip(&arts.kernels).zip(&arts.proofs).enumerate() {
             let (errors, shapes) = cached_observed_errors(k, ir, &arts.source.text);
             kernels.push(KernelReport {
                 name: k.name.clone(),
@@ -182,6 +195,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
                     .collect(),
                 errors,
                 shapes_sampled: shapes,
+                candidates: candidate_rows(arts, i),
             });
         }
     }
@@ -207,6 +221,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
             "Errors in this report are sampled on the CPU mirror; the GPU's own errors are sampled through the device tool (bench/RESULTS.md).".into(),
             "Functional correctness beyond the listed obligations (that the kernel computes its statement) is tested against the oracles, not proved.".into(),
             "The HIP and CUDA compilers themselves are trusted, as are the launcher's checks of `requires`, tensor lengths and 16-byte alignment of vector paths.".into(),
+            "Tuning candidates that print CUDA's fast intrinsics (`_fi`: `__expf`, `__fdividef`) are proved under NVIDIA's documented intrinsic error figures (`2 + floor(1.173 |x|)` ulp and 2 ulp, both flushing subnormals), taken as named assumptions like the library's; they are offered only for tolerances over a numeric domain and were checked on the GPU by the soundness sampler (bench/RESULTS.md). The tuner's choice among proved candidates is a measurement, not a claim.".into(),
             "Kernels generated for AMD (hip-gfx90a, and on hip-gfx942 the MFMA schedule) are proved and compiled by hipcc, never run: no AMD GPU is available, so neither their results nor the MFMA's accumulation (taken to satisfy the same named matrix-unit assumption as NVIDIA's) has been checked on the hardware. gfx942's text is compiled for gfx90a, the newest architecture the installed hipcc knows (same MFMA builtins). On gfx90a contractions stay on the SIMT schedule: its MFMA flushes subnormal f16 and bf16 operands to zero (AMD's MIOpen documentation).".into(),
         ],
     }

@@ -186,6 +186,33 @@ impl TExpr {
         }
     }
 
+    /// Is `other` the same expression (spans aside), with each index
+    /// variable `v.1` of `rename` in `other` standing for `v.0` in `self`?
+    /// (A reduction's term `exp(x[r, k] - m[r])` and another statement's
+    /// `exp(x[r', c] - m[r'])` are the same with `r'` for `r`, `c` for `k`.)
+    pub fn same_as(&self, other: &TExpr, rename: &[(VarId, VarId)]) -> bool {
+        let same = |a: &TExpr, b: &TExpr| a.same_as(b, rename);
+        let all = |x: &[TExpr], y: &[TExpr]| x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b));
+        if self.ty != other.ty {
+            return false;
+        }
+        match (&self.kind, &other.kind) {
+            (TExprKind::Const(x), TExprKind::Const(y)) => x == y,
+            (TExprKind::Load { tensor: t1, index: i1 }, TExprKind::Load { tensor: t2, index: i2 }) => t1 == t2 && all(i1, i2),
+            (TExprKind::Scalar(x), TExprKind::Scalar(y)) => x == y,
+            (TExprKind::Dim(x), TExprKind::Dim(y)) => x == y,
+            (TExprKind::Var(x), TExprKind::Var(y)) => x == y || rename.contains(&(*x, *y)),
+            (TExprKind::Local(x), TExprKind::Local(y)) => x == y,
+            (TExprKind::Unary(o1, x), TExprKind::Unary(o2, y)) => o1 == o2 && same(x, y),
+            (TExprKind::Cast(x), TExprKind::Cast(y)) => same(x, y),
+            (TExprKind::Binary(o1, a1, b1), TExprKind::Binary(o2, a2, b2)) => o1 == o2 && same(a1, a2) && same(b1, b2),
+            (TExprKind::Call(f1, x1), TExprKind::Call(f2, x2)) => f1 == f2 && all(x1, x2),
+            (TExprKind::Reduce { op: o1, var: v1, body: b1 }, TExprKind::Reduce { op: o2, var: v2, body: b2 }) => o1 == o2 && v1 == v2 && same(b1, b2),
+            (TExprKind::Let { local: l1, value: v1, body: b1 }, TExprKind::Let { local: l2, value: v2, body: b2 }) => l1 == l2 && same(v1, v2) && same(b1, b2),
+            _ => false,
+        }
+    }
+
     /// The plain variable if this expression is exactly an index variable.
     pub fn as_var(&self) -> Option<VarId> {
         match self.kind {

@@ -1,5 +1,5 @@
 //! The verification report: its JSON follows the documented schema
-//! (contracts/schema/report-v5.schema.json); its Markdown and LaTeX are
+//! (contracts/schema/report-v6.schema.json); its Markdown and LaTeX are
 //! snapshot-tested with timings redacted.
 
 use serde_json::Value;
@@ -86,7 +86,7 @@ fn report() -> tokitai_contracts::report::Report {
 
 #[test]
 fn report_json_follows_the_documented_schema() {
-    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v5.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v6.schema.json")).unwrap();
     let r = report();
     let json: Value = serde_json::from_str(&r.to_json()).unwrap();
     check(&schema, &json, "report").unwrap();
@@ -103,6 +103,22 @@ fn report_json_follows_the_documented_schema() {
     let mut missing = json.clone();
     missing.as_object_mut().unwrap().remove("non_claims");
     assert!(check(&schema, &missing, "report").is_err());
+}
+
+#[test]
+fn the_report_lists_each_kernels_tuning_candidates_with_their_proof_status() {
+    let r = report();
+    let kernel = |n: &str| r.kernels.iter().find(|k| k.name == n).unwrap_or_else(|| panic!("{} reported", n));
+    // router_softmax's cached form is proved and emitted.
+    let c = kernel("router_softmax").candidates.iter().find(|c| c.name == "router_softmax_c128x1").expect("a cached candidate");
+    assert_eq!(c.status, "proved");
+    assert!(c.proved > 0 && c.reason.is_empty() && c.schedule.contains("cached in registers"), "{:?}", c);
+    // router_bwd's cached forms miss its tolerance: rejected, with why.
+    let rejected: Vec<_> = kernel("router_bwd").candidates.iter().filter(|c| c.status == "rejected").collect();
+    assert!(!rejected.is_empty());
+    assert!(rejected.iter().all(|c| c.proved == 0 && c.reason.contains("exceeds the declared tolerance")), "{:?}", rejected);
+    let md = r.to_markdown(true);
+    assert!(md.contains("| `router_softmax_c128x1` | row-reduction, cached in registers block=128 runs=1 width=8 |"), "{}", md);
 }
 
 #[test]
@@ -151,7 +167,7 @@ fn a_recorded_run_shows_each_kernels_share_of_covered_launches() {
     assert!(md.contains("| `router_bwd` | magnitude formula | 40 | 40 | 100.00% |  |"), "{}", md);
     assert!(md.contains("| `gelu_fwd` | domain | 20 | 15 | 75.00% | input `x` has values in [-9, 1], outside its domain [-8, 8] |"), "{}", md);
     let json: Value = serde_json::from_str(&r.to_json()).unwrap();
-    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v5.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v6.schema.json")).unwrap();
     check(&schema, &json, "report").unwrap();
     let back: RunCoverage = serde_json::from_value(json["run"].clone()).unwrap();
     assert_eq!(back, run);

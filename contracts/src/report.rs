@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
 /// Bumped on any change a reader of `report.json` would notice.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -108,6 +108,27 @@ pub struct KernelReport {
     pub obligations: Vec<ObligationRow>,
     pub errors: Vec<ErrorRow>,
     pub shapes_sampled: Vec<String>,
+    /// The kernel's tuning space: every candidate form beside the kernel's
+    /// own, proved (and emitted) or rejected (never launched).
+    pub candidates: Vec<CandidateRow>,
+}
+
+/// One candidate of a kernel's tuning space (a variant).
+#[derive(Clone, Debug, Serialize)]
+pub struct CandidateRow {
+    pub name: String,
+    /// The schedule and its parameters (`row-reduction block=128`).
+    pub schedule: String,
+    /// What it asks of a launch beyond `requires` (`C <= 1024`), proved as
+    /// one more `requires`; empty where nothing.
+    pub guard: String,
+    /// "proved" (emitted; the tuner may time and choose it) or
+    /// "rejected" (no code emitted).
+    pub status: String,
+    /// Obligations proved, for a proved candidate.
+    pub proved: usize,
+    /// Why it was rejected.
+    pub reason: String,
 }
 
 /// What the runtime's contract monitor counted over one training run; the
@@ -258,6 +279,14 @@ impl Report {
                 if !notes.is_empty() {
                     let _ = writeln!(s, "\n{}\n", notes.join("\n"));
                 }
+            }
+            if !k.candidates.is_empty() {
+                let _ = writeln!(s, "Tuning candidates (the tuner times only proved ones; a rejected one has no code):\n\n| candidate | schedule | guard | status | obligations proved / why rejected |\n|---|---|---|---|---|");
+                for c in &k.candidates {
+                    let detail = if c.status == "proved" { c.proved.to_string() } else { c.reason.replace('|', "\\|") };
+                    let _ = writeln!(s, "| `{}` | {} | {} | {} | {} |", c.name, c.schedule, if c.guard.is_empty() { "-".to_string() } else { format!("`{}`", c.guard) }, c.status, detail);
+                }
+                let _ = writeln!(s);
             }
             let _ = writeln!(s, "| obligation | status | seconds | decided |\n|---|---|---:|---|");
             for o in &k.obligations {

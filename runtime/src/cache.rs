@@ -77,3 +77,29 @@ fn unique() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
 }
+
+/// Write `bytes` to `path` so that a crash leaves the old file or the new
+/// one, never a mix: a temporary sibling, flushed to disk, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_or_crash(path, bytes, None)
+}
+
+/// `write_atomic`, except that with `crash_after = Some(n)` the process
+/// aborts after writing `n` bytes of the temporary file: a crash in the
+/// middle of a write, for the tests that prove it loses nothing.
+pub fn write_atomic_or_crash(path: &Path, bytes: &[u8], crash_after: Option<usize>) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    if let Some(n) = crash_after {
+        f.write_all(&bytes[..n.min(bytes.len())])?;
+        f.sync_all()?;
+        std::process::abort();
+    }
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}

@@ -199,6 +199,16 @@ pub fn upload(dev: &Device, case: &Case) -> Result<Vec<Tensor>> {
 
 /// Launch `k` once over `tensors` with `scalars`, in signature order.
 pub fn launch_on(dev: &Device, k: &KernelDef, tensors: &mut [Tensor], scalars: &[f64]) -> Result<()> {
+    with_args(k, tensors, scalars, |args| crate::launch(dev, k, args))
+}
+
+/// Tune `k` on `dev` for these tensors and scalars (`Device::tune`).
+pub fn tune_on(dev: &Device, k: &KernelDef, tensors: &mut [Tensor], scalars: &[f64], reps: usize) -> Result<crate::tune::ClassTuning> {
+    with_args(k, tensors, scalars, |args| dev.tune(k, args, reps))
+}
+
+/// The arguments of `k` in signature order, from its tensors and scalars.
+fn with_args<R>(k: &KernelDef, tensors: &mut [Tensor], scalars: &[f64], f: impl FnOnce(&mut [Arg]) -> Result<R>) -> Result<R> {
     let mut scalars = scalars.iter();
     let mut ts = tensors.iter_mut().zip(k.info.tensors.iter());
     let mut args: Vec<Arg> = Vec::new();
@@ -211,7 +221,7 @@ pub fn launch_on(dev: &Device, k: &KernelDef, tensors: &mut [Tensor], scalars: &
             SigParam::Scalar => args.push(Arg::Scalar(*scalars.next().ok_or_else(|| Error::Argument { kernel: k.info.name.into(), message: "too few scalars".into() })?)),
         }
     }
-    crate::launch(dev, k, &mut args)
+    f(&mut args)
 }
 
 /// What one check found.

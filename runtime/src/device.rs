@@ -109,6 +109,41 @@ impl Device {
         crate::monitor::settle()
     }
 
+    /// What a launch of `k` with these dims takes on this device: the
+    /// autotuner's choice for its shape class where one is stored, else
+    /// the compiler's order (`KernelDef::choose`). The CPU backends run
+    /// their own code whatever a GPU would choose.
+    pub fn chosen(&self, k: &crate::KernelDef, dims: &[i64]) -> crate::Chosen {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.chosen(k, dims),
+            _ => k.choose(dims),
+        }
+    }
+
+    /// Tune `k` for this launch's shape class (see [`crate::tune`]): time
+    /// every proved candidate the launch admits, store the fastest in this
+    /// device's tuning table, and say what was found. The arguments are
+    /// checked as for a launch; inouts are left as they were. Needs a
+    /// CUDA device (HIP cannot be timed here).
+    pub fn tune(&self, k: &crate::KernelDef, args: &mut [crate::Arg], reps: usize) -> Result<crate::tune::ClassTuning> {
+        let bound = crate::launch::checked(self, k, args)?;
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.tune(k, &bound, args, reps),
+            _ => Err(crate::Error::Argument { kernel: k.info.name.into(), message: format!("tuning needs a CUDA device, not {}", self.describe()) }),
+        }
+    }
+
+    /// Where this device's tuning table is kept (a CUDA device).
+    pub fn tuning_table(&self) -> Option<std::path::PathBuf> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.tuned().path().map(|p| p.to_path_buf()),
+            _ => None,
+        }
+    }
+
     pub fn is_gpu(&self) -> bool {
         !matches!(self, Device::Cpu | Device::Reference)
     }

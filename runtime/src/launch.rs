@@ -23,6 +23,11 @@ pub struct KernelDef {
     pub signature: &'static [SigParam],
     /// The kernel at other block sizes, by row length.
     pub variants: &'static [Variant],
+    /// Candidates of the tuning space that were not emitted (name,
+    /// schedule, why): no code exists for them, so no launch takes one.
+    pub rejected: &'static [(&'static str, &'static str, &'static str)],
+    /// The kernel's own schedule and its parameters.
+    pub schedule_params: &'static str,
     pub row_length: fn(&[i64]) -> i64,
     pub block: u32,
     pub shared_bytes: u32,
@@ -72,7 +77,7 @@ pub struct Chosen {
 }
 
 impl Chosen {
-    fn of(v: &Variant) -> Chosen {
+    pub(crate) fn of(v: &Variant) -> Chosen {
         Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared }
     }
 }
@@ -85,8 +90,7 @@ impl KernelDef {
     pub fn choose(&self, dims: &[i64]) -> Chosen {
         let key = (self.row_length)(dims);
         let guarded = guarded_variants_on();
-        let skipped = |v: &Variant| skipped_variants().iter().any(|s| v.name.strip_prefix(self.info.name).is_some_and(|rest| rest == format!("_{}", s)));
-        match self.variants.iter().find(|v| (guarded || !v.asks_long_sums()) && !skipped(v) && v.serves(dims, key)) {
+        match self.variants.iter().find(|v| (guarded || !v.asks_long_sums()) && !skipped(self, v.name) && v.serves(dims, key)) {
             Some(v) => Chosen::of(v),
             None => self.primary(),
         }
@@ -110,6 +114,11 @@ impl KernelDef {
 fn guarded_variants_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("TOKITAI_GUARDED_VARIANTS").map_or(true, |v| v != "off"))
+}
+
+/// Is variant `name` of `k` skipped (`TOKITAI_SKIP_VARIANTS`)?
+pub(crate) fn skipped(k: &KernelDef, name: &str) -> bool {
+    name.strip_prefix(k.info.name).and_then(|rest| rest.strip_prefix('_')).is_some_and(|suffix| skipped_variants().iter().any(|s| s == suffix))
 }
 
 /// Variants never chosen, by their name's suffix (`ws` for
@@ -195,7 +204,7 @@ pub(crate) fn launch_probe(dev: &Device, k: &KernelDef, args: &mut [Arg], beside
 }
 
 /// [`bind`], and every tensor on `dev`.
-fn checked(dev: &Device, k: &KernelDef, args: &[Arg]) -> Result<Bound> {
+pub(crate) fn checked(dev: &Device, k: &KernelDef, args: &[Arg]) -> Result<Bound> {
     let bound = bind(k, args)?;
     for (param, t) in k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())) {
         if !t.is_on(dev) {

@@ -31,6 +31,7 @@ pub mod monitor;
 pub mod record;
 mod launch;
 mod tensor;
+pub mod tune;
 
 pub use device::{Device, StepGraph};
 pub use error::Error;

@@ -9,7 +9,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr};
 use std::time::Instant;
 use tokitai_bench::{time_ms, WORKLOADS};
-use tokitai_runtime::check::{case_for, launch_on, upload, Rng};
+use tokitai_runtime::check::{case_for, launch_on, tune_on, upload, Rng};
 use tokitai_runtime::{kernels, Device};
 
 /// Time every workload of perf.md on one NVIDIA GPU (needs one; `--help`
@@ -25,10 +25,18 @@ struct Args {
     /// "gemm_f16 wg"), as bench/torch_ref.py and triton_ref.py take them.
     #[arg(long, value_name = "TEXT", num_args = 1..)]
     only: Vec<String>,
+    /// Tune each workload first (time every proved candidate its launch
+    /// admits, store the fastest in the device's tuning table), then time
+    /// what a launch takes. Prints each workload's candidates.
+    #[arg(long)]
+    tune: bool,
+    /// Write the tuner's findings here as Markdown (with `--tune`).
+    #[arg(long, value_name = "FILE")]
+    tune_report: Option<String>,
 }
 
 fn main() {
-    let Args { json: json_path, only } = clap::Parser::parse();
+    let Args { json: json_path, only, tune, tune_report } = clap::Parser::parse();
     let dev = match Device::cuda(0) {
         Ok(d) => d,
         Err(e) => {
@@ -49,6 +57,10 @@ fn main() {
     drop((src, dst));
     println!("device copy 512 MiB: {:.3} ms, {:.0} GB/s", copy_ms, copy_gbs);
 
+    if let (true, Some(p)) = (tune, dev.tuning_table()) {
+        println!("tuning table: {}", p.display());
+    }
+    let mut tuned_md = String::from("| workload | class | candidate | schedule | status | ms | chosen |\n|---|---|---|---|---|---:|---|\n");
     let mut rows = Vec::new();
     println!("{:<34} {:>10} {:>10} {:>8} {:>9}  ran", "workload", "ms", "GB/s", "% copy", "TFLOP/s");
     for w in WORKLOADS.iter().filter(|w| only.is_empty() || only.iter().any(|o| w.label.contains(o.as_str()))) {
@@ -63,6 +75,23 @@ fn main() {
             }
         };
         let mut tensors = upload(&dev, &case).expect("upload");
+        let mut tuning = serde_json::Value::Null;
+        if tune {
+            match tune_on(&dev, k, &mut tensors, &case.scalars, 10) {
+                Ok(t) => {
+                    let class = tokitai_runtime::tune::class_text(k, &t.class);
+                    for c in &t.candidates {
+                        let ms = c.ms.map(|m| format!("{:.4}", m)).unwrap_or_else(|| "-".into());
+                        let chosen = if c.name == t.choice { "**chosen**" } else if c.name == t.default { "default" } else { "" };
+                        let status = if c.note.is_empty() { c.status.clone() } else { format!("{}: {}", c.status, c.note.replace('|', "\\|")) };
+                        println!("    tune {:<28} {:<56} {:>9}  {} {}", c.name, c.schedule, ms, if c.status == "proved" { String::new() } else { status.chars().take(60).collect() }, chosen);
+                        tuned_md.push_str(&format!("| {} | `{}` | `{}` | {} | {} | {} | {} |\n", w.label, class, c.name, c.schedule, status, ms, chosen));
+                    }
+                    tuning = serde_json::to_value(&t).unwrap_or_default();
+                }
+                Err(e) => println!("    tune failed: {}", e),
+            }
+        }
         // Bytes that must move: inputs once, outputs once, inouts twice.
         let moved: usize = k.info.tensors.iter().zip(&tensors).map(|(p, t)| t.size_bytes() * if p.role == "inout" { 2 } else { 1 }).sum();
         let mut err = None;
@@ -80,9 +109,13 @@ fn main() {
         let flops = if k.info.schedule.contains("contraction") { 2.0 * w.dims.iter().map(|(_, v)| *v as f64).product::<f64>() } else { 0.0 };
         let tflops = flops / (ms * 1e-3) / 1e12;
         // The schedule that ran: the kernel or the variant its dims chose.
-        let ran = k.choose(&case.dims).name;
+        let ran = dev.chosen(k, &case.dims).name;
         println!("{:<34} {:>10.4} {:>10.0} {:>7.1}% {:>9.1}  {}", w.label, ms, gbs, 100.0 * gbs / copy_gbs, tflops, ran);
-        rows.push(serde_json::json!({"label": w.label, "kernel": w.kernel, "ran": ran, "ms": ms, "bytes": moved, "gbs": gbs, "copy_share": gbs / copy_gbs, "tflops": tflops}));
+        rows.push(serde_json::json!({"label": w.label, "kernel": w.kernel, "ran": ran, "ms": ms, "bytes": moved, "gbs": gbs, "copy_share": gbs / copy_gbs, "tflops": tflops, "tuning": tuning}));
+    }
+
+    if let Some(p) = &tune_report {
+        std::fs::write(p, &tuned_md).expect("write tuning report");
     }
 
     // Launch overhead: the runtime's checked launch against a bare cudarc

@@ -99,7 +99,7 @@ pub fn float_ensures(k: &Kernel, ir: &KernelIr) -> Vec<EnsuredRange> {
     if wanted.is_empty() {
         return Vec::new();
     }
-    let lib = LibraryTable::for_flags(ir.target.is_cuda(), &ir.target.compile_flags());
+    let lib = super::library_for(ir);
     let mut dims: Vec<(i64, i64)> = (0..k.dims.len()).map(|d| dim_bounds(k, d)).map(|(lo, hi)| (lo, hi.unwrap_or(i64::MAX / 4))).collect();
     for d in 0..dims.len() {
         dims[d] = dims[k.dim_class[d]];
@@ -189,12 +189,19 @@ impl Walk<'_> {
 
     /// A library function's computed result from its exact range.
     fn library_computed(&self, exact: Interval, f: Function, ty: Dtype) -> Interval {
+        self.library_computed_at(exact, f, ty, 0.0, 0.0)
+    }
+
+    /// As [`Self::library_computed`], for an argument (a division's
+    /// dividend) of magnitude at most `arg_mag` and `extra_abs` more
+    /// absolute error: an intrinsic's error depends on them.
+    fn library_computed_at(&self, exact: Interval, f: Function, ty: Dtype, arg_mag: f64, extra_abs: f64) -> Interval {
         let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
-        let mut v = if self.lib.ulps(f) == 0.0 {
+        let mut v = if self.lib.ulps(f) == 0.0 && self.lib.grows(f).is_none() {
             compute.round_outward(exact)
         } else {
-            let (rel, abs) = self.lib.cost(f, compute);
-            compute.round_outward(widened(exact, rel, abs))
+            let (rel, abs) = self.lib.cost_at(f, compute, arg_mag);
+            compute.round_outward(widened(exact, rel, add_up(abs, extra_abs)))
         };
         // The sign of the exact value (the assumption named above).
         if exact.nonneg() {
@@ -206,7 +213,7 @@ impl Walk<'_> {
     }
 
     /// The range of the computed value of a float (or integer) expression.
-    fn computed(&mut self, e: &TExpr) -> Result<Interval, Fail> {
+    pub(super) fn computed(&mut self, e: &TExpr) -> Result<Interval, Fail> {
         let ty = e.ty;
         if !ty.is_float() {
             return Ok(self.int(e)?.0);
@@ -290,7 +297,9 @@ impl Walk<'_> {
             BinOp::Div if y.contains_zero() => return fail("a division by a value whose range holds zero", e.span),
             BinOp::Div if self.lib.ulps(Function::Div) > 0.0 => {
                 let q = x.div(&y).expect("the divisor's range holds no zero");
-                return Ok(self.library_computed(q, Function::Div, ty));
+                let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
+                let extra = super::flushed_division(self.lib, y, compute).map_err(|why| (why, e.span))?;
+                return Ok(self.library_computed_at(q, Function::Div, ty, x.mag(), extra));
             }
             BinOp::Div => |p, q| p / q,
             _ => return fail(format!("`{}` where a float is expected", op.symbol()), e.span),
@@ -332,7 +341,7 @@ impl Walk<'_> {
         };
         let x = self.computed(&args[0])?;
         match exact(&x) {
-            Some(r) => Ok(self.library_computed(r, func, ty)),
+            Some(r) => Ok(self.library_computed_at(r, func, ty, x.mag(), 0.0)),
             None => fail(format!("`{}` of a range outside its domain", func.c_name()), e.span),
         }
     }

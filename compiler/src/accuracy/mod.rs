@@ -375,9 +375,21 @@ impl<'a> Walk<'a> {
 
     /// A library call's own error on its computed result.
     fn library(&mut self, v: AVal, f: Function, ty: Dtype, span: Span) -> Result<AVal, Fail> {
+        self.library_at(v, f, ty, span, 0.0, 0.0)
+    }
+
+    /// A library call whose argument (a division's dividend) is at most
+    /// `arg_mag` in magnitude, with `extra_abs` more absolute error (a
+    /// flushed operand): what an intrinsic's error depends on.
+    fn library_at(&mut self, v: AVal, f: Function, ty: Dtype, span: Span, arg_mag: f64, extra_abs: f64) -> Result<AVal, Fail> {
         let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
-        let (rel, abs) = self.lib.cost(f, compute);
-        let s = self.src(format!("{} ({} ulp, {})", f.c_name(), self.lib.ulps(f), self.lib.name.split(" (").next().unwrap_or(self.lib.name)), span);
+        let (rel, abs) = self.lib.cost_at(f, compute, arg_mag);
+        let abs = tokitai_contracts::fp::add_up(abs, extra_abs);
+        let ulps = match self.lib.grows(f) {
+            Some(g) if g.ulps_per_arg > 0.0 => format!("{} + floor({} x {:.4e})", self.lib.ulps(f), g.ulps_per_arg, arg_mag),
+            _ => self.lib.ulps(f).to_string(),
+        };
+        let s = self.src(format!("{} ({} ulp, {})", f.c_name(), ulps, self.lib.name.split(" (").next().unwrap_or(self.lib.name)), span);
         let mut out = v.rounded(compute, rel, abs, s).map_err(|e| (e.0, span))?;
         if let Some(fmt) = format_of(ty).filter(|f| *f != compute) {
             let s = self.src(format!("rounding of {} to {}", f.c_name(), fmt), span);
@@ -597,7 +609,13 @@ impl<'a> Walk<'a> {
             _ => return fail(format!("`{}` on floats", op.symbol()), e.span),
         };
         let mut v = if op == BinOp::Div {
-            self.library(exact, Function::Div, ty, e.span)?
+            let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
+            // The divisor as computed: the computed walk knows lemmas the
+            // error walk's ranges lose (a row's sum of `exp(t - max t)`
+            // holds `exp(0)`, so it is at least 1 as computed).
+            let divisor = if self.lib.grows(Function::Div).is_some() { self.computed(b).map(|c| c.meet(&y.reach())).unwrap_or_else(|_| y.reach()) } else { y.reach() };
+            let extra = flushed_division(self.lib, divisor, compute).map_err(|why| (why, e.span))?;
+            self.library_at(exact, Function::Div, ty, e.span, x.computed_mag(), extra)?
         } else {
             self.round_op(exact, ty, &format!("`{}`", op.symbol()), e.span)?
         };
@@ -703,7 +721,8 @@ impl<'a> Walk<'a> {
         match f {
             Builtin::Exp => {
                 let x = self.float(&args[0])?;
-                lib(self, Ok(x.exp()), Function::Exp)
+                let v = x.exp();
+                Ok(V::Float(self.library_at(v, Function::Exp, ty, span, x.computed_mag(), 0.0)?))
             }
             Builtin::Tanh => {
                 let x = self.float(&args[0])?;
@@ -944,26 +963,7 @@ pub(crate) fn at_own_element(index: &[TExpr], frees: &[VarId]) -> bool {
 }
 
 pub(crate) fn same_expr(a: &TExpr, b: &TExpr) -> bool {
-    if a.ty != b.ty {
-        return false;
-    }
-    match (&a.kind, &b.kind) {
-        (TExprKind::Const(x), TExprKind::Const(y)) => x == y,
-        (TExprKind::Load { tensor: t1, index: i1 }, TExprKind::Load { tensor: t2, index: i2 }) => {
-            t1 == t2 && i1.len() == i2.len() && i1.iter().zip(i2).all(|(x, y)| same_expr(x, y))
-        }
-        (TExprKind::Scalar(x), TExprKind::Scalar(y)) => x == y,
-        (TExprKind::Dim(x), TExprKind::Dim(y)) => x == y,
-        (TExprKind::Var(x), TExprKind::Var(y)) => x == y,
-        (TExprKind::Local(x), TExprKind::Local(y)) => x == y,
-        (TExprKind::Unary(o1, x), TExprKind::Unary(o2, y)) => o1 == o2 && same_expr(x, y),
-        (TExprKind::Cast(x), TExprKind::Cast(y)) => same_expr(x, y),
-        (TExprKind::Binary(o1, a1, b1), TExprKind::Binary(o2, a2, b2)) => o1 == o2 && same_expr(a1, a2) && same_expr(b1, b2),
-        (TExprKind::Call(f1, x1), TExprKind::Call(f2, x2)) => f1 == f2 && x1.len() == x2.len() && x1.iter().zip(x2).all(|(x, y)| same_expr(x, y)),
-        (TExprKind::Reduce { op: o1, var: v1, body: b1 }, TExprKind::Reduce { op: o2, var: v2, body: b2 }) => o1 == o2 && v1 == v2 && same_expr(b1, b2),
-        (TExprKind::Let { local: l1, value: v1, body: b1 }, TExprKind::Let { local: l2, value: v2, body: b2 }) => l1 == l2 && same_expr(v1, v2) && same_expr(b1, b2),
-        _ => false,
-    }
+    a.same_as(b, &[])
 }
 
 /// A dim's bounds from `requires` (`D >= a`, `D <= b`, `D == c`), as
@@ -1055,9 +1055,35 @@ pub fn analyze_at(k: &Kernel, ir: &KernelIr, dims: &[i64]) -> KernelAccuracy {
     analyze_regions(k, ir, Some(dims))
 }
 
+/// The library assumptions a kernel is analysed under: its target's
+/// documented accuracy for its compile flags, or CUDA's intrinsics where
+/// the schedule prints them (`KernelIr::fast_intrinsics`).
+pub(crate) fn library_for(ir: &KernelIr) -> Result<LibraryTable, String> {
+    let table = LibraryTable::for_flags(ir.target.is_cuda(), &ir.target.compile_flags())?;
+    match (ir.fast_intrinsics, ir.target.is_cuda()) {
+        (false, _) => Ok(table),
+        (true, true) => Ok(LibraryTable::cuda_intrinsics()),
+        (true, false) => Err("fast intrinsics are modelled for CUDA only".into()),
+    }
+}
+
+/// A division by `y` through an intrinsic that flushes (`__fdividef`):
+/// the divisor's magnitude must lie where its bound holds, and a
+/// subnormal dividend flushed to zero costs up to the smallest normal over
+/// `|y|`. The extra absolute error, or why the bound does not hold.
+pub(crate) fn flushed_division(lib: &LibraryTable, y: Interval, compute: Format) -> Result<f64, String> {
+    let Some(g) = lib.grows(Function::Div) else { return Ok(0.0) };
+    if let Some((lo, hi)) = g.divisor {
+        if y.mig() < lo || y.mag() > hi {
+            return Err(format!("the intrinsic division's bound holds for divisors of magnitude in [{:e}, {:e}]; this divisor's range is [{:e}, {:e}]", lo, hi, y.lo, y.hi));
+        }
+    }
+    Ok(if g.flushes { tokitai_contracts::fp::div_up(2f64.powi(compute.emin()), y.mig()) } else { 0.0 })
+}
+
 fn analyze_regions(k: &Kernel, ir: &KernelIr, at: Option<&[i64]>) -> KernelAccuracy {
     let mut sources = Sources::default();
-    let lib = LibraryTable::for_flags(ir.target.is_cuda(), &ir.target.compile_flags());
+    let lib = library_for(ir);
     let library = match &lib {
         Ok(t) => t.to_string(),
         Err(e) => e.clone(),

@@ -588,6 +588,11 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// Does this kernel print CUDA's fast intrinsics (`KernelIr::fast_intrinsics`)?
+    fn intrinsics(&self) -> bool {
+        self.ir.fast_intrinsics && self.ir.target.is_cuda()
+    }
+
     fn vexpr(&self, e: &VExpr) -> String {
         let ty = e.ty;
         match &e.kind {
@@ -600,11 +605,13 @@ impl<'a> Printer<'a> {
             VKind::SharedGet { arr, index } => format!("{}[{}]", self.ir.shared[*arr].name, self.iexpr(index)),
             VKind::Unary(UnOp::Neg, a) => format!("(-{})", self.vexpr(a)),
             VKind::Unary(UnOp::Not, a) => format!("(!{})", self.vexpr(a)),
+            VKind::Binary(BinOp::Div, a, b) if self.intrinsics() && ty == Dtype::F32 => format!("__fdividef({}, {})", self.vexpr(a), self.vexpr(b)),
             VKind::Binary(op, a, b) => format!("({} {} {})", self.vexpr(a), op_symbol(*op), self.vexpr(b)),
             VKind::Fma(a, b, c) => format!("{}({}, {}, {})", if ty == Dtype::F64 { "fma" } else { "fmaf" }, self.vexpr(a), self.vexpr(b), self.vexpr(c)),
             VKind::Call(f, args) => {
                 let args: Vec<String> = args.iter().map(|a| self.vexpr(a)).collect();
-                format!("{}({})", builtin_name(*f, ty), args.join(", "))
+                let name = if *f == Builtin::Exp && ty == Dtype::F32 && self.intrinsics() { "__expf" } else { builtin_name(*f, ty) };
+                format!("{}({})", name, args.join(", "))
             }
             VKind::Cast(a) => cast(&self.vexpr(a), a.ty, ty),
             VKind::Select(c, a, b) => format!("({} ? {} : {})", self.vexpr(c), self.vexpr(a), self.vexpr(b)),

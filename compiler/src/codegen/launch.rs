@@ -4,7 +4,7 @@
 //! dtypes and `requires` before anything runs.
 
 use crate::kir::{GridDim, IExpr, KParam, KernelIr};
-use crate::schedule::Variant;
+use crate::schedule::{Rejected, Variant};
 use crate::tir::{Kernel, Param, TensorRole};
 use crate::types::Dtype;
 use std::fmt::Write;
@@ -41,7 +41,7 @@ fn signature_positions(k: &Kernel) -> (Vec<usize>, Vec<usize>) {
 
 /// `grid`, `BLOCK`, `SHARED_BYTES`, `INDEX_BITS` and `PARAMS` for one
 /// kernel module.
-pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> String {
+pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected: &[Rejected]) -> String {
     let mut s = String::new();
     let key = variant_key(k, ir);
     let _ = writeln!(s, "    /// What picks a variant: a row schedule's row length, a contraction's count of default output tiles (0 for other schedules).");
@@ -61,8 +61,9 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> Strin
                 None => "None".into(),
             };
             format!(
-                "super::tk_info::Variant {{ name: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {} }}",
+                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {} }}",
                 v.name,
+                v.params_text(),
                 v.block,
                 lo,
                 hi,
@@ -76,6 +77,11 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> Strin
         .collect();
     let _ = writeln!(s, "    /// This kernel at other block sizes or tiles, or on a matrix unit where a guard holds, each proved like the kernel itself (under its guard).");
     let _ = writeln!(s, "    pub const VARIANTS: &[super::tk_info::Variant] = &[{}];", vs.join(", "));
+    let rejected: Vec<String> = rejected.iter().map(|r| format!("({:?}, {:?}, {:?})", r.name, r.params, r.reason)).collect();
+    let _ = writeln!(s, "    /// Candidates of this kernel's tuning space that were not emitted (name, schedule, why): never launched.");
+    let _ = writeln!(s, "    pub const REJECTED: &[(&str, &str, &str)] = &[{}];", rejected.join(", "));
+    let _ = writeln!(s, "    /// The kernel's own schedule and its parameters.");
+    let _ = writeln!(s, "    pub const SCHEDULE_PARAMS: &str = {:?};", ir.params_text());
     let _ = writeln!(s, "    /// Blocks per grid axis (x, y) for these dims (kernel dim order); `max_blocks` caps grid-stride axes.");
     s.push_str(&grid_fn(k, ir, "grid"));
     let _ = writeln!(s, "    /// Threads per block.");
@@ -142,7 +148,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];

@@ -72,6 +72,7 @@ impl<'k> Builder<'k> {
             doc: k.doc.clone(),
             target: target.clone(),
             schedule,
+            fast_intrinsics: false,
             index_ty: Dtype::I32,
             bufs,
             scalars: k.scalars.iter().map(|s| (s.name.clone(), s.dtype)).collect(),

@@ -124,6 +124,27 @@ impl Guard {
     }
 }
 
+/// A candidate of a kernel's tuning space that is not emitted, and why:
+/// its own summation order cannot meet the declared tolerance (decided
+/// here), or the build could not prove one of its obligations. A rejected
+/// candidate has no code in the build, so it can never be launched; the
+/// report and the tuner list it with its reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub name: String,
+    /// `KernelIr::params_text` of the candidate.
+    pub params: String,
+    pub reason: String,
+}
+
+/// A kernel's tuning space after scheduling: the candidates to prove and
+/// emit (in the order an untuned launch tries them), and those rejected.
+#[derive(Clone, Debug, Default)]
+pub struct Candidates {
+    pub variants: Vec<Variant>,
+    pub rejected: Vec<Rejected>,
+}
+
 /// Alternative block sizes of the row schedule and the row lengths each
 /// serves, `(block, shortest row, longest row)`; the default (`BLOCK`)
 /// serves the rest. Measured on the H100 (bench/RESULTS.md, 2026-11-22):
@@ -143,6 +164,14 @@ pub const ROW_VARIANTS: &[(u32, i64, i64)] = &[(128, 1, 2048), (512, 16384, i64:
 /// form ran at 47% against the plain 512-thread form's 50%, so rows that
 /// long are not cached.
 pub const CACHED_ROWS: &[(u32, u32)] = &[(128, 1), (256, 1), (256, 2), (512, 2)];
+
+/// More shapes of the cached row form, for the tuner only (an untuned
+/// launch never takes them: their keys are empty): fewer threads a row
+/// and more runs a thread, so that each thread has more 16-byte loads in
+/// flight and a row needs fewer barriers (32 threads: one warp a row, its
+/// reduction all shuffles). Each is proved like the rest before the tuner
+/// may time it.
+pub const TUNING_CACHED_ROWS: &[(u32, u32)] = &[(32, 4), (64, 2), (64, 4), (128, 2), (128, 4)];
 
 /// When a matrix-unit variant is chosen: for outputs of at least
 /// `MATRIX_UNIT_MIN_TILES` default (64 x 64) tiles, and for smaller ones
@@ -174,6 +203,48 @@ pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
 /// tiles (`<kernel>_t<size>`, by how many default tiles the output has), a
 /// row schedule at other block sizes (`<kernel>_b<block>`, by row length).
 pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
+    schedule_candidates(k, target, ir).map(|c| c.variants)
+}
+
+/// The kernel's tuning space: every variant of [`schedule_variants`], and
+/// the candidates rejected before any proof because their summation order
+/// cannot meet the declared tolerance.
+pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Candidates, Diagnostic> {
+    let mut rejected = Vec::new();
+    let mut variants = variants_of(k, target, ir, &mut rejected)?;
+    let twins: Vec<Variant> = variants.iter().filter_map(|v| intrinsic_twin(k, v)).collect();
+    variants.extend(twins);
+    Ok(Candidates { variants, rejected })
+}
+
+/// A cached row form that prints CUDA's fast intrinsics for its f32
+/// `exp` and `/` (`<variant>_fi`, `KernelIr::fast_intrinsics`), for the
+/// tuner only (empty keys). It is proved like the rest, its tolerance
+/// under the intrinsics' documented error (`__expf`: `2 + floor(1.173
+/// |x|)` ulp, `__fdividef`: 2 ulp, both flushing subnormals); the build
+/// rejects it where that misses the declared tolerance. Only for
+/// tolerances over a numeric domain: an intrinsic's error grows with its
+/// argument, which bounds in launch-time magnitudes do not carry.
+fn intrinsic_twin(k: &Kernel, v: &Variant) -> Option<Variant> {
+    if !v.ir.target.is_cuda() || !matches!(v.ir.schedule, Schedule::RowCached { .. }) || k.uses_magnitudes() || k.tolerance.is_empty() {
+        return None;
+    }
+    let mut uses = false;
+    for s in &k.stmts {
+        s.value.walk(&mut |e| {
+            uses |= e.ty == crate::types::Dtype::F32 && matches!(e.kind, TExprKind::Call(tir::Builtin::Exp, _) | TExprKind::Binary(crate::syntax::ast::BinOp::Div, ..));
+        });
+    }
+    if !uses {
+        return None;
+    }
+    let mut ir = v.ir.clone();
+    ir.fast_intrinsics = true;
+    ir.name = format!("{}_fi", v.ir.name);
+    Some(Variant { ir, keys: (1, 0), guard: v.guard })
+}
+
+fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Rejected>) -> Result<Vec<Variant>, Diagnostic> {
     if let Schedule::Warpgroup { .. } = ir.schedule {
         // On the unit already: warp specialisation for large outputs, the
         // wide promotion for long enough sums.
@@ -196,7 +267,7 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
     if !ir.reduction_loops.iter().any(|r| r.cooperative) {
         return Ok(Vec::new());
     }
-    let mut out = cached_row_variants(k, target, rows_rank as usize)?;
+    let mut out = cached_row_variants(k, target, rows_rank as usize, rejected)?;
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
@@ -207,8 +278,10 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
 
 /// The cached row form at each of `CACHED_ROWS`'s shapes
 /// (`<kernel>_c<block>x<slots>`), keyed by row length, where the kernel
-/// fits it; none past the longest row the kernel admits.
-fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize) -> Result<Vec<Variant>, Diagnostic> {
+/// fits it; none past the longest row the kernel admits. Then the
+/// tuner's extra shapes (`TUNING_CACHED_ROWS`), with empty keys. Shapes
+/// whose order misses the tolerance go to `rejected`.
+fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize, rejected: &mut Vec<Rejected>) -> Result<Vec<Variant>, Diagnostic> {
     let Some(plan) = row_cached::plan(k, prefix) else { return Ok(Vec::new()) };
     // The row length as a dim: the guard bounds it.
     let tir::Dim::Sym(dim) = plan.extent else { return Ok(Vec::new()) };
@@ -220,36 +293,89 @@ fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize) -> Result<Vec
             break;
         }
         let cap = (block * slots * plan.width) as i64;
-        // Rows the kernel admits all fit: no guard to ask.
-        let guard = longest.is_none_or(|most| most > cap).then_some(Guard { dim, at_least: 1, at_most: cap, any_key_from: i64::MAX });
-        let guarded = guard.map(|g| g.kernel(k));
-        let kernel = guarded.as_ref().unwrap_or(k);
-        let Some(mut ir) = row_cached::schedule(kernel, target, prefix, block, slots)? else { break };
-        if !meets_declared_tolerance(kernel, &ir) {
+        match cached_row_variant(k, target, prefix, dim, longest, block, slots, cap)? {
+            CachedShape::Proposed(ir, guard) => {
+                out.push(Variant { ir: *ir, keys: (shortest, cap), guard });
+                shortest = cap + 1;
+            }
+            CachedShape::Rejected(r) => rejected.push(r),
+            CachedShape::Unfit => break,
+        }
+    }
+    for &(block, slots) in TUNING_CACHED_ROWS {
+        let cap = (block * slots * plan.width) as i64;
+        // A shape for rows far longer than any the kernel admits is not
+        // worth its proofs.
+        if longest.is_some_and(|most| most <= cap / 4) {
             continue;
         }
-        ir.name = format!("{}_c{}x{}", k.name, block, slots);
-        out.push(Variant { ir, keys: (shortest, cap), guard });
-        shortest = cap + 1;
+        match cached_row_variant(k, target, prefix, dim, longest, block, slots, cap)? {
+            // Empty keys: only a tuned choice takes it.
+            CachedShape::Proposed(ir, guard) => out.push(Variant { ir: *ir, keys: (1, 0), guard }),
+            CachedShape::Rejected(r) => rejected.push(r),
+            CachedShape::Unfit => break,
+        }
     }
     Ok(out)
 }
 
-/// Does a candidate schedule's own summation order meet the kernel's
-/// declared tolerance? Asked of candidates that change the order (the
-/// cached rows sum runs of 8 in each thread, which raises the constant
-/// part of a bound): the tolerance is the kernel's contract, so a
-/// candidate that cannot meet it is not emitted, never the tolerance
-/// loosened for it. Decidable here for tolerances in launch-time
-/// magnitudes (`accuracy::magnitude`, no solver); a tolerance over a
-/// numeric domain is proved with the solver at build time, where a
-/// candidate that fails stops the build with the failing bound.
-fn meets_declared_tolerance(k: &Kernel, ir: &crate::kir::KernelIr) -> bool {
+/// One shape of the cached row form for a kernel.
+enum CachedShape {
+    /// To prove and emit, with its guard.
+    Proposed(Box<KernelIr>, Option<Guard>),
+    /// Its summation order misses the declared tolerance.
+    Rejected(Rejected),
+    /// The kernel does not fit the cached form.
+    Unfit,
+}
+
+/// The cached row form of `block` threads and `slots` runs a thread,
+/// `<kernel>_c<block>x<slots>`, with its guard (rows of at most `cap`, where
+/// the kernel admits longer ones); rejected where its summation order
+/// misses the declared tolerance.
+#[allow(clippy::too_many_arguments)]
+fn cached_row_variant(k: &Kernel, target: &Target, prefix: usize, dim: usize, longest: Option<i64>, block: u32, slots: u32, cap: i64) -> Result<CachedShape, Diagnostic> {
+    let guard = longest.is_none_or(|most| most > cap).then_some(Guard { dim, at_least: 1, at_most: cap, any_key_from: i64::MAX });
+    let guarded = guard.map(|g| g.kernel(k));
+    let kernel = guarded.as_ref().unwrap_or(k);
+    let Some(mut ir) = row_cached::schedule(kernel, target, prefix, block, slots)? else { return Ok(CachedShape::Unfit) };
+    ir.name = format!("{}_c{}x{}", k.name, block, slots);
+    if let Some(reason) = misses_declared_tolerance(kernel, &ir) {
+        return Ok(CachedShape::Rejected(Rejected { name: ir.name.clone(), params: ir.params_text(), reason }));
+    }
+    Ok(CachedShape::Proposed(Box::new(ir), guard))
+}
+
+/// Why a candidate schedule's own summation order misses the kernel's
+/// declared tolerance, if it does (`None`: it meets it). Asked of
+/// candidates that change the order (the cached rows sum runs of 8 in
+/// each thread, which raises the constant part of a bound): the
+/// tolerance is the kernel's contract, so a candidate that cannot meet
+/// it is rejected, never the tolerance loosened for it. Decidable here
+/// for tolerances in launch-time magnitudes (`accuracy::magnitude`, no
+/// solver); a tolerance over a numeric domain is proved with the solver
+/// at build time, where a candidate that fails is rejected there
+/// (`build::compile_with`).
+fn misses_declared_tolerance(k: &Kernel, ir: &crate::kir::KernelIr) -> Option<String> {
+    use crate::accuracy::magnitude::Verdict;
     if !k.uses_magnitudes() {
-        return true;
+        return None;
     }
     let a = crate::accuracy::magnitude::analyze(k, ir);
-    a.outputs.iter().all(|o| o.failure.is_none() && matches!(o.verdict, Some(crate::accuracy::magnitude::Verdict::Within(_))))
+    a.outputs.iter().find_map(|o| {
+        if let Some((why, _)) = &o.failure {
+            return Some(format!("no error bound derived for `{}`: {}", o.output, why));
+        }
+        match &o.verdict {
+            Some(Verdict::Within(_)) => None,
+            Some(Verdict::Exceeds { at, bound, tolerance }) => {
+                let point: Vec<String> = a.symbols.iter().zip(at).map(|(s, v)| format!("{} = {}", s, v)).collect();
+                Some(format!("the bound derived for `{}` in this summation order, {} (= {:.3e} at {}), exceeds the declared tolerance {} (= {:.3e})", o.output, a.show(&o.abs), bound, point.join(", "), a.show(&o.tolerance.0), tolerance))
+            }
+            Some(Verdict::Undecided(why)) => Some(format!("the bound derived for `{}` is not shown within the declared tolerance: {}", o.output, why)),
+            None => Some(format!("no verdict on `{}`'s tolerance", o.output)),
+        }
+    })
 }
 
 /// A matrix unit's schedule: the shortest sum its bound holds for, the

@@ -46,7 +46,7 @@ pub(super) fn build(k: &Kernel, target: &Target, prefix: usize, block: u32, cach
     let first = &k.stmts[0].vars[..prefix];
     let rows = first.iter().fold(IExpr::c(1), |acc, v| acc.mul(extent_expr(k.vars[*v].extent)));
     let mut top = Vec::new();
-    let mut layout = cache.map(|(plan, slots)| row_cached::Layout::new(&mut b, plan, slots, &mut top));
+    let mut layout = cache.map(|(plan, slots)| row_cached::Layout::new(&mut b, plan, prefix, slots, &mut top));
     let row = b.ivar("row");
     b.row_var = Some(row);
     let mut env = Env::default();
@@ -71,8 +71,8 @@ pub(super) fn build(k: &Kernel, target: &Target, prefix: usize, block: u32, cach
     let passes = items.iter().filter(|i| matches!(i, Item::Reductions(_))).count();
     b.closing_barrier = passes == 1;
     for item in items {
-        match (item, layout.as_ref()) {
-            (Item::Reductions(stmts), _) => reduction_pass(&mut b, &stmts, &mut env, &mut body, layout.as_ref())?,
+        match (item, layout.as_mut()) {
+            (Item::Reductions(stmts), l) => reduction_pass(&mut b, &stmts, &mut env, &mut body, l)?,
             (Item::Scalar(s), _) => row_statement(&mut b, s, &mut env, &mut body)?,
             (Item::Elements(stmts), None) => element_loop(&mut b, &stmts, prefix, &mut env, &mut body)?,
             (Item::Elements(stmts), Some(l)) => l.element_loop(&mut b, &stmts, prefix, &env, &mut body)?,
@@ -122,10 +122,10 @@ fn same_extents(k: &Kernel, a: StmtId, b: StmtId, prefix: usize) -> bool {
 }
 
 pub(super) struct Acc<'t> {
-    node: &'t TExpr,
-    op: RedOp,
+    pub(super) node: &'t TExpr,
+    pub(super) op: RedOp,
     pub(super) var: tir::VarId,
-    body: &'t TExpr,
+    pub(super) body: &'t TExpr,
     value: LocalId,
     index: Option<LocalId>,
     ty: Dtype,
@@ -151,7 +151,7 @@ pub(super) fn accumulate(b: &mut Builder, a: &Acc, c: IExpr, inner: &mut Env, bo
 /// One pass computing every top-level reduction of `stmts` (strided over
 /// the row, or over its registers with `cache`), then the block
 /// reduction, then the statements' row values.
-fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Vec<KStmt>, cache: Option<&row_cached::Layout>) -> Result<(), Diagnostic> {
+fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Vec<KStmt>, mut cache: Option<&mut row_cached::Layout>) -> Result<(), Diagnostic> {
     let k = b.k;
     let mut accs: Vec<Acc> = Vec::new();
     for s in stmts {
@@ -180,7 +180,7 @@ fn reduction_pass(b: &mut Builder, stmts: &[StmtId], env: &mut Env, out: &mut Ve
         }
     }
     for g in &groups {
-        if let Some(l) = cache {
+        if let Some(l) = cache.as_deref_mut() {
             let group: Vec<&Acc> = g.iter().map(|&i| &accs[i]).collect();
             l.reduction_loop(b, &group, env, out)?;
             continue;

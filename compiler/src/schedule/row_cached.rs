@@ -24,7 +24,7 @@
 //! elements (its key range, `schedule::cached_row_variants`).
 
 use super::extent_expr;
-use super::lower::{Builder, Env};
+use super::lower::{node_key, Builder, Env};
 use super::row::{self, Acc};
 use crate::diag::Diagnostic;
 use crate::kir::*;
@@ -179,11 +179,35 @@ pub struct Layout {
     cached: Vec<TensorId>,
     /// Each cached tensor's registers, once the row's load declares them.
     regs: Vec<(TensorId, LocalId)>,
+    prefix: usize,
+    /// Reduction terms held in registers for the element statements.
+    held: Vec<Held>,
+}
+
+/// A reduction's term that an element statement computes again at the
+/// same element (softmax's `exp(x[r, k] - m[r])`, summed, then divided
+/// by the sum): computed once, in the reduction's pass, into registers
+/// `arr` at the element's slot, and read there by the element loop
+/// wherever one of `nodes` (by `node_key`) is lowered. The same value
+/// either way: the same operations on the same operands, so nothing the
+/// accuracy analysis sees changes; the register slots are proved set
+/// before they are read like the row's own.
+struct Held {
+    arr: LocalId,
+    nodes: Vec<usize>,
+}
+
+/// Is a term worth registers? Where it calls a function or divides: a
+/// load or a conversion is as cheap to redo as to keep.
+fn costly(e: &TExpr) -> bool {
+    let mut found = false;
+    e.walk(&mut |x| found |= matches!(x.kind, TExprKind::Call(..) | TExprKind::Binary(crate::syntax::ast::BinOp::Div, ..)));
+    found
 }
 
 impl Layout {
     /// Ask once, at the kernel's start, whether runs may be vectors.
-    pub fn new(b: &mut Builder, plan: &CachePlan, slots: u32, top: &mut Vec<KStmt>) -> Layout {
+    pub fn new(b: &mut Builder, plan: &CachePlan, prefix: usize, slots: u32, top: &mut Vec<KStmt>) -> Layout {
         let extent = extent_expr(plan.extent);
         let bufs: Vec<BufId> = plan.cached.iter().chain(&plan.outputs).map(|t| b.buf(*t)).collect();
         let mut whole = Cond::Aligned(bufs, 16);
@@ -193,7 +217,7 @@ impl Layout {
         }
         let vec_end = b.ivar("vec_end");
         top.push(KStmt::LetInt { var: vec_end, value: IExpr::Select(Box::new(whole), Box::new(extent.clone()), Box::new(IExpr::c(0))) });
-        Layout { slots, width: plan.width, extent, vec_end, cached: plan.cached.clone(), regs: Vec::new() }
+        Layout { slots, width: plan.width, extent, vec_end, cached: plan.cached.clone(), regs: Vec::new(), prefix, held: Vec::new() }
     }
 
     /// `c0 = (j * block + tid) * width`: where run `j` of this thread starts.
@@ -274,7 +298,7 @@ impl Layout {
 
     /// One group's reductions over the registers: runs in order, lanes in
     /// order, every lane up to the row's end.
-    pub(super) fn reduction_loop(&self, b: &mut Builder, group: &[&Acc], env: &Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
+    pub(super) fn reduction_loop(&mut self, b: &mut Builder, group: &[&Acc], env: &Env, out: &mut Vec<KStmt>) -> Result<(), Diagnostic> {
         let k = b.k;
         let var = group[0].var;
         let name = k.vars[var].name.clone();
@@ -286,8 +310,17 @@ impl Layout {
         let vars: Vec<tir::VarId> = group.iter().map(|a| a.var).collect();
         let mut inner = self.lane_env(env, j, lane, c.clone(), &vars);
         let mut visit = Vec::new();
+        let held_from = self.held.len();
         for a in group {
             b.ir.reduction_order.insert(a.var, ReductionOrder::BlockRuns { threads: b.ir.block, warp: b.warp(), width: self.width, slots: self.slots });
+            if let Some(nodes) = self.recomputed_at_elements(k, a) {
+                let arr = b.local(&format!("{}_term_row", name), a.body.ty);
+                out.push(KStmt::DeclArray { arr, len: self.slots * self.width, init: None });
+                let v = b.lower(a.body, &mut inner, &mut visit)?;
+                visit.push(KStmt::ArraySet { arr, index: self.slot(j, lane), value: v });
+                inner.reduced.insert(node_key(a.body), VExpr::new(VKind::ArrayGet { arr, index: self.slot(j, lane) }, a.body.ty));
+                self.held.push(Held { arr, nodes });
+            }
             row::accumulate(b, a, c.clone(), &mut inner, &mut visit)?;
         }
         body.push(KStmt::unrolled(lane, self.width, vec![KStmt::If { cond: c.clone().lt(self.extent.clone()), then: visit, els: vec![] }]));
@@ -299,10 +332,49 @@ impl Layout {
             (Witness::Tid, e.clone().div(IExpr::c(w)).rem(IExpr::c(block))),
             (Witness::Var(lane), e.rem(IExpr::c(w))),
         ];
-        let visits = Visits { outer: j, at: c, elem, witness };
+        let visits = Visits { outer: j, at: c, elem, witness, held: self.held[held_from..].iter().map(|h| h.arr).collect() };
         let span = k.vars[var].span;
         b.ir.reduction_loops.push(ReductionLoop { var: lane, extent: self.extent.clone(), cooperative: true, granule: 1, name: format!("`{}`", name), span, visits: Some(visits) });
         Ok(())
+    }
+
+    /// Where the element statements compute `a`'s term again at their
+    /// own element (its variable for theirs), if anywhere and if the term
+    /// is costly: those nodes, by `node_key`. Not for a sum of products
+    /// (it accumulates by multiply-adds, with no term of its own).
+    fn recomputed_at_elements(&self, k: &Kernel, a: &Acc) -> Option<Vec<usize>> {
+        if !costly(a.body) || (a.op == crate::syntax::ast::RedOp::Sum && tir::fma_operands(a.body).is_some()) {
+            return None;
+        }
+        // The statement the reduction is in: its row variables are the
+        // other statements' under other names.
+        let within = |s: &tir::Stmt| {
+            let mut found = false;
+            s.value.walk(&mut |e| found |= node_key(e) == node_key(a.node));
+            found
+        };
+        let home = k.stmts.iter().find(|s| within(s))?;
+        let mut nodes = Vec::new();
+        for s in k.stmts.iter().filter(|s| s.vars.len() == self.prefix + 1) {
+            let mut rename: Vec<(tir::VarId, tir::VarId)> = home.vars[..self.prefix].iter().copied().zip(s.vars[..self.prefix].iter().copied()).collect();
+            rename.push((a.var, s.vars[self.prefix]));
+            s.value.walk(&mut |e| {
+                if a.body.same_as(e, &rename) {
+                    nodes.push(node_key(e));
+                }
+            });
+        }
+        (!nodes.is_empty()).then_some(nodes)
+    }
+
+    /// The held terms read at slot `j * width + lane` (see [`Held`]).
+    fn hold(&self, env: &mut Env, j: IVar, lane: IVar, b: &Builder) {
+        for h in &self.held {
+            let ty = b.ir.locals[h.arr].ty;
+            for &n in &h.nodes {
+                env.reduced.insert(n, VExpr::new(VKind::ArrayGet { arr: h.arr, index: self.slot(j, lane) }, ty));
+            }
+        }
     }
 
     /// Output element statements over the registers: each run computed
@@ -325,10 +397,12 @@ impl Layout {
             let arr = b.local(&format!("{}_run", k.tensors[t].name), k.tensors[t].dtype);
             vector.push(KStmt::DeclArray { arr, len: w, init: None });
             let mut inner = self.lane_env(env, j, vl, IExpr::Var(c0).add(IExpr::Var(vl)), own);
+            self.hold(&mut inner, j, vl, b);
             let v = b.lower(&stmt.value, &mut inner, &mut vector_lane)?;
             vector_lane.push(KStmt::ArraySet { arr, index: IExpr::Var(vl), value: v.cast(k.tensors[t].dtype) });
             // One element, stored alone.
             let mut inner = self.lane_env(env, j, sl, IExpr::Var(c0).add(IExpr::Var(sl)), own);
+            self.hold(&mut inner, j, sl, b);
             let v = b.lower(&stmt.value, &mut inner, &mut scalar_lane)?;
             let scalar_access = b.store(stmt, v, &inner, &mut scalar_lane);
             results.push((t, arr, scalar_access, stmt.span));

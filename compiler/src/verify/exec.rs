@@ -715,7 +715,8 @@ impl<'a> Exec<'a> {
                 let since = self.slot_seq;
                 self.block(body, body_list);
                 if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var) {
-                    self.accumulators_complete(since, &r.name, r.span);
+                    let held = r.visits.as_ref().map(|v| v.held.clone()).unwrap_or_default();
+                    self.accumulators_complete(since, &r.name, r.span, &held);
                 }
                 self.loop_stack.pop();
                 self.cond_stack.pop();
@@ -1051,7 +1052,9 @@ impl<'a> Exec<'a> {
     /// At the end of an iteration of a reduction loop: every array written
     /// in the iteration must have had every slot written in it (an
     /// accumulator tile updated only in part drops terms of the sum).
-    fn accumulators_complete(&mut self, since: usize, loop_name: &str, span: crate::span::Span) {
+    /// Arrays in `held` are written one slot an iteration by design (see
+    /// `kir::Visits::held`) and skipped here; their reads are checked.
+    fn accumulators_complete(&mut self, since: usize, loop_name: &str, span: crate::span::Span, held: &[LocalId]) {
         // This loop's own updates: not inside a nested reduction loop (that
         // loop checks them), to arrays declared outside this iteration.
         let depth = self.loop_stack.len();
@@ -1059,7 +1062,7 @@ impl<'a> Exec<'a> {
         let mut arrays: Vec<LocalId> = self
             .slot_writes
             .iter()
-            .filter(|(a, ws)| self.declared_at.get(a).is_some_and(|d| *d <= since) && ws.iter().any(own))
+            .filter(|(a, ws)| !held.contains(a) && self.declared_at.get(a).is_some_and(|d| *d <= since) && ws.iter().any(own))
             .map(|(a, _)| *a)
             .collect();
         arrays.sort();

@@ -60,11 +60,28 @@ pub struct Assumption {
     pub source: &'static str,
 }
 
+/// How an intrinsic's error grows: `ulps_per_arg` ulp more for each unit
+/// of the argument's magnitude, rounded down (`__expf`'s `2 + floor(1.173
+/// |x|)`); where it `flushes`, results below the smallest normal number
+/// may come back as 0 (an absolute error up to that number), and so may
+/// subnormal operands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Growth {
+    pub function: Function,
+    pub ulps_per_arg: f64,
+    pub flushes: bool,
+    /// The divisor's magnitude must lie in `[lo, hi]` (`__fdividef`).
+    pub divisor: Option<(f64, f64)>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct LibraryTable {
     /// "CUDA (NVRTC defaults)", "HIP (ROCm)".
     pub name: &'static str,
     pub assumptions: Vec<Assumption>,
+    /// Functions whose error grows with the argument or that flush
+    /// (the intrinsics); none for the accurate libraries.
+    pub growth: Vec<Growth>,
 }
 
 impl LibraryTable {
@@ -80,7 +97,36 @@ impl LibraryTable {
                 Assumption { function: Function::Log, ulps: 1.0, source: doc },
                 Assumption { function: Function::Tanh, ulps: 2.0, source: doc },
             ],
+            growth: Vec::new(),
         }
+    }
+
+    /// CUDA with the fast intrinsics `__expf` and `__fdividef` in place
+    /// of `expf` and the correctly rounded f32 `/` (a schedule candidate
+    /// that prints them, `KernelIr::fast_intrinsics`; everything else as
+    /// [`LibraryTable::cuda`]). CUDA C++ Programming Guide, "Intrinsic
+    /// Functions", single precision: `__expf(x)` has at most `2 +
+    /// floor(abs(1.173 * x))` ulp of error; `__fdividef(x, y)` at most 2
+    /// ulp for `|y|` in `[2^-126, 2^126]`; both flush subnormal results
+    /// (and operands) to zero.
+    pub fn cuda_intrinsics() -> LibraryTable {
+        let doc = "CUDA C++ Programming Guide, single-precision intrinsic functions";
+        let mut t = LibraryTable::cuda();
+        t.name = "CUDA intrinsics (__expf, __fdividef; the rest NVRTC defaults)";
+        for a in &mut t.assumptions {
+            match a.function {
+                Function::Div | Function::Exp => {
+                    a.ulps = 2.0;
+                    a.source = doc;
+                }
+                _ => {}
+            }
+        }
+        t.growth = vec![
+            Growth { function: Function::Exp, ulps_per_arg: 1.173, flushes: true, divisor: None },
+            Growth { function: Function::Div, ulps_per_arg: 0.0, flushes: true, divisor: Some((2f64.powi(-126), 2f64.powi(126))) },
+        ];
+        t
     }
 
     pub fn hip() -> LibraryTable {
@@ -95,6 +141,7 @@ impl LibraryTable {
                 Assumption { function: Function::Log, ulps: 3.0, source: doc },
                 Assumption { function: Function::Tanh, ulps: 4.0, source: doc },
             ],
+            growth: Vec::new(),
         }
     }
 
@@ -114,13 +161,29 @@ impl LibraryTable {
 
     /// The relative and absolute error of one call in `fmt`.
     pub fn cost(&self, f: Function, fmt: Format) -> (f64, f64) {
-        let k = self.ulps(f);
+        self.cost_at(f, fmt, 0.0)
+    }
+
+    /// Does `f`'s error here depend on its argument or flush (an
+    /// intrinsic)? Then callers must use [`Self::cost_at`].
+    pub fn grows(&self, f: Function) -> Option<&Growth> {
+        self.growth.iter().find(|g| g.function == f)
+    }
+
+    /// The relative and absolute error of one call in `fmt` whose
+    /// argument is at most `max_abs_arg` in magnitude (for a division, the
+    /// dividend's: its flushed operands). A flushing intrinsic adds the
+    /// smallest normal number to the absolute error.
+    pub fn cost_at(&self, f: Function, fmt: Format, max_abs_arg: f64) -> (f64, f64) {
+        let growth = self.grows(f);
+        let extra = growth.map_or(0.0, |g| (g.ulps_per_arg * max_abs_arg).floor());
+        let k = self.ulps(f) + extra;
         let u = fmt.unit_roundoff();
-        if k == 0.0 {
-            (u, fmt.subnormal_abs())
-        } else {
-            ((2.0 * k + 1.0) * u, (k + 0.5) * fmt.min_subnormal())
+        let (rel, mut abs) = if k == 0.0 { (u, fmt.subnormal_abs()) } else { ((2.0 * k + 1.0) * u, (k + 0.5) * fmt.min_subnormal()) };
+        if growth.is_some_and(|g| g.flushes) {
+            abs += 2f64.powi(fmt.emin());
         }
+        (rel, abs)
     }
 }
 

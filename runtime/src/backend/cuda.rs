@@ -11,6 +11,7 @@ use crate::launch::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr};
+use crate::tune::Tuned;
 use super::arena::Arena;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -43,6 +44,8 @@ pub struct CudaBackend {
     /// Page-locked host memory that `DeviceBuf::read_many` copies into
     /// (grown on demand).
     staging: Mutex<Option<cudarc::driver::PinnedHostSlice<u8>>>,
+    /// The autotuner's choices for this GPU and driver (`tune`).
+    tuned: Arc<Tuned>,
 }
 
 /// One tensor's bytes on the device: `bytes` bytes from byte `offset` of an
@@ -52,6 +55,16 @@ pub struct DeviceBuf {
     offset: usize,
     bytes: usize,
     backend: Arc<CudaBackend>,
+}
+
+/// The CUDA driver's version (`cuDriverGetVersion`: 13000 for 13.0), 0
+/// where it cannot be read: part of the tuning table's key.
+fn driver_version() -> i32 {
+    let mut v = 0;
+    match unsafe { sys::cuDriverGetVersion(&mut v) } {
+        sys::CUresult::CUDA_SUCCESS => v,
+        _ => 0,
+    }
 }
 
 fn device_err(call: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
@@ -111,6 +124,8 @@ impl CudaBackend {
         let (major, minor) = ctx.compute_capability().map_err(device_err("cuDeviceGetAttribute"))?;
         let sm_count = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(device_err("cuDeviceGetAttribute"))? as u32;
         let name = ctx.name().map_err(device_err("cuDeviceGetName"))?;
+        let cache = DiskCache::default_location();
+        let tuned = Arc::new(Tuned::load(cache.dir(), &format!("{}-sm_{}{}", name, major, minor), driver_version()));
         Ok(Arc::new(CudaBackend {
             ctx,
             stream,
@@ -123,10 +138,11 @@ impl CudaBackend {
             sm_count,
             functions: Mutex::new(HashMap::new()),
             by_address: Mutex::new(HashMap::new()),
-            cache: DiskCache::default_location(),
+            cache,
             include: find_include(),
             arena: Mutex::new(Arena::default()),
             staging: Mutex::new(None),
+            tuned,
         }))
     }
 
@@ -165,6 +181,7 @@ impl CudaBackend {
             sm_count: self.sm_count,
             functions: Mutex::new(HashMap::new()),
             by_address: Mutex::new(HashMap::new()),
+            tuned: Arc::new(Tuned::load(cache.dir(), &format!("{}-{}", self.name, self.arch), driver_version())),
             cache,
             include: self.include.clone(),
             arena: Mutex::new(Arena::default()),
@@ -310,8 +327,82 @@ impl CudaBackend {
         self.stream.wait(&self.join_event).map_err(device_err("cuStreamWaitEvent"))
     }
 
+    /// What a launch of `k` with `dims` takes: the tuned choice for its
+    /// shape class, else the compiler's order.
+    pub fn chosen(&self, k: &KernelDef, dims: &[i64]) -> Chosen {
+        crate::tune::forced(k, dims).or_else(|| self.tuned.choice(k, dims)).unwrap_or_else(|| k.choose(dims))
+    }
+
+    /// The tuning table of this GPU and driver.
+    pub fn tuned(&self) -> &Tuned {
+        &self.tuned
+    }
+
     fn launch_on(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        let chosen = k.choose(&bound.dims);
+        self.launch_chosen(stream, k, bound, args, &self.chosen(k, &bound.dims))
+    }
+
+    /// Time every candidate of `k` that this launch admits (median of
+    /// `reps` launches after two, each timed alone by events) and record
+    /// the fastest for the launch's shape class. Inouts are copied aside
+    /// first and put back before every launch and at the end, so each
+    /// candidate sees the same inputs and the caller finds its tensors as
+    /// they were. Not while a step is captured or rehearsed.
+    pub(crate) fn tune(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], reps: usize) -> Result<crate::tune::ClassTuning> {
+        if self.arena.lock().map(|a| a.mode() != crate::backend::arena::Mode::Off).unwrap_or(true) {
+            return Err(Error::Argument { kernel: k.info.name.into(), message: "cannot tune while a step is captured or rehearsed".into() });
+        }
+        self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
+        let inouts: Vec<(sys::CUdeviceptr, usize)> = k
+            .info
+            .tensors
+            .iter()
+            .zip(args.iter().filter_map(|a| a.tensor()))
+            .filter(|(p, _)| p.role == "inout")
+            .filter_map(|(_, t)| match &t.storage {
+                Storage::Cuda(b) => Some((b.ptr(), b.bytes)),
+                _ => None,
+            })
+            .collect();
+        let saved: Vec<CudaSlice<u8>> = inouts.iter().map(|(_, n)| self.stream.alloc_zeros::<u8>(*n).map_err(device_err("cuMemAlloc"))).collect::<Result<_>>()?;
+        let copy = |dst: sys::CUdeviceptr, src: sys::CUdeviceptr, n: usize| unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, n, self.stream.cu_stream()) }.map_err(device_err("cuMemcpyDtoDAsync"));
+        for ((ptr, n), s) in inouts.iter().zip(&saved) {
+            copy(s.device_ptr(&self.stream).0, *ptr, *n)?;
+        }
+        let restore = || -> Result<()> {
+            for ((ptr, n), s) in inouts.iter().zip(&saved) {
+                copy(*ptr, s.device_ptr(&self.stream).0, *n)?;
+            }
+            Ok(())
+        };
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let reps = reps.max(1);
+        let outcome = crate::tune::tune_with(k, &bound.dims, |c| {
+            let mut times = Vec::with_capacity(reps);
+            for i in 0..reps + 2 {
+                restore()?;
+                let start = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
+                let end = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
+                start.record(&self.stream).map_err(device_err("cuEventRecord"))?;
+                self.launch_chosen(&self.stream, k, bound, args, c)?;
+                end.record(&self.stream).map_err(device_err("cuEventRecord"))?;
+                end.synchronize().map_err(device_err("cuEventSynchronize"))?;
+                if i >= 2 {
+                    times.push(start.elapsed_ms(&end).map_err(device_err("cuEventElapsedTime"))? as f64);
+                }
+            }
+            times.sort_by(f64::total_cmp);
+            Ok(times[times.len() / 2])
+        });
+        restore()?;
+        self.synchronize()?;
+        let outcome = outcome?;
+        self.tuned.record(k, &outcome)?;
+        Ok(outcome)
+    }
+
+    fn launch_chosen(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg], chosen: &Chosen) -> Result<()> {
+        let chosen = *chosen;
         let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
             .iter()

@@ -6,7 +6,6 @@ use super::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM, TOP_K};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The architecture fields of `arch.json`, in this order.
@@ -98,31 +97,7 @@ pub struct StepMetrics {
     pub val_expert_share: Option<[f64; N_EXPERTS]>,
 }
 
-/// Write `bytes` to `path` so that a crash leaves the old file or the new
-/// one, never a mix: a temporary sibling, flushed to disk, then renamed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomic_or_crash(path, bytes, None)
-}
-
-/// `write_atomic`, except that with `crash_after = Some(n)` the process
-/// aborts after writing `n` bytes of the temporary file: a crash in the
-/// middle of a write, for the tests that prove it loses nothing.
-pub fn write_atomic_or_crash(path: &Path, bytes: &[u8], crash_after: Option<usize>) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    if let Some(n) = crash_after {
-        f.write_all(&bytes[..n.min(bytes.len())])?;
-        f.sync_all()?;
-        std::process::abort();
-    }
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)
-}
+pub use crate::cache::{write_atomic, write_atomic_or_crash};
 
 /// A checkpoint: named f32 tensors (weights, optimizer moments) and
 /// metadata (step, configuration).

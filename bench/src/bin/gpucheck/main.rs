@@ -309,7 +309,7 @@ fn soundness(dev: &Device, min_inputs: u64, json: Option<String>, only: Option<S
                 }
             };
             let drawn: u64 = case.tensors.iter().zip(k.info.tensors).filter(|(_, t)| t.role != "output").map(|((shape, _), _)| shape.iter().product::<usize>() as u64).sum::<u64>() + case.scalars.len() as u64;
-            let chosen = k.choose(&case.dims).name;
+            let chosen = dev.chosen(k, &case.dims).name;
             ran.insert(chosen);
             let own = if magnitudes { None } else { sources.iter().find(|(name, _)| name == k.info.name).map(|(_, irs)| bounds_at(irs, &case.dims, chosen)) };
             let result = match &own {

@@ -1,0 +1,397 @@
+//! Contract-checked autotuning (issue 21).
+//!
+//! A kernel's candidates are its own schedule and the variants the compiler
+//! emitted beside it: each generated and proved at build time, under its
+//! guard. A candidate that failed a proof, or whose summation order cannot
+//! meet the declared tolerance, was rejected by the compiler and has no
+//! code (`KernelDef::rejected`), so no launch and no tuner can take it.
+//!
+//! The tuner times, for one launch's shape class, every candidate whose
+//! guard admits the launch's dims (the keys that order the untuned choice
+//! are preferences, not proof obligations), and keeps the fastest. The
+//! table lives on disk, one file per device and driver
+//! (`<cache>/tuning/<device>.json`), each kernel's entries stamped with its
+//! fingerprint (the sha256 of every candidate's name and source): a
+//! rebuilt kernel, another GPU or another driver is tuned afresh, never
+//! served a stale choice. A launch takes the table's choice for its class
+//! where that choice admits its dims, else the compiler's order
+//! (`KernelDef::choose`). `TOKITAI_TUNING=off` ignores the table (an
+//! ablation switch, as `TOKITAI_SKIP_VARIANTS` is).
+
+use crate::launch::{Chosen, KernelDef};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+/// The table file's layout version.
+const SCHEMA: u32 = 1;
+
+/// A launch's shape class: each dim rounded up to a power of two
+/// (`ceil(log2(d))`), so that launches of nearby sizes share a choice (the
+/// rows routed to an expert change every step).
+pub fn class_of(dims: &[i64]) -> Vec<u8> {
+    dims.iter().map(|&d| if d <= 1 { 0 } else { (64 - (d - 1).leading_zeros()) as u8 }).collect()
+}
+
+/// A class as people read it: `R<=65536 C<=1024`.
+pub fn class_text(k: &KernelDef, class: &[u8]) -> String {
+    k.info.dims.iter().zip(class).map(|(n, c)| format!("{}<={}", n, 1u64 << c)).collect::<Vec<_>>().join(" ")
+}
+
+/// The kernel's fingerprint: the sha256 of its name, then every
+/// candidate's name and source, in order. Any change to any candidate (or
+/// to the set) changes it.
+pub fn fingerprint(k: &KernelDef) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(k.info.name.as_bytes());
+    for c in candidates(k) {
+        h.update([0u8]);
+        h.update(c.name.as_bytes());
+        h.update([0u8]);
+        h.update(c.hip_source.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{:02x}", b)).collect()
+}
+
+/// Every candidate the build emitted (all of them proved): the kernel's
+/// own schedule first, then its variants in the compiler's order.
+pub fn candidates(k: &KernelDef) -> Vec<Chosen> {
+    k.all_compiled()
+}
+
+/// Does a launch with `dims` admit `name` (its guard holds)? The kernel's
+/// own schedule admits every launch its `requires` admits.
+fn admits(k: &KernelDef, name: &str, dims: &[i64]) -> bool {
+    name == k.info.name || k.variants.iter().any(|v| v.name == name && v.admits(dims))
+}
+
+/// The schedule text of a candidate (`row-reduction block=128`).
+fn params_of(k: &KernelDef, name: &str) -> &'static str {
+    if name == k.info.name {
+        return k.schedule_params;
+    }
+    k.variants.iter().find(|v| v.name == name).map(|v| v.params).unwrap_or("")
+}
+
+/// One candidate as the tuner saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateTiming {
+    pub name: String,
+    /// Its schedule and parameters.
+    pub schedule: String,
+    /// "proved" (timed), "not admitted" (its guard does not hold for these
+    /// dims: never launched with them) or "rejected" (not emitted: it
+    /// failed a proof or its tolerance; never launched).
+    pub status: String,
+    /// Median milliseconds of the timed launches (proved and admitted only).
+    pub ms: Option<f64>,
+    /// Why rejected, or the guard that does not hold.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// What tuning one shape class found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassTuning {
+    pub class: Vec<u8>,
+    /// The launch it was tuned on.
+    pub dims: Vec<i64>,
+    /// The fastest candidate.
+    pub choice: String,
+    /// What an untuned launch takes (`KernelDef::choose`).
+    pub default: String,
+    pub candidates: Vec<CandidateTiming>,
+}
+
+impl ClassTuning {
+    /// The choice's time over the default's (1.0: the default won).
+    pub fn speedup(&self) -> Option<f64> {
+        let ms = |n: &str| self.candidates.iter().find(|c| c.name == n).and_then(|c| c.ms);
+        Some(ms(&self.default)? / ms(&self.choice)?)
+    }
+}
+
+/// Tune one launch: time every candidate that `dims` admit with `time`
+/// (the device's timer: median milliseconds of a candidate's launches),
+/// list the rest with why they were not timed, and choose the fastest.
+/// Only candidates with code are ever handed to `time`.
+pub fn tune_with(k: &KernelDef, dims: &[i64], mut time: impl FnMut(&Chosen) -> Result<f64>) -> Result<ClassTuning> {
+    let mut out = Vec::new();
+    let mut best: Option<(f64, &'static str)> = None;
+    for c in candidates(k) {
+        let params = params_of(k, c.name).to_string();
+        if !admits(k, c.name, dims) {
+            let guard = k.variants.iter().find(|v| v.name == c.name).and_then(|v| v.guard).map(|(d, lo, hi, _)| guard_text(k, d, lo, hi)).unwrap_or_default();
+            out.push(CandidateTiming { name: c.name.into(), schedule: params, status: "not admitted".into(), ms: None, note: guard });
+            continue;
+        }
+        let ms = time(&c)?;
+        if best.is_none_or(|(b, _)| ms < b) {
+            best = Some((ms, c.name));
+        }
+        out.push(CandidateTiming { name: c.name.into(), schedule: params, status: "proved".into(), ms: Some(ms), note: String::new() });
+    }
+    out.extend(k.rejected.iter().map(|(name, params, why)| CandidateTiming { name: name.to_string(), schedule: params.to_string(), status: "rejected".into(), ms: None, note: why.to_string() }));
+    let (_, choice) = best.ok_or_else(|| Error::Argument { kernel: k.info.name.into(), message: "no candidate to tune".into() })?;
+    Ok(ClassTuning { class: class_of(dims), dims: dims.to_vec(), choice: choice.into(), default: k.choose(dims).name.into(), candidates: out })
+}
+
+fn guard_text(k: &KernelDef, d: usize, lo: i64, hi: i64) -> String {
+    let n = k.info.dims.get(d).copied().unwrap_or("?");
+    match (lo > 1, hi < i64::MAX) {
+        (true, true) => format!("{} >= {}, {} <= {}", n, lo, n, hi),
+        (false, true) => format!("{} <= {}", n, hi),
+        _ => format!("{} >= {}", n, lo),
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct KernelTuning {
+    fingerprint: String,
+    /// By class text (`R<=65536 C<=1024`).
+    classes: BTreeMap<String, ClassTuning>,
+}
+
+/// The file: one device and driver.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct TableFile {
+    schema: u32,
+    device: String,
+    driver: i32,
+    kernels: BTreeMap<String, KernelTuning>,
+}
+
+/// One kernel's choices in memory, by class.
+struct Choices {
+    fingerprint: String,
+    /// Does the running build's kernel have this fingerprint? Decided at
+    /// the first lookup (it needs the kernel's sources).
+    current: std::sync::OnceLock<bool>,
+    by_class: HashMap<Vec<u8>, String>,
+}
+
+/// The tuning table of one device, read from disk when the device opens.
+pub struct Tuned {
+    path: Option<PathBuf>,
+    device: String,
+    driver: i32,
+    choices: RwLock<HashMap<String, Choices>>,
+}
+
+/// Is the table used? Yes unless `TOKITAI_TUNING=off`. Read once.
+fn tuning_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TOKITAI_TUNING").map_or(true, |v| v != "off"))
+}
+
+/// Candidates named in `TOKITAI_FORCE` (comma-separated): a launch of the
+/// kernel that owns one takes it wherever its guard admits the dims, tuned
+/// or not, so that a check can run every proved candidate on the GPU
+/// (`bench/run_tuning.sh`). Read once.
+fn forced_names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| std::env::var("TOKITAI_FORCE").map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()).unwrap_or_default())
+}
+
+/// The candidate `TOKITAI_FORCE` names for this launch, if one of `k`'s
+/// admits it.
+pub fn forced(k: &KernelDef, dims: &[i64]) -> Option<Chosen> {
+    let names = forced_names();
+    if names.is_empty() {
+        return None;
+    }
+    let name = names.iter().find(|n| admits(k, n, dims) && (n.as_str() == k.info.name || k.variants.iter().any(|v| v.name == n.as_str())))?;
+    if name == k.info.name {
+        return Some(k.primary());
+    }
+    k.variants.iter().find(|v| v.name == name).map(Chosen::of)
+}
+
+impl Tuned {
+    /// No table (a device that is not tuned, tests).
+    pub fn empty() -> Tuned {
+        Tuned { path: None, device: String::new(), driver: 0, choices: RwLock::new(HashMap::new()) }
+    }
+
+    /// The table of `device` under `driver` in `dir` (`<dir>/tuning/`): the
+    /// choices stored there, or none. A file that cannot be read is
+    /// reported once on stderr and ignored (tuning is an optimisation; a
+    /// launch never depends on it).
+    pub fn load(dir: &Path, device: &str, driver: i32) -> Tuned {
+        let path = dir.join("tuning").join(format!("{}-driver{}.json", sanitize(device), driver));
+        let t = Tuned { path: Some(path.clone()), device: device.into(), driver, choices: RwLock::new(HashMap::new()) };
+        match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<TableFile>(&bytes) {
+                Ok(f) if f.schema == SCHEMA && f.device == device && f.driver == driver => {
+                    if let Ok(mut c) = t.choices.write() {
+                        for (name, kt) in f.kernels {
+                            c.insert(name, Choices { fingerprint: kt.fingerprint, current: Default::default(), by_class: kt.classes.into_values().map(|ct| (ct.class, ct.choice)).collect() });
+                        }
+                    }
+                }
+                Ok(_) => eprintln!("warning: {}: a tuning table of another schema, device or driver; ignored", path.display()),
+                Err(e) => eprintln!("warning: {}: not a tuning table ({}); ignored", path.display(), e),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("warning: {}: {}; tuning table ignored", path.display(), e),
+        }
+        t
+    }
+
+    /// Where the table is kept.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The tuned choice for this launch: the candidate stored for its
+    /// class, if the table is on, the kernel's fingerprint is the stored
+    /// one, the candidate exists, admits these dims and is not skipped.
+    pub fn choice(&self, k: &KernelDef, dims: &[i64]) -> Option<Chosen> {
+        if !tuning_on() {
+            return None;
+        }
+        let choices = self.choices.read().ok()?;
+        if choices.is_empty() {
+            return None;
+        }
+        let c = choices.get(k.info.name)?;
+        let mut class = [0u8; 16];
+        let n = dims.len().min(class.len());
+        class[..n].copy_from_slice(&class_of(&dims[..n]));
+        let name = c.by_class.get(&class[..n])?;
+        if !*c.current.get_or_init(|| fingerprint(k) == c.fingerprint) || !admits(k, name, dims) || crate::launch::skipped(k, name) {
+            return None;
+        }
+        if name == k.info.name {
+            return Some(k.primary());
+        }
+        k.variants.iter().find(|v| v.name == name).map(Chosen::of)
+    }
+
+    /// Keep `t` as the choice of its class for `k`, in memory and on disk
+    /// (the whole file rewritten atomically; entries of kernels whose
+    /// fingerprint changed are replaced).
+    pub fn record(&self, k: &KernelDef, t: &ClassTuning) -> Result<()> {
+        let fp = fingerprint(k);
+        if let Ok(mut c) = self.choices.write() {
+            let e = c.entry(k.info.name.to_string()).or_insert_with(|| Choices { fingerprint: fp.clone(), current: Default::default(), by_class: HashMap::new() });
+            if e.fingerprint != fp {
+                *e = Choices { fingerprint: fp.clone(), current: Default::default(), by_class: HashMap::new() };
+            }
+            let _ = e.current.set(true);
+            e.by_class.insert(t.class.clone(), t.choice.clone());
+        }
+        let Some(path) = &self.path else { return Ok(()) };
+        let mut file = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<TableFile>(&b).ok()).filter(|f| f.schema == SCHEMA).unwrap_or_default();
+        file.schema = SCHEMA;
+        file.device = self.device.clone();
+        file.driver = self.driver;
+        let kt = file.kernels.entry(k.info.name.to_string()).or_default();
+        if kt.fingerprint != fp {
+            *kt = KernelTuning { fingerprint: fp, classes: BTreeMap::new() };
+        }
+        kt.classes.insert(class_text(k, &t.class), t.clone());
+        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| Error::Tensor(format!("tuning table: {}", e)))?;
+        crate::cache::write_atomic(path, &bytes).map_err(|error| Error::Io { path: path.clone(), error })
+    }
+}
+
+/// A device name as a file name: letters, digits, `-` and `_` kept, the
+/// rest `_`.
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::layernorm::layernorm_fwd;
+    use crate::kernels::linear::linear_fwd;
+    use crate::kernels::softmax::softmax_fwd;
+
+    /// A timer that answers from a table (unknown names: 1 ms) and keeps
+    /// every name it was asked to time.
+    fn fake<'a>(times: &[(&str, f64)], asked: &'a mut Vec<String>) -> impl FnMut(&Chosen) -> Result<f64> + 'a {
+        let times: Vec<(String, f64)> = times.iter().map(|(n, t)| (n.to_string(), *t)).collect();
+        move |c: &Chosen| {
+            asked.push(c.name.to_string());
+            Ok(times.iter().find(|(n, _)| n == c.name).map(|(_, t)| *t).unwrap_or(1.0))
+        }
+    }
+
+    #[test]
+    fn classes_round_each_dim_up_to_a_power_of_two() {
+        assert_eq!(class_of(&[1, 2, 3, 1024, 1025, 32000]), vec![0, 1, 2, 10, 11, 15]);
+        assert_eq!(class_text(&softmax_fwd::KERNEL, &class_of(&[65536, 1000])), "R<=65536 C<=1024");
+    }
+
+    #[test]
+    fn the_tuner_times_every_admitted_candidate_and_no_other() {
+        let k = &softmax_fwd::KERNEL;
+        let mut asked = Vec::new();
+        let t = tune_with(k, &[4096, 1024], fake(&[("softmax_fwd_c256x2", 0.5)], &mut asked)).expect("tunes");
+        // Rows of 1024 fit every cached form: all candidates are timed,
+        // each once, the kernel's own schedule first.
+        let all: Vec<&str> = candidates(k).iter().map(|c| c.name).collect();
+        assert_eq!(asked, all);
+        assert_eq!(t.choice, "softmax_fwd_c256x2");
+        assert_eq!(t.default, k.choose(&[4096, 1024]).name);
+        // Rows of 32000 fit no cached form: those are listed, never timed.
+        let mut asked = Vec::new();
+        let t = tune_with(k, &[64, 32000], fake(&[], &mut asked)).expect("tunes");
+        assert!(asked.iter().all(|n| !n.contains("_c")), "{:?}", asked);
+        let skipped: Vec<&CandidateTiming> = t.candidates.iter().filter(|c| c.status == "not admitted").collect();
+        assert!(!skipped.is_empty() && skipped.iter().all(|c| c.name.contains("_c") && c.ms.is_none() && c.note.starts_with("C <= ")), "{:?}", skipped);
+    }
+
+    #[test]
+    fn a_rejected_candidate_is_listed_and_never_timed() {
+        let k = &layernorm_fwd::KERNEL;
+        assert!(!k.rejected.is_empty(), "layernorm_fwd's cached forms miss its tolerance");
+        let mut asked = Vec::new();
+        let t = tune_with(k, &[2048, 1024], fake(&[], &mut asked)).expect("tunes");
+        for (name, _, why) in k.rejected {
+            assert!(!asked.iter().any(|a| a == name), "{} was timed", name);
+            let c = t.candidates.iter().find(|c| c.name == *name).expect("listed");
+            assert_eq!((c.status.as_str(), c.ms, c.note.as_str()), ("rejected", None, *why));
+        }
+        assert!(t.candidates.iter().filter(|c| c.status == "proved").all(|c| k.rejected.iter().all(|r| r.0 != c.name)));
+    }
+
+    #[test]
+    fn a_stored_choice_serves_its_class_where_its_guard_holds() {
+        let dir = std::env::temp_dir().join(format!("tokitai-tune-{}-{}", std::process::id(), line!()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let k = &linear_fwd::KERNEL;
+        // Tuned at K = 128 with the warpgroup form fastest.
+        let wg = k.variants.iter().find(|v| v.name == "linear_fwd_wg").expect("a warpgroup variant");
+        let mut asked = Vec::new();
+        let t = tune_with(k, &[2048, 128, 128], fake(&[(wg.name, 0.01)], &mut asked)).expect("tunes");
+        assert_eq!(t.choice, "linear_fwd_wg");
+        let table = Tuned::load(&dir, "GPU X", 13000);
+        table.record(k, &t).expect("recorded");
+        // Another process: the same class takes it.
+        let again = Tuned::load(&dir, "GPU X", 13000);
+        assert_eq!(again.choice(k, &[2000, 128, 100]).map(|c| c.name), Some("linear_fwd_wg"));
+        // K = 100 is in the class, but the unit's guard (K >= 128) does not
+        // hold: the compiler's order decides.
+        assert!(!wg.admits(&[2048, 100, 128]));
+        assert_eq!(again.choice(k, &[2048, 100, 128]).map(|c| c.name), None);
+        // Another class, another GPU, another driver: nothing stored.
+        assert_eq!(again.choice(k, &[4096, 128, 128]).map(|c| c.name), None);
+        assert_eq!(Tuned::load(&dir, "GPU Y", 13000).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
+        assert_eq!(Tuned::load(&dir, "GPU X", 12080).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
+        // A table made for other code (another fingerprint) is not used.
+        let path = again.path().expect("a path").to_path_buf();
+        let text = std::fs::read_to_string(&path).expect("table");
+        std::fs::write(&path, text.replace(&fingerprint(k), &"0".repeat(64))).expect("write");
+        assert_eq!(Tuned::load(&dir, "GPU X", 13000).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
+        // A damaged file is ignored, not fatal.
+        std::fs::write(&path, b"{ not json").expect("write");
+        assert_eq!(Tuned::load(&dir, "GPU X", 13000).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
