@@ -164,6 +164,33 @@ fn candidate_rows(arts: &Artifacts, i: usize) -> Vec<CandidateRow> {
     rows
 }
 
+/// A device's tuning table (written by the runtime's tuner, e.g.
+/// `tokitai-bench-kernels --tune`), as the report shows it: each kernel's
+/// entries, marked current where the table's fingerprint is that of the
+/// candidates compiled here (the same sources the runtime hashes).
+pub fn read_tuning(path: &std::path::Path, files: &[Artifacts]) -> Result<TuningSummary, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {}", path.display(), e))?;
+    let table = tokitai_contracts::tuning::TableFile::parse(&bytes).map_err(|e| format!("{}: {}", path.display(), e))?;
+    let mut kernels = Vec::new();
+    for (name, kt) in &table.kernels {
+        let here = files.iter().find_map(|a| a.program.kernels.iter().position(|k| &k.name == name).map(|i| (a, i)));
+        let current = here.is_some_and(|(a, i)| {
+            let sources: Vec<(&str, String)> = std::iter::once(&a.kernels[i]).chain(a.variants[i].iter().map(|v| &v.ir)).map(|ir| (ir.name.as_str(), crate::codegen::hip::kernel_source(ir))).collect();
+            tokitai_contracts::tuning::fingerprint(name, sources.iter().map(|(n, s)| (*n, s.as_str()))) == kt.fingerprint
+        });
+        let classes = kt
+            .classes
+            .iter()
+            .map(|(class, c)| {
+                let timed = c.candidates.iter().filter(|x| x.ms.is_some()).count();
+                TunedClass { class: class.clone(), choice: c.choice.clone(), default: c.default.clone(), speedup: c.speedup(), timed, untimed: c.candidates.len() - timed }
+            })
+            .collect();
+        kernels.push(TunedKernel { name: name.clone(), current, classes });
+    }
+    Ok(TuningSummary { device: table.device, driver: table.driver, kernels })
+}
+
 /// Build the report of every compiled file.
 pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary>) -> Report {
     let solver = tokitai_contracts::solver_version();
@@ -207,6 +234,7 @@ pub fn build(files: &[Artifacts], target: &str, mutation: Option<MutationSummary
         kernels,
         mutation,
         run: None,
+        tuning: None,
         evidence: vec![
             "Every obligation is generated from KernelIr, the object the HIP printer prints, and discharged by Z3 for every launch that meets `requires` (symbolic dims, grid, block and thread ids).".into(),
             "Thread-distributing loops use loop-form lemmas (a grid-stride, block-stride or thread-stride variable determines its thread; together the threads run the whole range), applied only to loops whose exact form Z3 confirmed.".into(),

@@ -172,3 +172,48 @@ fn a_recorded_run_shows_each_kernels_share_of_covered_launches() {
     let back: RunCoverage = serde_json::from_value(json["run"].clone()).unwrap();
     assert_eq!(back, run);
 }
+
+#[test]
+fn the_report_shows_a_tuning_table_and_whether_it_was_made_for_this_code() {
+    use tokitai_contracts::tuning::{fingerprint, CandidateTiming, ClassTuning, KernelTuning, TableFile, SCHEMA};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops");
+    let arts = compile_source(SourceFile::new("examples/ops/softmax.tk", std::fs::read_to_string(dir.join("softmax.tk")).unwrap()), &Target::default_cuda()).unwrap();
+    let i = arts.program.kernels.iter().position(|k| k.name == "softmax_fwd").unwrap();
+    let sources: Vec<(String, String)> = std::iter::once(&arts.kernels[i]).chain(arts.variants[i].iter().map(|v| &v.ir)).map(|ir| (ir.name.clone(), tokitai_compiler::codegen::hip::kernel_source(ir))).collect();
+    let current = fingerprint("softmax_fwd", sources.iter().map(|(n, s)| (n.as_str(), s.as_str())));
+    let timing = |name: &str, ms: Option<f64>| CandidateTiming { name: name.into(), schedule: String::new(), status: if ms.is_some() { "proved" } else { "not admitted" }.into(), ms, note: String::new() };
+    let class = ClassTuning {
+        class: vec![16, 10],
+        dims: vec![65536, 1024],
+        choice: "softmax_fwd_c128x1_fi".into(),
+        default: "softmax_fwd_c128x1".into(),
+        candidates: vec![timing("softmax_fwd_c128x1", Some(0.125)), timing("softmax_fwd_c128x1_fi", Some(0.1)), timing("softmax_fwd_c512x2", None)],
+    };
+    let table = |fp: &str| {
+        let mut t = TableFile { schema: SCHEMA, device: "NVIDIA H200-sm_90".into(), driver: 13000, kernels: Default::default() };
+        t.kernels.insert("softmax_fwd".into(), KernelTuning { fingerprint: fp.into(), classes: [("R<=65536 C<=1024".to_string(), class.clone())].into_iter().collect() });
+        serde_json::to_vec(&t).unwrap()
+    };
+    let path = std::env::temp_dir().join(format!("tokitai-report-tuning-{}.json", std::process::id()));
+    std::fs::write(&path, table(&current)).unwrap();
+    let t = tokitai_compiler::report::read_tuning(&path, std::slice::from_ref(&arts)).unwrap();
+    assert!(t.kernels[0].current);
+    let c = &t.kernels[0].classes[0];
+    assert_eq!((c.choice.as_str(), c.timed, c.untimed), ("softmax_fwd_c128x1_fi", 2, 1));
+    assert!((c.speedup.unwrap() - 1.25).abs() < 1e-12);
+    let mut r = tokitai_compiler::report::build(std::slice::from_ref(&arts), "cuda-sm90", None);
+    r.tuning = Some(t);
+    let md = r.to_markdown(true);
+    assert!(md.contains("| `softmax_fwd` | `R<=65536 C<=1024` | `softmax_fwd_c128x1_fi` | `softmax_fwd_c128x1` | 1.25x | 2 / 3 | yes |"), "{}", md);
+    let schema: Value = serde_json::from_str(include_str!("../../contracts/schema/report-v6.schema.json")).unwrap();
+    check(&schema, &serde_json::from_str(&r.to_json()).unwrap(), "report").unwrap();
+    // A table made for other code: shown as such, never taken as current.
+    std::fs::write(&path, table(&"0".repeat(64))).unwrap();
+    let t = tokitai_compiler::report::read_tuning(&path, std::slice::from_ref(&arts)).unwrap();
+    assert!(!t.kernels[0].current);
+    // Not a table: a clear error naming the file.
+    std::fs::write(&path, b"[1, 2]").unwrap();
+    let e = tokitai_compiler::report::read_tuning(&path, std::slice::from_ref(&arts)).unwrap_err();
+    assert!(e.contains("not a tuning table") && e.contains(&path.display().to_string()), "{}", e);
+    let _ = std::fs::remove_file(&path);
+}

@@ -15,6 +15,7 @@ pub mod relation;
 pub mod relax;
 pub mod report;
 pub mod term;
+pub mod tuning;
 #[cfg(feature = "z3")]
 pub mod z3_backend;
 

@@ -21,6 +21,10 @@ pub struct Report {
     /// A training run's launches and how many a proved bound covered
     /// (`--run-coverage`), where one was given.
     pub run: Option<RunCoverage>,
+    /// A device's tuning table (`--tuning`): which proved candidate the
+    /// tuner chose for each shape class, where one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSummary>,
     pub evidence: Vec<String>,
     pub non_claims: Vec<String>,
 }
@@ -111,6 +115,38 @@ pub struct KernelReport {
     /// The kernel's tuning space: every candidate form beside the kernel's
     /// own, proved (and emitted) or rejected (never launched).
     pub candidates: Vec<CandidateRow>,
+}
+
+/// A device's tuning table as the report shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TuningSummary {
+    pub device: String,
+    pub driver: i32,
+    pub kernels: Vec<TunedKernel>,
+}
+
+/// One kernel's tuned choices.
+#[derive(Clone, Debug, Serialize)]
+pub struct TunedKernel {
+    pub name: String,
+    /// Was the table made for these candidates (the fingerprint matches)?
+    /// A stale entry is shown but a launch would not use it.
+    pub current: bool,
+    pub classes: Vec<TunedClass>,
+}
+
+/// One shape class: the choice, the untuned default, and the choice's
+/// speed over the default's, as timed.
+#[derive(Clone, Debug, Serialize)]
+pub struct TunedClass {
+    pub class: String,
+    pub choice: String,
+    pub default: String,
+    pub speedup: Option<f64>,
+    /// Candidates timed, and how many were listed but not timed (not
+    /// admitted by their guard, or rejected).
+    pub timed: usize,
+    pub untimed: usize,
 }
 
 /// One candidate of a kernel's tuning space (a variant).
@@ -243,6 +279,17 @@ impl Report {
         }
         if let Some(run) = &self.run {
             self.write_run(&mut s, run);
+        }
+        if let Some(t) = &self.tuning {
+            let _ = writeln!(s, "\n## Tuned choices ({}, driver {})\n", t.device, t.driver);
+            let _ = writeln!(s, "The tuner times only proved candidates that a launch's guard admits; each choice below is one of the kernel's proved candidates.\n");
+            let _ = writeln!(s, "| kernel | shape class | choice | untuned default | speed over default | timed / listed | table current |\n|---|---|---|---|---:|---:|---|");
+            for k in &t.kernels {
+                for c in &k.classes {
+                    let speed = c.speedup.map(|x| format!("{:.2}x", x)).unwrap_or_else(|| "n/a".into());
+                    let _ = writeln!(s, "| `{}` | `{}` | `{}` | `{}` | {} | {} / {} | {} |", k.name, c.class, c.choice, c.default, speed, c.timed, c.timed + c.untimed, if k.current { "yes" } else { "**no: made for other code, not used**" });
+                }
+            }
         }
         for k in &self.kernels {
             let _ = writeln!(s, "\n## `{}` ({})\n", k.name, k.file);

@@ -28,6 +28,10 @@ pub struct KernelDef {
     pub rejected: &'static [(&'static str, &'static str, &'static str)],
     /// The kernel's own schedule and its parameters.
     pub schedule_params: &'static str,
+    /// sha256 of the kernel's name and every candidate's name and source
+    /// (`tokitai_contracts::tuning::fingerprint`, computed by the compiler
+    /// that generated them): what a tuning table is keyed by.
+    pub fingerprint: &'static str,
     pub row_length: fn(&[i64]) -> i64,
     pub block: u32,
     pub shared_bytes: u32,

@@ -20,13 +20,9 @@
 
 use crate::launch::{Chosen, KernelDef};
 use crate::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
-
-/// The table file's layout version.
-const SCHEMA: u32 = 1;
 
 /// A launch's shape class: each dim rounded up to a power of two
 /// (`ceil(log2(d))`), so that launches of nearby sizes share a choice (the
@@ -40,20 +36,11 @@ pub fn class_text(k: &KernelDef, class: &[u8]) -> String {
     k.info.dims.iter().zip(class).map(|(n, c)| format!("{}<={}", n, 1u64 << c)).collect::<Vec<_>>().join(" ")
 }
 
-/// The kernel's fingerprint: the sha256 of its name, then every
-/// candidate's name and source, in order. Any change to any candidate (or
-/// to the set) changes it.
+/// The kernel's fingerprint (`KernelDef::fingerprint`, which the compiler
+/// computed from the code it generated; the report checks a table
+/// against the same function).
 pub fn fingerprint(k: &KernelDef) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update(k.info.name.as_bytes());
-    for c in candidates(k) {
-        h.update([0u8]);
-        h.update(c.name.as_bytes());
-        h.update([0u8]);
-        h.update(c.hip_source.as_bytes());
-    }
-    h.finalize().iter().map(|b| format!("{:02x}", b)).collect()
+    k.fingerprint.to_string()
 }
 
 /// Every candidate the build emitted (all of them proved): the kernel's
@@ -76,43 +63,8 @@ fn params_of(k: &KernelDef, name: &str) -> &'static str {
     k.variants.iter().find(|v| v.name == name).map(|v| v.params).unwrap_or("")
 }
 
-/// One candidate as the tuner saw it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CandidateTiming {
-    pub name: String,
-    /// Its schedule and parameters.
-    pub schedule: String,
-    /// "proved" (timed), "not admitted" (its guard does not hold for these
-    /// dims: never launched with them) or "rejected" (not emitted: it
-    /// failed a proof or its tolerance; never launched).
-    pub status: String,
-    /// Median milliseconds of the timed launches (proved and admitted only).
-    pub ms: Option<f64>,
-    /// Why rejected, or the guard that does not hold.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub note: String,
-}
-
-/// What tuning one shape class found.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClassTuning {
-    pub class: Vec<u8>,
-    /// The launch it was tuned on.
-    pub dims: Vec<i64>,
-    /// The fastest candidate.
-    pub choice: String,
-    /// What an untuned launch takes (`KernelDef::choose`).
-    pub default: String,
-    pub candidates: Vec<CandidateTiming>,
-}
-
-impl ClassTuning {
-    /// The choice's time over the default's (1.0: the default won).
-    pub fn speedup(&self) -> Option<f64> {
-        let ms = |n: &str| self.candidates.iter().find(|c| c.name == n).and_then(|c| c.ms);
-        Some(ms(&self.default)? / ms(&self.choice)?)
-    }
-}
+pub use tokitai_contracts::tuning::{CandidateTiming, ClassTuning};
+use tokitai_contracts::tuning::{KernelTuning, TableFile, SCHEMA};
 
 /// Tune one launch: time every candidate that `dims` admit with `time`
 /// (the device's timer: median milliseconds of a candidate's launches),
@@ -146,22 +98,6 @@ fn guard_text(k: &KernelDef, d: usize, lo: i64, hi: i64) -> String {
         (false, true) => format!("{} <= {}", n, hi),
         _ => format!("{} >= {}", n, lo),
     }
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct KernelTuning {
-    fingerprint: String,
-    /// By class text (`R<=65536 C<=1024`).
-    classes: BTreeMap<String, ClassTuning>,
-}
-
-/// The file: one device and driver.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct TableFile {
-    schema: u32,
-    device: String,
-    driver: i32,
-    kernels: BTreeMap<String, KernelTuning>,
 }
 
 /// One kernel's choices in memory, by class.
@@ -224,16 +160,16 @@ impl Tuned {
         let path = dir.join("tuning").join(format!("{}-driver{}.json", sanitize(device), driver));
         let t = Tuned { path: Some(path.clone()), device: device.into(), driver, choices: RwLock::new(HashMap::new()) };
         match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<TableFile>(&bytes) {
-                Ok(f) if f.schema == SCHEMA && f.device == device && f.driver == driver => {
+            Ok(bytes) => match TableFile::parse(&bytes) {
+                Ok(f) if f.device == device && f.driver == driver => {
                     if let Ok(mut c) = t.choices.write() {
                         for (name, kt) in f.kernels {
                             c.insert(name, Choices { fingerprint: kt.fingerprint, current: Default::default(), by_class: kt.classes.into_values().map(|ct| (ct.class, ct.choice)).collect() });
                         }
                     }
                 }
-                Ok(_) => eprintln!("warning: {}: a tuning table of another schema, device or driver; ignored", path.display()),
-                Err(e) => eprintln!("warning: {}: not a tuning table ({}); ignored", path.display(), e),
+                Ok(_) => eprintln!("warning: {}: a tuning table of another device or driver; ignored", path.display()),
+                Err(e) => eprintln!("warning: {}: {}; ignored", path.display(), e),
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => eprintln!("warning: {}: {}; tuning table ignored", path.display(), e),
@@ -285,7 +221,7 @@ impl Tuned {
             e.by_class.insert(t.class.clone(), t.choice.clone());
         }
         let Some(path) = &self.path else { return Ok(()) };
-        let mut file = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<TableFile>(&b).ok()).filter(|f| f.schema == SCHEMA).unwrap_or_default();
+        let mut file = std::fs::read(path).ok().and_then(|b| TableFile::parse(&b).ok()).unwrap_or_default();
         file.schema = SCHEMA;
         file.device = self.device.clone();
         file.driver = self.driver;
@@ -319,6 +255,17 @@ mod tests {
         move |c: &Chosen| {
             asked.push(c.name.to_string());
             Ok(times.iter().find(|(n, _)| n == c.name).map(|(_, t)| *t).unwrap_or(1.0))
+        }
+    }
+
+    #[test]
+    fn each_kernels_fingerprint_is_that_of_the_code_it_carries() {
+        // The compiler stamped it; a table is keyed by it, and the report
+        // recomputes it from the sources it compiles (same function).
+        for k in crate::kernels::all() {
+            let cands = candidates(k);
+            let again = tokitai_contracts::tuning::fingerprint(k.info.name, cands.iter().map(|c| (c.name, c.hip_source)));
+            assert_eq!(fingerprint(k), again, "{}", k.info.name);
         }
     }
 

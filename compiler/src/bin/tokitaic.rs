@@ -85,6 +85,12 @@ enum Command {
         /// share of the run's launches covered by a proved bound.
         #[arg(long, requires = "report")]
         run_coverage: Option<PathBuf>,
+        /// A device's tuning table (`$TOKITAI_CACHE_DIR/tuning/<gpu>-driver<N>.json`,
+        /// written by `tokitai-bench-kernels --tune`): the report then
+        /// lists the proved candidate chosen for each shape class, and
+        /// whether the table was made for these kernels' code.
+        #[arg(long, requires = "report")]
+        tuning: Option<PathBuf>,
         /// Print where the time went: seconds per kernel and phase
         /// (symbolic execution, each obligation kind, tolerance
         /// derivation, mutation testing, report sampling).
@@ -173,7 +179,7 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, run_coverage, timings, cache } => {
+        Command::Verify { files, target, timeout_ms, report: report_dir, no_mutants, run_coverage, tuning, timings, cache } => {
             let started = std::time::Instant::now();
             cache.configure();
             tokitai_compiler::progress::show_on_stderr();
@@ -224,6 +230,15 @@ fn main() -> ExitCode {
                         Ok(run) => r.run = Some(run),
                         Err(e) => {
                             eprintln!("error: --run-coverage {}", e);
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+                if let Some(path) = &tuning {
+                    match tokitai_compiler::report::read_tuning(path, &all) {
+                        Ok(t) => r.tuning = Some(t),
+                        Err(e) => {
+                            eprintln!("error: --tuning {}", e);
                             return ExitCode::from(2);
                         }
                     }

@@ -80,6 +80,10 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let rejected: Vec<String> = rejected.iter().map(|r| format!("({:?}, {:?}, {:?})", r.name, r.params, r.reason)).collect();
     let _ = writeln!(s, "    /// Candidates of this kernel's tuning space that were not emitted (name, schedule, why): never launched.");
     let _ = writeln!(s, "    pub const REJECTED: &[(&str, &str, &str)] = &[{}];", rejected.join(", "));
+    let sources: Vec<(&str, String)> = std::iter::once(ir).chain(variants.iter().map(|v| &v.ir)).map(|x| (x.name.as_str(), crate::codegen::hip::kernel_source(x))).collect();
+    let fingerprint = tokitai_contracts::tuning::fingerprint(&k.name, sources.iter().map(|(n, t)| (*n, t.as_str())));
+    let _ = writeln!(s, "    /// sha256 of the kernel's name and every candidate's name and HIP source, in order: what a tuning table is keyed by.");
+    let _ = writeln!(s, "    pub const FINGERPRINT: &str = {:?};", fingerprint);
     let _ = writeln!(s, "    /// The kernel's own schedule and its parameters.");
     let _ = writeln!(s, "    pub const SCHEDULE_PARAMS: &str = {:?};", ir.params_text());
     let _ = writeln!(s, "    /// Blocks per grid axis (x, y) for these dims (kernel dim order); `max_blocks` caps grid-stride axes.");
@@ -148,7 +152,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, fingerprint: FINGERPRINT, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];
