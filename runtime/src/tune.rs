@@ -10,7 +10,8 @@
 //! guard admits the launch's dims (the keys that order the untuned choice
 //! are preferences, not proof obligations), and keeps the fastest. The
 //! table lives on disk, one file per device and driver
-//! (`<cache>/tuning/<device>.json`), each kernel's entries stamped with its
+//! (`<cache>/tuning/<device>-driver<N>.json`, the format of
+//! `tokitai_contracts::tuning`), each kernel's entries stamped with its
 //! fingerprint (the sha256 of every candidate's name and source): a
 //! rebuilt kernel, another GPU or another driver is tuned afresh, never
 //! served a stale choice. A launch takes the table's choice for its class
@@ -21,6 +22,8 @@
 use crate::launch::{Chosen, KernelDef};
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
+pub use tokitai_contracts::tuning::{CandidateTiming, ClassTuning};
+use tokitai_contracts::tuning::{KernelTuning, TableFile, SCHEMA};
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
@@ -62,9 +65,6 @@ fn params_of(k: &KernelDef, name: &str) -> &'static str {
     }
     k.variants.iter().find(|v| v.name == name).map(|v| v.params).unwrap_or("")
 }
-
-pub use tokitai_contracts::tuning::{CandidateTiming, ClassTuning};
-use tokitai_contracts::tuning::{KernelTuning, TableFile, SCHEMA};
 
 /// Tune one launch: time every candidate that `dims` admit with `time`
 /// (the device's timer: median milliseconds of a candidate's launches),
