@@ -51,6 +51,10 @@ pub struct Artifacts {
     /// Per kernel, the candidates of its tuning space that were rejected
     /// (not emitted, never launched), with the reason.
     pub rejected: Vec<Vec<crate::schedule::Rejected>>,
+    /// Per kernel, the sha256 of its name and every candidate's name and
+    /// code (`tokitai_contracts::tuning::fingerprint`): what a tuning table
+    /// made for this code is keyed by.
+    pub fingerprints: Vec<String>,
     pub bindings: String,
     pub manifest: manifest::Manifest,
 }
@@ -119,6 +123,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         .map(|(k, ir)| crate::schedule::schedule_candidates(k, target, ir))
         .collect::<Result<_, Diagnostic>>()
         .map_err(|d| fail(&source, vec![d]))?;
+    #[allow(unused_mut)]
     let (mut variants, mut rejected): (Vec<Vec<crate::schedule::Variant>>, Vec<Vec<crate::schedule::Rejected>>) = candidates.into_iter().map(|c| (c.variants, c.rejected)).unzip();
     #[cfg(feature = "verify")]
     let mut variant_proofs = Vec::new();
@@ -142,7 +147,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
                 // keeps its other forms; the build says which and why.
                 match diags.iter().find(|d| d.is_error() || d.code == "W0901" || (d.code == "W0913" && own_tolerance_proved)) {
                     Some(failed) => {
-                        let reason = format!("not proved: {}", failed.message);
+                        let (reason, params) = (format!("not proved: {}", failed.message), v.ir.params_text());
                         // A tolerance the candidate's own order or math
                         // misses is what a tuning space is for: recorded
                         // (report, bindings), not warned about. Any other
@@ -150,10 +155,10 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
                         // compiler bug worth a warning.
                         let tolerance = failed.code == "E0913" || failed.code == "W0913";
                         if !tolerance {
-                            let message = format!("kernel `{}`: candidate `{}` ({}) is not emitted: {}", k.name, v.ir.name, v.ir.params_text(), reason);
+                            let message = format!("kernel `{}`: candidate `{}` ({}) is not emitted: {}", k.name, v.ir.name, params, reason);
                             warnings.push(Diagnostic::warning("W0930", message, k.span).with_help("the kernel's other forms are unaffected; a launch never takes a candidate that is not proved"));
                         }
-                        rejected.push(crate::schedule::Rejected { name: v.ir.name.clone(), params: v.ir.params_text(), reason });
+                        rejected.push(crate::schedule::Rejected { name: v.ir.name.clone(), params, reason });
                     }
                     None => {
                         variant_proofs.push(p);
@@ -164,8 +169,6 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
             *vs = kept;
         }
     }
-    #[cfg(not(feature = "verify"))]
-    let _ = &mut rejected;
     let verified = cfg!(feature = "verify") && opts.verify;
     if !verified {
         // Without a proof that 32-bit index arithmetic cannot overflow, index in 64 bits.
@@ -176,6 +179,16 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     let source_sha = manifest::sha256_hex(source.text.as_bytes());
     let mut hip: Vec<(String, String)> = kernels.iter().map(|ir| (ir.name.clone(), hip::kernel_source(ir))).collect();
     hip.extend(variants.iter().flatten().map(|v| (v.ir.name.clone(), hip::kernel_source(&v.ir))));
+    // What a tuning table is keyed by: each kernel's candidates' code (the
+    // kernel, then its variants), as printed above.
+    let text = |name: &str| hip.iter().find(|(n, _)| n == name).map_or("", |(_, t)| t.as_str());
+    let fingerprints: Vec<String> = program
+        .kernels
+        .iter()
+        .zip(&kernels)
+        .zip(&variants)
+        .map(|((k, ir), vs)| tokitai_contracts::tuning::fingerprint(&k.name, std::iter::once(ir.name.as_str()).chain(vs.iter().map(|v| v.ir.name.as_str())).map(|n| (n, text(n)))))
+        .collect();
     // Each with the kernel as it is proved (a guarded variant's `requires`
     // holds its guard).
     let irs: Vec<(std::borrow::Cow<crate::tir::Kernel>, &crate::kir::KernelIr)> = program
@@ -194,7 +207,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         compile_flags: target.compile_flags(),
         kernels: entries,
     };
-    let bindings = bindings::file_bindings(&program.kernels, &kernels, &variants, &rejected, &source.name, &opts.style);
+    let bindings = bindings::file_bindings(&program.kernels, &kernels, &variants, &rejected, &fingerprints, &source.name, &opts.style);
     Ok(Artifacts {
         #[cfg(feature = "verify")]
         proofs,
@@ -206,6 +219,7 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
         hip,
         variants,
         rejected,
+        fingerprints,
         bindings,
         manifest,
         source,

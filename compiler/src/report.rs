@@ -174,10 +174,7 @@ pub fn read_tuning(path: &std::path::Path, files: &[Artifacts]) -> Result<Tuning
     let mut kernels = Vec::new();
     for (name, kt) in &table.kernels {
         let here = files.iter().find_map(|a| a.program.kernels.iter().position(|k| &k.name == name).map(|i| (a, i)));
-        let current = here.is_some_and(|(a, i)| {
-            let sources: Vec<(&str, String)> = std::iter::once(&a.kernels[i]).chain(a.variants[i].iter().map(|v| &v.ir)).map(|ir| (ir.name.as_str(), crate::codegen::hip::kernel_source(ir))).collect();
-            tokitai_contracts::tuning::fingerprint(name, sources.iter().map(|(n, s)| (*n, s.as_str()))) == kt.fingerprint
-        });
+        let current = here.is_some_and(|(a, i)| a.fingerprints[i] == kt.fingerprint);
         let classes = kt
             .classes
             .iter()

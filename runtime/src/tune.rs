@@ -31,19 +31,20 @@ use std::sync::RwLock;
 /// (`ceil(log2(d))`), so that launches of nearby sizes share a choice (the
 /// rows routed to an expert change every step).
 pub fn class_of(dims: &[i64]) -> Vec<u8> {
-    dims.iter().map(|&d| if d <= 1 { 0 } else { (64 - (d - 1).leading_zeros()) as u8 }).collect()
+    dims.iter().map(|&d| dim_class(d)).collect()
+}
+
+fn dim_class(d: i64) -> u8 {
+    if d <= 1 {
+        0
+    } else {
+        (64 - (d - 1).leading_zeros()) as u8
+    }
 }
 
 /// A class as people read it: `R<=65536 C<=1024`.
 pub fn class_text(k: &KernelDef, class: &[u8]) -> String {
     k.info.dims.iter().zip(class).map(|(n, c)| format!("{}<={}", n, 1u64 << c)).collect::<Vec<_>>().join(" ")
-}
-
-/// The kernel's fingerprint (`KernelDef::fingerprint`, which the compiler
-/// computed from the code it generated; the report checks a table
-/// against the same function).
-pub fn fingerprint(k: &KernelDef) -> String {
-    k.fingerprint.to_string()
 }
 
 /// Every candidate the build emitted (all of them proved): the kernel's
@@ -56,6 +57,14 @@ pub fn candidates(k: &KernelDef) -> Vec<Chosen> {
 /// own schedule admits every launch its `requires` admits.
 fn admits(k: &KernelDef, name: &str, dims: &[i64]) -> bool {
     name == k.info.name || k.variants.iter().any(|v| v.name == name && v.admits(dims))
+}
+
+/// Candidate `name` of `k`, where it is one.
+fn candidate(k: &KernelDef, name: &str) -> Option<Chosen> {
+    if name == k.info.name {
+        return Some(k.primary());
+    }
+    k.variants.iter().find(|v| v.name == name).map(Chosen::of)
 }
 
 /// The schedule text of a candidate (`row-reduction block=128`).
@@ -100,12 +109,10 @@ fn guard_text(k: &KernelDef, d: usize, lo: i64, hi: i64) -> String {
     }
 }
 
-/// One kernel's choices in memory, by class.
+/// One kernel's choices in memory, by class, for the code whose
+/// fingerprint (`KernelDef::fingerprint`) is `fingerprint`.
 struct Choices {
     fingerprint: String,
-    /// Does the running build's kernel have this fingerprint? Decided at
-    /// the first lookup (it needs the kernel's sources).
-    current: std::sync::OnceLock<bool>,
     by_class: HashMap<Vec<u8>, String>,
 }
 
@@ -139,19 +146,11 @@ pub fn forced(k: &KernelDef, dims: &[i64]) -> Option<Chosen> {
     if names.is_empty() {
         return None;
     }
-    let name = names.iter().find(|n| admits(k, n, dims) && (n.as_str() == k.info.name || k.variants.iter().any(|v| v.name == n.as_str())))?;
-    if name == k.info.name {
-        return Some(k.primary());
-    }
-    k.variants.iter().find(|v| v.name == name).map(Chosen::of)
+    let name = names.iter().find(|n| admits(k, n, dims))?;
+    candidate(k, name)
 }
 
 impl Tuned {
-    /// No table (a device that is not tuned, tests).
-    pub fn empty() -> Tuned {
-        Tuned { path: None, device: String::new(), driver: 0, choices: RwLock::new(HashMap::new()) }
-    }
-
     /// The table of `device` under `driver` in `dir` (`<dir>/tuning/`): the
     /// choices stored there, or none. A file that cannot be read is
     /// reported once on stderr and ignored (tuning is an optimisation; a
@@ -164,7 +163,7 @@ impl Tuned {
                 Ok(f) if f.device == device && f.driver == driver => {
                     if let Ok(mut c) = t.choices.write() {
                         for (name, kt) in f.kernels {
-                            c.insert(name, Choices { fingerprint: kt.fingerprint, current: Default::default(), by_class: kt.classes.into_values().map(|ct| (ct.class, ct.choice)).collect() });
+                            c.insert(name, Choices { fingerprint: kt.fingerprint, by_class: kt.classes.into_values().map(|ct| (ct.class, ct.choice)).collect() });
                         }
                     }
                 }
@@ -193,31 +192,30 @@ impl Tuned {
         if choices.is_empty() {
             return None;
         }
-        let c = choices.get(k.info.name)?;
+        let c = choices.get(k.info.name).filter(|c| c.fingerprint == k.fingerprint)?;
+        // The class without an allocation (this runs at every launch).
         let mut class = [0u8; 16];
         let n = dims.len().min(class.len());
-        class[..n].copy_from_slice(&class_of(&dims[..n]));
+        for (slot, &d) in class.iter_mut().zip(dims) {
+            *slot = dim_class(d);
+        }
         let name = c.by_class.get(&class[..n])?;
-        if !*c.current.get_or_init(|| fingerprint(k) == c.fingerprint) || !admits(k, name, dims) || crate::launch::skipped(k, name) {
+        if !admits(k, name, dims) || crate::launch::skipped(k, name) {
             return None;
         }
-        if name == k.info.name {
-            return Some(k.primary());
-        }
-        k.variants.iter().find(|v| v.name == name).map(Chosen::of)
+        candidate(k, name)
     }
 
     /// Keep `t` as the choice of its class for `k`, in memory and on disk
     /// (the whole file rewritten atomically; entries of kernels whose
     /// fingerprint changed are replaced).
     pub fn record(&self, k: &KernelDef, t: &ClassTuning) -> Result<()> {
-        let fp = fingerprint(k);
+        let fp = k.fingerprint;
         if let Ok(mut c) = self.choices.write() {
-            let e = c.entry(k.info.name.to_string()).or_insert_with(|| Choices { fingerprint: fp.clone(), current: Default::default(), by_class: HashMap::new() });
+            let e = c.entry(k.info.name.to_string()).or_insert_with(|| Choices { fingerprint: fp.into(), by_class: HashMap::new() });
             if e.fingerprint != fp {
-                *e = Choices { fingerprint: fp.clone(), current: Default::default(), by_class: HashMap::new() };
+                *e = Choices { fingerprint: fp.into(), by_class: HashMap::new() };
             }
-            let _ = e.current.set(true);
             e.by_class.insert(t.class.clone(), t.choice.clone());
         }
         let Some(path) = &self.path else { return Ok(()) };
@@ -227,7 +225,7 @@ impl Tuned {
         file.driver = self.driver;
         let kt = file.kernels.entry(k.info.name.to_string()).or_default();
         if kt.fingerprint != fp {
-            *kt = KernelTuning { fingerprint: fp, classes: BTreeMap::new() };
+            *kt = KernelTuning { fingerprint: fp.into(), classes: BTreeMap::new() };
         }
         kt.classes.insert(class_text(k, &t.class), t.clone());
         let bytes = serde_json::to_vec_pretty(&file).map_err(|e| Error::Tensor(format!("tuning table: {}", e)))?;
@@ -265,7 +263,7 @@ mod tests {
         for k in crate::kernels::all() {
             let cands = candidates(k);
             let again = tokitai_contracts::tuning::fingerprint(k.info.name, cands.iter().map(|c| (c.name, c.hip_source)));
-            assert_eq!(fingerprint(k), again, "{}", k.info.name);
+            assert_eq!(k.fingerprint, again, "{}", k.info.name);
         }
     }
 
@@ -334,7 +332,7 @@ mod tests {
         // A table made for other code (another fingerprint) is not used.
         let path = again.path().expect("a path").to_path_buf();
         let text = std::fs::read_to_string(&path).expect("table");
-        std::fs::write(&path, text.replace(&fingerprint(k), &"0".repeat(64))).expect("write");
+        std::fs::write(&path, text.replace(k.fingerprint, &"0".repeat(64))).expect("write");
         assert_eq!(Tuned::load(&dir, "GPU X", 13000).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
         // A damaged file is ignored, not fatal.
         std::fs::write(&path, b"{ not json").expect("write");

@@ -297,8 +297,7 @@ impl Walk<'_> {
             BinOp::Div if y.contains_zero() => return fail("a division by a value whose range holds zero", e.span),
             BinOp::Div if self.lib.ulps(Function::Div) > 0.0 => {
                 let q = x.div(&y).expect("the divisor's range holds no zero");
-                let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
-                let extra = super::flushed_division(self.lib, y, compute).map_err(|why| (why, e.span))?;
+                let extra = super::flushed_division(self.lib, y, ty).map_err(|why| (why, e.span))?;
                 return Ok(self.library_computed_at(q, Function::Div, ty, x.mag(), extra));
             }
             BinOp::Div => |p, q| p / q,

@@ -689,9 +689,9 @@ fn mentions_float(e: &TExpr) -> bool {
 /// Derive the bound of every output with a tolerance, in dims and magnitudes.
 pub fn analyze(k: &Kernel, ir: &KernelIr) -> MagnitudeAnalysis {
     let (symbols, ranges) = symbols(k);
-    // The intrinsics' error grows with the argument, which a polynomial in
+    // An intrinsic's error grows with its argument, which a polynomial in
     // the launch's magnitudes does not carry: not modelled here.
-    let lib = if ir.fast_intrinsics { Err("bounds in launch-time magnitudes do not model the fast intrinsics".to_string()) } else { LibraryTable::for_flags(ir.target.is_cuda(), &ir.target.compile_flags()) };
+    let lib = super::library_for(ir).and_then(|t| if t.growth.is_empty() { Ok(t) } else { Err("bounds in launch-time magnitudes do not model the fast intrinsics".to_string()) });
     let mut outputs = Vec::new();
     for t in &k.tolerance {
         let tolerance = (tolerance_poly(k, t), t.rel);

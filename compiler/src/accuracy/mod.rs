@@ -609,12 +609,11 @@ impl<'a> Walk<'a> {
             _ => return fail(format!("`{}` on floats", op.symbol()), e.span),
         };
         let mut v = if op == BinOp::Div {
-            let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
             // The divisor as computed: the computed walk knows lemmas the
             // error walk's ranges lose (a row's sum of `exp(t - max t)`
             // holds `exp(0)`, so it is at least 1 as computed).
             let divisor = if self.lib.grows(Function::Div).is_some() { self.computed(b).map(|c| c.meet(&y.reach())).unwrap_or_else(|_| y.reach()) } else { y.reach() };
-            let extra = flushed_division(self.lib, divisor, compute).map_err(|why| (why, e.span))?;
+            let extra = flushed_division(self.lib, divisor, ty).map_err(|why| (why, e.span))?;
             self.library_at(exact, Function::Div, ty, e.span, x.computed_mag(), extra)?
         } else {
             self.round_op(exact, ty, &format!("`{}`", op.symbol()), e.span)?
@@ -1070,9 +1069,11 @@ pub(crate) fn library_for(ir: &KernelIr) -> Result<LibraryTable, String> {
 /// A division by `y` through an intrinsic that flushes (`__fdividef`):
 /// the divisor's magnitude must lie where its bound holds, and a
 /// subnormal dividend flushed to zero costs up to the smallest normal over
-/// `|y|`. The extra absolute error, or why the bound does not hold.
-pub(crate) fn flushed_division(lib: &LibraryTable, y: Interval, compute: Format) -> Result<f64, String> {
+/// `|y|`. The extra absolute error for a quotient of type `ty`, or why the
+/// bound does not hold.
+pub(crate) fn flushed_division(lib: &LibraryTable, y: Interval, ty: Dtype) -> Result<f64, String> {
     let Some(g) = lib.grows(Function::Div) else { return Ok(0.0) };
+    let compute = if ty == Dtype::F64 { Format::F64 } else { Format::F32 };
     if let Some((lo, hi)) = g.divisor {
         if y.mig() < lo || y.mag() > hi {
             return Err(format!("the intrinsic division's bound holds for divisors of magnitude in [{:e}, {:e}]; this divisor's range is [{:e}, {:e}]", lo, hi, y.lo, y.hi));

@@ -41,7 +41,7 @@ fn signature_positions(k: &Kernel) -> (Vec<usize>, Vec<usize>) {
 
 /// `grid`, `BLOCK`, `SHARED_BYTES`, `INDEX_BITS` and `PARAMS` for one
 /// kernel module.
-pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected: &[Rejected]) -> String {
+pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected: &[Rejected], fingerprint: &str) -> String {
     let mut s = String::new();
     let key = variant_key(k, ir);
     let _ = writeln!(s, "    /// What picks a variant: a row schedule's row length, a contraction's count of default output tiles (0 for other schedules).");
@@ -80,8 +80,6 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let rejected: Vec<String> = rejected.iter().map(|r| format!("({:?}, {:?}, {:?})", r.name, r.params, r.reason)).collect();
     let _ = writeln!(s, "    /// Candidates of this kernel's tuning space that were not emitted (name, schedule, why): never launched.");
     let _ = writeln!(s, "    pub const REJECTED: &[(&str, &str, &str)] = &[{}];", rejected.join(", "));
-    let sources: Vec<(&str, String)> = std::iter::once(ir).chain(variants.iter().map(|v| &v.ir)).map(|x| (x.name.as_str(), crate::codegen::hip::kernel_source(x))).collect();
-    let fingerprint = tokitai_contracts::tuning::fingerprint(&k.name, sources.iter().map(|(n, t)| (*n, t.as_str())));
     let _ = writeln!(s, "    /// sha256 of the kernel's name and every candidate's name and HIP source, in order: what a tuning table is keyed by.");
     let _ = writeln!(s, "    pub const FINGERPRINT: &str = {:?};", fingerprint);
     let _ = writeln!(s, "    /// The kernel's own schedule and its parameters.");

@@ -212,22 +212,20 @@ pub fn schedule_variants(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<V
 pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result<Candidates, Diagnostic> {
     let mut rejected = Vec::new();
     let mut variants = variants_of(k, target, ir, &mut rejected)?;
-    let twins: Vec<Variant> = variants.iter().filter_map(|v| intrinsic_twin(k, v)).collect();
-    variants.extend(twins);
+    if offers_intrinsics(k, target) {
+        let twins: Vec<Variant> = variants.iter().filter_map(intrinsic_twin).collect();
+        variants.extend(twins);
+    }
     Ok(Candidates { variants, rejected })
 }
 
-/// A cached row form that prints CUDA's fast intrinsics for its f32
-/// `exp` and `/` (`<variant>_fi`, `KernelIr::fast_intrinsics`), for the
-/// tuner only (empty keys). It is proved like the rest, its tolerance
-/// under the intrinsics' documented error (`__expf`: `2 + floor(1.173
-/// |x|)` ulp, `__fdividef`: 2 ulp, both flushing subnormals); the build
-/// rejects it where that misses the declared tolerance. Only for
-/// tolerances over a numeric domain: an intrinsic's error grows with its
-/// argument, which bounds in launch-time magnitudes do not carry.
-fn intrinsic_twin(k: &Kernel, v: &Variant) -> Option<Variant> {
-    if !v.ir.target.is_cuda() || !matches!(v.ir.schedule, Schedule::RowCached { .. }) || k.uses_magnitudes() || k.tolerance.is_empty() {
-        return None;
+/// Does `k` get fast-intrinsic candidates (`intrinsic_twin`)? On CUDA,
+/// for a tolerance over a numeric domain (an intrinsic's error grows with
+/// its argument, which bounds in launch-time magnitudes do not carry),
+/// where the kernel has an f32 `exp` or `/` to print as one.
+fn offers_intrinsics(k: &Kernel, target: &Target) -> bool {
+    if !target.is_cuda() || k.uses_magnitudes() || k.tolerance.is_empty() {
+        return false;
     }
     let mut uses = false;
     for s in &k.stmts {
@@ -235,7 +233,18 @@ fn intrinsic_twin(k: &Kernel, v: &Variant) -> Option<Variant> {
             uses |= e.ty == crate::types::Dtype::F32 && matches!(e.kind, TExprKind::Call(tir::Builtin::Exp, _) | TExprKind::Binary(crate::syntax::ast::BinOp::Div, ..));
         });
     }
-    if !uses {
+    uses
+}
+
+/// A cached row form that prints CUDA's fast intrinsics for its f32
+/// `exp` and `/` (`<variant>_fi`, `KernelIr::fast_intrinsics`), for the
+/// tuner only (empty keys). It is proved like the rest, its tolerance
+/// under the intrinsics' documented error (`__expf`: `2 + floor(1.173
+/// |x|)` ulp, `__fdividef`: 2 ulp, both flushing subnormals); the build
+/// rejects it where that misses the declared tolerance. Offered where
+/// `offers_intrinsics` says.
+fn intrinsic_twin(v: &Variant) -> Option<Variant> {
+    if !matches!(v.ir.schedule, Schedule::RowCached { .. }) {
         return None;
     }
     let mut ir = v.ir.clone();

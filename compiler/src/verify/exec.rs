@@ -715,8 +715,8 @@ impl<'a> Exec<'a> {
                 let since = self.slot_seq;
                 self.block(body, body_list);
                 if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var) {
-                    let held = r.visits.as_ref().map(|v| v.held.clone()).unwrap_or_default();
-                    self.accumulators_complete(since, &r.name, r.span, &held);
+                    let held: &[LocalId] = r.visits.as_ref().map_or(&[], |v| &v.held);
+                    self.accumulators_complete(since, &r.name, r.span, held);
                 }
                 self.loop_stack.pop();
                 self.cond_stack.pop();

@@ -339,7 +339,7 @@ impl CudaBackend {
     }
 
     fn launch_on(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        self.launch_chosen(stream, k, bound, args, &self.chosen(k, &bound.dims))
+        self.launch_chosen(stream, k, bound, args, self.chosen(k, &bound.dims))
     }
 
     /// Time every candidate of `k` that this launch admits (median of
@@ -376,15 +376,15 @@ impl CudaBackend {
             Ok(())
         };
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
+        let end = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
         let reps = reps.max(1);
         let outcome = crate::tune::tune_with(k, &bound.dims, |c| {
             let mut times = Vec::with_capacity(reps);
             for i in 0..reps + 2 {
                 restore()?;
-                let start = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
-                let end = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
                 start.record(&self.stream).map_err(device_err("cuEventRecord"))?;
-                self.launch_chosen(&self.stream, k, bound, args, c)?;
+                self.launch_chosen(&self.stream, k, bound, args, *c)?;
                 end.record(&self.stream).map_err(device_err("cuEventRecord"))?;
                 end.synchronize().map_err(device_err("cuEventSynchronize"))?;
                 if i >= 2 {
@@ -401,8 +401,7 @@ impl CudaBackend {
         Ok(outcome)
     }
 
-    fn launch_chosen(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg], chosen: &Chosen) -> Result<()> {
-        let chosen = *chosen;
+    fn launch_chosen(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg], chosen: Chosen) -> Result<()> {
         let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
             .iter()
