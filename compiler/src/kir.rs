@@ -275,6 +275,21 @@ pub enum KStmt {
     /// `parity` has completed (`mbarrier.try_wait.parity`, retried): what
     /// its arrivals did before arriving happens before what follows.
     MbarWait { bar: MbarId, stage: IExpr, parity: IExpr },
+    /// Arrive at barrier `stage` of `bar` and raise the bytes its current
+    /// phase waits for by `bytes` (`mbarrier.arrive.expect_tx`): the phase
+    /// completes once its arrivals have come and that many bytes of bulk
+    /// copies (`TmaLoad`) naming it have landed.
+    MbarExpectTx { bar: MbarId, stage: IExpr, bytes: u32 },
+    /// A bulk tensor copy (TMA, `cp.async.bulk.tensor.2d`, sm_90): the box
+    /// of tensor map `map` at `(inner, outer)` (its first column and row)
+    /// lands in shared `arr[base ..]`, laid out with the 128-byte swizzle
+    /// ([`swizzled_offset`]), and completes its bytes on barrier `stage` of
+    /// `bar`. Box element `(r, c)` (`elem`: row `r` along the outer axis,
+    /// column `c` along the contiguous one) is global element `(outer + r,
+    /// inner + c)` where that lies inside the tensor, else zero, nothing
+    /// read (the map carries the tensor's extents). Issued by one thread;
+    /// its writes land at any time until the barrier's phase completes.
+    TmaLoad { map: TensorMapId, arr: SharedId, base: IExpr, inner: IExpr, outer: IExpr, elem: (IVar, IVar), bar: MbarId, stage: IExpr, access: AccessId },
     /// Set the thread's register allowance (`setmaxnreg`, sm_90a),
     /// growing it or releasing registers to the block's pool.
     /// Warpgroup-collective: every thread of the warpgroup runs it with
@@ -289,6 +304,17 @@ pub enum KStmt {
 /// 8` when k runs along a core matrix's rows (`k_inner`: "K-major", A as
 /// stored) and `(c % 8) * 8 + r % 8` otherwise ("MN-major", B with the
 /// instruction's transpose bit). Offsets in elements.
+///
+/// `swizzle`: the 128-byte swizzle instead (a bulk tensor copy's layout,
+/// [`swizzled_offset`]): the operand lies in rows of 64 elements (128
+/// bytes) whose 16-byte chunks are permuted by the row's place in its
+/// group of eight; `base` is 1024-byte aligned (the verifier proves it),
+/// and the instruction starts `k_at` elements into each row (K-major: the
+/// descriptor's address is `base + k_at`, and the unit swizzles the
+/// address it forms, so column `c` of the instruction is column `k_at + c`
+/// of the row). K-major: row `r` of the operand is row `r` of the slab
+/// (`sbo` apart a group of eight). MN-major: row `c` (k) of a box of 64
+/// m or n, boxes `lbo` apart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WgOperand {
     pub tile: SharedId,
@@ -296,13 +322,49 @@ pub struct WgOperand {
     pub lbo: i64,
     pub sbo: i64,
     pub k_inner: bool,
+    pub swizzle: bool,
+    pub k_at: i64,
 }
 
 impl WgOperand {
     /// The offset of element `(r, c)` from `base`.
     pub fn offset(&self, r: IExpr, c: IExpr) -> IExpr {
-        core_offset(r, c, self.lbo, self.sbo, self.k_inner)
+        if !self.swizzle {
+            return core_offset(r, c, self.lbo, self.sbo, self.k_inner);
+        }
+        let k = c.add(IExpr::c(self.k_at));
+        if self.k_inner {
+            r.clone().div(IExpr::c(8)).mul(IExpr::c(self.sbo)).add(swizzled_offset(r.rem(IExpr::c(8)), k))
+        } else {
+            let box_of = r.clone().div(IExpr::c(SWIZZLE_ROW)).mul(IExpr::c(self.lbo));
+            box_of.add(k.clone().div(IExpr::c(8)).mul(IExpr::c(self.sbo))).add(swizzled_offset(k.rem(IExpr::c(8)), r.rem(IExpr::c(SWIZZLE_ROW))))
+        }
     }
+}
+
+/// Bytes a swizzled array's start is aligned to: the 128-byte swizzle's
+/// pattern repeats every eight rows of 128 bytes.
+pub const SWIZZLE_ALIGN: u32 = 1024;
+
+/// Elements of 16 bits in one row of the 128-byte swizzle.
+pub const SWIZZLE_ROW: i64 = 64;
+
+/// Where element `(row, col)` of a box of 64-element (128-byte) rows lies
+/// under the 128-byte swizzle (PTX ISA, "Tensor-map swizzling modes";
+/// CUDA's `CU_TENSOR_MAP_SWIZZLE_128B`), in elements of 16 bits from the
+/// box's 1024-byte aligned start: row `row` at `64 row`, its 16-byte
+/// chunk `col / 8` moved to chunk `(col / 8) xor (row % 8)`.
+pub fn swizzled_offset(row: IExpr, col: IExpr) -> IExpr {
+    let chunk = xor_bits(col.clone().div(IExpr::c(8)), row.clone().rem(IExpr::c(8)), 3);
+    row.mul(IExpr::c(SWIZZLE_ROW)).add(chunk.mul(IExpr::c(8))).add(col.rem(IExpr::c(8)))
+}
+
+/// `a xor b` over their low `bits` bits, for `a`, `b` >= 0, written in
+/// the integer terms the prover reads: bit `i` is `((a / 2^i + b / 2^i)
+/// % 2)`.
+pub fn xor_bits(a: IExpr, b: IExpr, bits: u32) -> IExpr {
+    let bit = |i: u32| a.clone().div(IExpr::c(1 << i)).add(b.clone().div(IExpr::c(1 << i))).rem(IExpr::c(2)).mul(IExpr::c(1 << i));
+    (1..bits).fold(bit(0), |acc, i| acc.add(bit(i)))
 }
 
 /// The offset of element `(r, c)` (`r` along M or N, `c` along K) in
@@ -396,6 +458,10 @@ pub struct SharedArray {
     pub footprint: Option<Footprint>,
     /// The array's place in a ring of slabs, if it is one.
     pub ring: Option<Ring>,
+    /// Filled by bulk tensor copies with the 128-byte swizzle
+    /// (`KStmt::TmaLoad`): it starts 1024-byte aligned, as the swizzle's
+    /// pattern repeats.
+    pub swizzled: bool,
 }
 
 /// A ring of `stages` slabs in one array, `stage_len` elements each, that
@@ -664,6 +730,25 @@ pub enum KParam {
     Buffer(BufId),
     Scalar(ScalarId),
     Dim(DimId),
+    /// A tensor map (`KernelIr::tensor_maps`), passed by value.
+    TensorMap(TensorMapId),
+}
+
+pub type TensorMapId = usize;
+
+/// A tensor map the launch passes (`CUtensorMap`, 128 bytes, built by the
+/// runtime from the launch's own buffer): buffer `buf`, a 2-D tensor of
+/// 16-bit elements, in boxes of `box_outer` rows of `box_inner` elements
+/// of its contiguous axis, with the 128-byte swizzle (so `box_inner` is
+/// 64). The runtime builds it only where the kernel takes its vector path
+/// (rows whole 16-byte runs, the buffer 16-byte aligned: what the map
+/// needs); elsewhere it passes zeros, which the kernel never reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMap {
+    pub name: String,
+    pub buf: BufId,
+    pub box_inner: u32,
+    pub box_outer: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -693,6 +778,8 @@ pub struct KernelIr {
     pub shared: Vec<SharedArray>,
     /// Barriers in shared memory, after the arrays.
     pub mbarriers: Vec<MbarArray>,
+    /// Tensor maps the launch passes (`KParam::TensorMap`).
+    pub tensor_maps: Vec<TensorMap>,
     pub locals: Vec<LocalDecl>,
     pub ivars: Vec<String>,
     pub body: Vec<KStmt>,
@@ -729,6 +816,7 @@ impl KernelIr {
             coverage: vec![],
             reduction_loops: vec![],
             mbarriers: vec![],
+            tensor_maps: vec![],
         }
     }
 
@@ -776,13 +864,13 @@ impl KernelIr {
     }
 
     fn array_offsets(&self) -> (Vec<u32>, u32) {
-        let mut at = 0;
+        let mut at: u32 = 0;
         let offsets = self
             .shared
             .iter()
             .map(|s| {
-                let here = at;
-                at = (at + s.len * s.ty.size_bytes()).next_multiple_of(128);
+                let here: u32 = if s.swizzled { at.next_multiple_of(SWIZZLE_ALIGN) } else { at };
+                at = (here + s.len * s.ty.size_bytes()).next_multiple_of(128);
                 here
             })
             .collect();

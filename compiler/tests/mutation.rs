@@ -375,17 +375,19 @@ fn the_wide_promotion_is_proved_only_under_its_guard() {
 }
 
 /// The warpgroup schedule's warp-specialised form (`gemm_f16_ws`: a
-/// producer warpgroup filling the ring, the two warpgroups draining it,
-/// synchronised by mbarriers) is proved under its guard, and every mutant
-/// of it is refuted. The mbarrier operators' refutations name what they
-/// broke: a deleted wait leaves a copy and a read (or two copies) of one
-/// stage unordered, which race-freedom refutes; a wait for the other
-/// phase fails the parity obligation; a deleted arrival leaves its
-/// barrier with no arrivals; an allowance beyond the pool is refuted by
-/// the register budget. No mutant survives (an equivalent one would say
-/// the schedule holds a statement that does nothing: the producer's
-/// first waits were once in a branch, and it ended with a copy wait that
-/// saw no group).
+/// producer thread filling the ring with bulk tensor copies, the two
+/// warpgroups draining it, synchronised by mbarriers) is proved under its
+/// guard, and every mutant of it is refuted. The mbarrier operators'
+/// refutations name what they broke: a deleted wait leaves a copy and a
+/// read (or two copies) of one stage unordered, which race-freedom
+/// refutes; a wait for the other phase fails the parity obligation; a
+/// deleted arrival leaves its barrier with no arrivals; an arrival that
+/// expects fewer bytes than its copies bring fails the transaction count;
+/// a copy's box moved by a 16-byte chunk leaves its stage or meets the
+/// other box; an allowance beyond the pool is refuted by the register
+/// budget. No mutant survives (an equivalent one would say the schedule
+/// holds a statement that does nothing: the consumers' proxy fence after
+/// their wait, which bulk copies do not need, is gone).
 #[test]
 fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     use tokitai_compiler::verify::{mutate::mutants, verify_kernel};
@@ -397,16 +399,17 @@ fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     // every thread of the other side's arrivals.
     assert_eq!(ir.block, 384);
     let arrivals: Vec<(String, u32)> = ir.mbarriers.iter().map(|m| (m.name.clone(), m.arrivals)).collect();
-    assert_eq!(arrivals, vec![("full_0".to_string(), 128), ("empty_1".to_string(), 256)]);
+    // `full` is armed by the one issuing thread, with the slab's bytes.
+    assert_eq!(arrivals, vec![("full_0".to_string(), 1), ("empty_1".to_string(), 256)]);
     let text = tokitai_compiler::codegen::hip::print_kernel(&ir);
-    for line in ["setmaxnreg.dec.sync.aligned.u32 88;", "setmaxnreg.inc.sync.aligned.u32 208;", "cp.async.mbarrier.arrive.noinc", "mbarrier.try_wait.parity"] {
+    for line in ["setmaxnreg.dec.sync.aligned.u32 88;", "setmaxnreg.inc.sync.aligned.u32 208;", "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], 49152;", "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "__grid_constant__ tk_tensor_map tma_x", "| (1ull << 62)"] {
         assert!(text.contains(line), "no `{}` in the form's source", line);
     }
     let cfg = Config { timeout_ms: 5_000 };
     let proofs = verify_kernel(&k, &mut ir.clone(), &cfg);
     let unproved: Vec<&str> = proofs.obligations.iter().filter(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.as_str()).collect();
     assert!(unproved.is_empty(), "not proved: {:?}", unproved);
-    for what in ["with parity", "names the stage of its iteration's slab", "in every iteration that refills a stage", "arrived at by exactly its count of threads"] {
+    for what in ["with parity", "names the stage of its iteration's slab", "in every iteration that refills a stage", "arrived at by exactly its count of threads", "bulk copies armed with exactly their bytes", "1024-byte aligned"] {
         assert!(proofs.obligations.iter().any(|o| o.obligation.description.contains(what)), "no obligation on `{}`", what);
     }
     let mut by_operator: BTreeMap<&str, Vec<String>> = BTreeMap::new();
@@ -425,10 +428,22 @@ fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     assert!(swapped.iter().all(|d| d.contains("with parity")), "{:?}", swapped);
     let arrivals = by("missing mbarrier arrival");
     assert_eq!(arrivals.len(), 2, "{:?}", by_operator);
-    // (The producer's copies with no arrival after them are also still
-    // in flight at its end, which the protocol may report first.)
-    assert!(arrivals.iter().all(|d| d.contains("arrived at by 0 statements") || d.contains("may still land")), "{:?}", arrivals);
+    assert!(arrivals.iter().all(|d| d.contains("arrived at by 0 statements") || d.contains("which no one arrival arms")), "{:?}", arrivals);
     assert!(arrivals.iter().any(|d| d.contains("`empty_1` is arrived at by 0 statements")), "{:?}", arrivals);
+    let bytes = by("wrong transaction bytes");
+    assert_eq!(bytes.len(), 1, "{:?}", by_operator);
+    assert!(bytes[0].contains("expects 49136 bytes a phase, but its bulk copies bring 49152"), "{:?}", bytes);
+    // A's box and B's two.
+    let shifted = by("shifted bulk copy");
+    assert_eq!(shifted.len(), 3, "{:?}", by_operator);
+    // A deleted copy: its elements are loaded by no one, and the bytes
+    // its barrier expects never all land.
+    let mut dropped = ir.clone();
+    assert!(drop_bulk_copy(&mut dropped.body), "the producer issues bulk copies");
+    let proofs = verify_kernel(&k, &mut dropped.clone(), &cfg);
+    let refuted: Vec<&str> = proofs.obligations.iter().filter(|o| o.outcome.is_refuted()).map(|o| o.obligation.description.as_str()).collect();
+    assert!(refuted.iter().any(|d| d.contains("bulk copies bring")), "{:?}", refuted);
+    assert!(refuted.iter().any(|d| d.contains("every element of `x`")), "{:?}", refuted);
     let registers = by("register allowance beyond the pool");
     assert_eq!(registers.len(), 1, "{:?}", by_operator);
     assert!(registers[0].contains("register allowances take"), "{:?}", registers);
@@ -471,6 +486,20 @@ fn a_split_warpgroup_and_a_partial_promotion_in_the_specialised_form_are_refuted
     assert!(guard_promotion(&mut partial.body, Cond::Lt(IExpr::Tid, IExpr::Const(128))), "a promotion loop follows the slab's wgmma wait");
     let found = refuted_by(&partial);
     assert!(found.iter().any(|d| d.starts_with("reduction-complete")), "{:?}", found);
+}
+
+/// Delete the first bulk tensor copy; whether there was one.
+fn drop_bulk_copy(body: &mut Vec<tokitai_compiler::kir::KStmt>) -> bool {
+    use tokitai_compiler::kir::KStmt;
+    if let Some(i) = body.iter().position(|s| matches!(s, KStmt::TmaLoad { .. })) {
+        body.remove(i);
+        return true;
+    }
+    body.iter_mut().any(|s| match s {
+        KStmt::For { body, .. } => drop_bulk_copy(body),
+        KStmt::If { then, els, .. } => drop_bulk_copy(then) || drop_bulk_copy(els),
+        _ => false,
+    })
 }
 
 /// Turn the first `if (tid < from)` into `if (tid < to)`; whether one was found.

@@ -78,11 +78,13 @@ pub struct Chosen {
     pub grid: fn(&[i64], i64) -> [u32; 2],
     /// Dynamic shared memory the launch asks for, in bytes (0: static).
     pub dynamic_shared: u32,
+    /// Tensor maps passed after the parameters (bulk tensor copies).
+    pub tensor_maps: &'static [crate::abi::tk_info::TensorMapParam],
 }
 
 impl Chosen {
     pub(crate) fn of(v: &Variant) -> Chosen {
-        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared }
+        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared, tensor_maps: v.tensor_maps }
     }
 }
 
@@ -101,7 +103,7 @@ impl KernelDef {
     }
     /// The kernel itself (no variant).
     pub fn primary(&self) -> Chosen {
-        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared }
+        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[] }
     }
     /// The kernel and every variant.
     pub fn all_compiled(&self) -> Vec<Chosen> {

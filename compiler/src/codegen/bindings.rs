@@ -86,6 +86,21 @@ pub mod tk_info {
         /// where it is at least `any_key_from`, the variant serves every
         /// key (a long sum pays for the unit on a small output).
         pub guard: Option<(usize, i64, i64, i64)>,
+        /// Tensor maps passed after the kernel's parameters, in order
+        /// (bulk tensor copies, sm_90).
+        pub tensor_maps: &'static [TensorMapParam],
+    }
+    /// A tensor map a variant takes (a `CUtensorMap` built at launch): of
+    /// the tensor at this position among the tensor parameters, a 2-D
+    /// tensor of 16-bit elements, in boxes of `box_outer` rows of
+    /// `box_inner` elements with the 128-byte swizzle. Built where the
+    /// tensor's rows are whole 16-byte runs and its address 16-byte
+    /// aligned (where the kernel reads through it); zeros elsewhere.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct TensorMapParam {
+        pub tensor: usize,
+        pub box_inner: u32,
+        pub box_outer: u32,
     }
     impl Variant {
         /// Does this variant serve a launch with these dims and key?

@@ -144,7 +144,17 @@ impl<'a> Printer<'a> {
                 }
                 KParam::Scalar(s) => format!("{} {}", ir.scalars[s].1.hip_type(), cpp_name(&ir.scalars[s].0)),
                 KParam::Dim(d) => format!("{} {}", ir.index_ty.hip_type(), cpp_name(&ir.dims[d])),
+                // By value in the parameter space, where the copy unit reads it.
+                KParam::TensorMap(m) => format!("const __grid_constant__ tk_tensor_map {}", cpp_name(&ir.tensor_maps[m].name)),
             });
+        }
+        if !ir.tensor_maps.is_empty() {
+            // CUDA's `CUtensorMap` (opaque, 128 bytes, 64-byte aligned),
+            // declared once in a module of several kernels.
+            self.line("#ifndef TK_TENSOR_MAP");
+            self.line("#define TK_TENSOR_MAP");
+            self.line("struct __align__(64) tk_tensor_map { unsigned long long opaque[16]; };");
+            self.line("#endif");
         }
         let bounds = if ir.min_blocks > 1 { format!("{}, {}", ir.block, ir.min_blocks) } else { ir.block.to_string() };
         self.line(&format!("extern \"C\" __global__ void __launch_bounds__({}) {}(", bounds, cpp_name(&ir.name)));
@@ -160,12 +170,21 @@ impl<'a> Printer<'a> {
         if ir.dynamic_shared() {
             // Past 48 KB the arrays are carved from dynamic shared memory
             // (the launch asks for `shared_bytes`), each 128-byte aligned.
-            self.line("extern __shared__ __align__(128) unsigned char tk_shared[];");
+            // (1024 where a bulk copy swizzles into an array: the
+            // swizzle's pattern repeats every 1024 bytes.)
+            let align = if ir.shared.iter().any(|s| s.swizzled) { SWIZZLE_ALIGN } else { 128 };
+            self.line(&format!("extern __shared__ __align__({}) unsigned char tk_shared[];", align));
         }
         for (i, s) in ir.shared.iter().enumerate() {
             // Slabs read by rows of 16 bytes start 16-byte aligned (the
             // verifier proves each row's offset a multiple of 8 elements).
-            let align = if self.row_tiles.contains(&i) { "alignas(16) " } else { "" };
+            let align = if s.swizzled {
+                "alignas(1024) "
+            } else if self.row_tiles.contains(&i) {
+                "alignas(16) "
+            } else {
+                ""
+            };
             let mut notes = Vec::new();
             if let Some(f) = s.footprint {
                 notes.push(format!("{} rows of {}, each padded to {} (the padding is never touched)", f.rows, f.width, f.stride));
@@ -388,6 +407,21 @@ impl<'a> Printer<'a> {
                     self.iexpr(parity)
                 ));
             }
+            KStmt::MbarExpectTx { bar, stage, bytes } => {
+                let at = self.mbarrier(*bar, stage);
+                self.line(&format!("asm volatile(\"{{\\n\\t.reg .b64 state;\\n\\tmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], {};\\n\\t}}\" :: \"r\"({}) : \"memory\");", bytes, at));
+            }
+            KStmt::TmaLoad { map, arr, base, inner, outer, bar, stage, .. } => {
+                let dst = format!("(unsigned)__cvta_generic_to_shared(&{}[{}])", self.ir.shared[*arr].name, self.iexpr(base));
+                self.line(&format!(
+                    "asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {{%2, %3}}], [%4];\" :: \"r\"({}), \"l\"(reinterpret_cast<unsigned long long>(&{})), \"r\"((int)({})), \"r\"((int)({})), \"r\"({}) : \"memory\");",
+                    dst,
+                    cpp_name(&self.ir.tensor_maps[*map].name),
+                    self.iexpr(inner),
+                    self.iexpr(outer),
+                    self.mbarrier(*bar, stage)
+                ));
+            }
             KStmt::SetMaxRegisters { regs, grow } => {
                 self.line(&format!("asm volatile(\"setmaxnreg.{}.sync.aligned.u32 {};\" ::: \"memory\");", if *grow { "inc" } else { "dec" }, regs));
             }
@@ -501,15 +535,22 @@ impl<'a> Printer<'a> {
     /// operand's shared address, its core matrices' distances along K
     /// (leading) and along M or N (stride), all in 16-byte units, no
     /// swizzling.
+    ///
+    /// With the 128-byte swizzle (layout 1 in bits 62-63) the address is
+    /// the row's start plus the instruction's `k_at` (the unit swizzles
+    /// the addresses it forms from it; `base` is 1024-byte aligned, so the
+    /// descriptor's base offset is 0).
     fn descriptor(&self, op: &WgOperand) -> String {
         let bytes = self.ir.shared[op.tile].ty.size_bytes() as i64;
         let field = |elements: i64| ((elements * bytes) >> 4) as u64;
+        let at = if op.k_at == 0 { op.base.clone() } else { op.base.clone().add(IExpr::c(op.k_at)) };
         format!(
-            "((unsigned long long)((__cvta_generic_to_shared(&{}[{}]) & 0x3FFFF) >> 4) | ({}ull << 16) | ({}ull << 32))",
+            "((unsigned long long)((__cvta_generic_to_shared(&{}[{}]) & 0x3FFFF) >> 4) | ({}ull << 16) | ({}ull << 32){})",
             self.ir.shared[op.tile].name,
-            self.iexpr(&op.base),
+            self.iexpr(&at),
             field(op.lbo),
-            field(op.sbo)
+            field(op.sbo),
+            if op.swizzle { " | (1ull << 62)" } else { "" }
         )
     }
 

@@ -60,8 +60,13 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 Some(g) => format!("Some(({}, {}, {}, {}))", g.dim, g.at_least, g.at_most, g.any_key_from),
                 None => "None".into(),
             };
+            let maps: Vec<String> = v
+                .tensor_maps
+                .iter()
+                .map(|m| format!("super::tk_info::TensorMapParam {{ tensor: {}, box_inner: {}, box_outer: {} }}", tensor_position(k, v.bufs[m.buf].tensor), m.box_inner, m.box_outer))
+                .collect();
             format!(
-                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {} }}",
+                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, tensor_maps: &[{}] }}",
                 v.name,
                 v.params_text(),
                 v.block,
@@ -71,7 +76,8 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 if v.index_ty == Dtype::I32 { 32 } else { 64 },
                 i,
                 if v.dynamic_shared() { v.shared_bytes() } else { 0 },
-                guard
+                guard,
+                maps.join(", ")
             )
         })
         .collect();
@@ -95,9 +101,11 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let _ = writeln!(s, "    /// Width of the dims as passed to the kernel (32 where 32-bit indexing is proved safe).");
     let _ = writeln!(s, "    pub const INDEX_BITS: u32 = {};", if ir.index_ty == Dtype::I32 { 32 } else { 64 });
     let (tensors, scalars) = signature_positions(k);
+    // Tensor maps come last, per variant (`Variant::tensor_maps`).
     let params: Vec<String> = ir
         .params
         .iter()
+        .filter(|p| !matches!(p, KParam::TensorMap(_)))
         .map(|p| match *p {
             KParam::Buffer(b) => format!("super::tk_info::LaunchParam::Tensor({})", tensors.iter().position(|t| *t == ir.bufs[b].tensor).unwrap_or(usize::MAX)),
             KParam::Scalar(x) => {
@@ -105,6 +113,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 format!("super::tk_info::LaunchParam::Scalar({}, {:?})", pos, ir.scalars[x].1.name())
             }
             KParam::Dim(d) => format!("super::tk_info::LaunchParam::Dim({})", k.dims.iter().position(|x| x.name == ir.dims[d]).unwrap_or(usize::MAX)),
+            KParam::TensorMap(_) => unreachable!("filtered above"),
         })
         .collect();
     let sig: Vec<&str> = k.params.iter().map(|p| if matches!(p, Param::Tensor(_)) { "super::tk_info::SigParam::Tensor" } else { "super::tk_info::SigParam::Scalar" }).collect();
@@ -113,6 +122,11 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let _ = writeln!(s, "    /// The kernel's parameters in the order of its HIP signature.");
     let _ = writeln!(s, "    pub const PARAMS: &[super::tk_info::LaunchParam] = &[{}];", params.join(", "));
     s
+}
+
+/// Position of tensor `t` among the tensor parameters (signature order).
+fn tensor_position(k: &Kernel, t: crate::tir::TensorId) -> usize {
+    signature_positions(k).0.iter().position(|x| *x == t).unwrap_or(usize::MAX)
 }
 
 /// The value that picks among a kernel's variants (see

@@ -92,6 +92,10 @@ pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str,
             }
             KParam::Scalar(s) => ParamEntry { name: k.scalars[s].name.clone(), kind: "scalar", dtype: k.scalars[s].dtype.to_string(), shape: vec![], role: "input".into() },
             KParam::Dim(d) => ParamEntry { name: k.dims[d].name.clone(), kind: "dim", dtype: ir.index_ty.to_string(), shape: vec![], role: "input".into() },
+            KParam::TensorMap(m) => {
+                let map = &ir.tensor_maps[m];
+                ParamEntry { name: map.name.clone(), kind: "tensor_map", dtype: ir.bufs[map.buf].dtype.to_string(), shape: vec![map.box_outer.to_string(), map.box_inner.to_string()], role: "input".into() }
+            }
         })
         .collect();
     let flags = ir.target.compile_flags();

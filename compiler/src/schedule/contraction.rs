@@ -259,6 +259,12 @@ pub enum SlabLayout {
     /// core matrix, `(x % 8) * 8 + kk % 8` where k runs along the core
     /// matrix's rows (`k_inner`), else `(kk % 8) * 8 + x % 8`.
     Cores { lbo: u32, sbo: u32, k_inner: bool },
+    /// Rows of 64 elements under the 128-byte swizzle, as bulk tensor
+    /// copies lay a box (`kir::swizzled_offset`): where k is the
+    /// operand's contiguous axis (`k_inner`), row x holds its 64 k; else
+    /// boxes of 64 x (one after another, each `64 * bk` elements), row kk
+    /// of a box holding its 64 x.
+    Swizzled { k_inner: bool, bk: u32 },
 }
 
 impl SlabLayout {
@@ -268,6 +274,11 @@ impl SlabLayout {
             SlabLayout::KMajor { stride } => kk.mul(IExpr::c(stride as i64)).add(x),
             SlabLayout::KContiguous { stride } => x.mul(IExpr::c(stride as i64)).add(kk),
             SlabLayout::Cores { lbo, sbo, k_inner } => core_offset(x, kk, lbo as i64, sbo as i64, k_inner),
+            SlabLayout::Swizzled { k_inner: true, .. } => swizzled_offset(x, kk),
+            SlabLayout::Swizzled { k_inner: false, bk } => {
+                let row = SWIZZLE_ROW;
+                x.clone().div(IExpr::c(row)).mul(IExpr::c(row * bk as i64)).add(swizzled_offset(kk, x.rem(IExpr::c(row))))
+            }
         }
     }
     /// Into core matrices, slab position `p` (the layout's image of one
@@ -310,7 +321,7 @@ impl SlabLayout {
         match self {
             SlabLayout::KMajor { .. } => false,
             SlabLayout::KContiguous { .. } => true,
-            SlabLayout::Cores { k_inner, .. } => k_inner,
+            SlabLayout::Cores { k_inner, .. } | SlabLayout::Swizzled { k_inner, .. } => k_inner,
         }
     }
 }
@@ -760,21 +771,6 @@ impl VectorSlab {
         let total = width * t.bk / VECTOR;
         let (_, threads) = t.copiers();
         layout.k_contiguous() == k_contiguous && b.k.tensors[tensor].dtype == ty && along % VECTOR == 0 && total.is_multiple_of(threads)
-    }
-
-    /// The slab's depth along k.
-    pub(super) fn bk(&self) -> u32 {
-        self.bk
-    }
-
-    /// How many threads copy the slab.
-    pub(super) fn copiers(&self) -> u32 {
-        self.threads
-    }
-
-    /// The shared array the slab is copied into.
-    pub(super) fn tile(&self) -> SharedId {
-        self.tile
     }
 
     /// The thread's place among the copiers that start at thread `first`:

@@ -90,6 +90,7 @@ impl<'k> Builder<'k> {
             coverage: Vec::new(),
             reduction_loops: Vec::new(),
             mbarriers: Vec::new(),
+            tensor_maps: Vec::new(),
         };
         Builder { k, ir, buf_of, row_var: None, closing_barrier: true }
     }
@@ -114,7 +115,7 @@ impl<'k> Builder<'k> {
 
     pub fn shared(&mut self, name: &str, ty: Dtype, len: u32) -> SharedId {
         let name = format!("{}_{}", name, self.ir.shared.len());
-        self.ir.shared.push(SharedArray { name, ty, len, footprint: None, ring: None });
+        self.ir.shared.push(SharedArray { name, ty, len, footprint: None, ring: None, swizzled: false });
         self.ir.shared.len() - 1
     }
 
@@ -124,6 +125,17 @@ impl<'k> Builder<'k> {
         let name = format!("{}_{}", name, self.ir.mbarriers.len());
         self.ir.mbarriers.push(MbarArray { name, stages, arrivals });
         self.ir.mbarriers.len() - 1
+    }
+
+    /// A tensor map of buffer `buf` in boxes of `box_outer` rows of
+    /// `box_inner` elements (see [`TensorMap`]), passed after the other
+    /// parameters.
+    pub fn tensor_map(&mut self, buf: BufId, box_inner: u32, box_outer: u32) -> TensorMapId {
+        let name = format!("tma_{}", self.ir.bufs[buf].name);
+        self.ir.tensor_maps.push(TensorMap { name, buf, box_inner, box_outer });
+        let id = self.ir.tensor_maps.len() - 1;
+        self.ir.params.push(KParam::TensorMap(id));
+        id
     }
 
     /// A shared slab of `rows` rows of `width` elements, each row padded to

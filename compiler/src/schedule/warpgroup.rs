@@ -43,7 +43,7 @@
 //! wait that retires it, as the loop's commit, wait and barrier place it.
 
 use super::contraction::{copy_ring, slab_loop, sums_at_least, tile_load, vector_decision, CopyRing, Plan, SlabLayout, Tile, VectorSlab};
-use super::producer_ring::{producer_ring, ProducerRing};
+use super::producer_ring::{producer_ring, BulkOperand, ProducerRing};
 use super::extent_expr;
 use super::lower::{node_key, Builder, Env};
 use super::tensor_core::operand_dtype;
@@ -127,7 +127,10 @@ impl UnitSlab {
     /// A, the rows of warpgroup `wg` (`form.wg_rows()` a warpgroup), its
     /// instruction's `half` of them.
     fn operand(&self, rows: Option<(&IExpr, Form, i64)>, i: i64) -> WgOperand {
-        let SlabLayout::Cores { lbo, sbo, k_inner } = self.layout else { unreachable!("the unit reads core-matrix slabs") };
+        if let SlabLayout::Swizzled { k_inner, bk } = self.layout {
+            return self.swizzled_operand(rows, i, k_inner, bk as i64);
+        }
+        let SlabLayout::Cores { lbo, sbo, k_inner } = self.layout else { unreachable!("the unit reads core-matrix or swizzled slabs") };
         let step = i * 2 * lbo as i64;
         let rows = match rows {
             Some((wg, form, half)) => {
@@ -140,7 +143,37 @@ impl UnitSlab {
             }
             None => self.at.clone(),
         };
-        WgOperand { tile: self.tile, base: rows.add(IExpr::c(step)), lbo: lbo as i64, sbo: sbo as i64, k_inner }
+        WgOperand { tile: self.tile, base: rows.add(IExpr::c(step)), lbo: lbo as i64, sbo: sbo as i64, k_inner, swizzle: false, k_at: 0 }
+    }
+
+    /// [`operand`](Self::operand) of a slab under the 128-byte swizzle
+    /// (`SlabLayout::Swizzled`): K-major, the rows' start (64 elements a
+    /// row, groups of eight rows 1024 bytes apart) with the instruction's
+    /// 16 k at `16 i` into each row; MN-major, the box of 64 rows that
+    /// holds the first row (64 x `bk` elements a box, `lbo` apart) and the
+    /// instruction's 16 k rows (1024 bytes a group of eight, `sbo`).
+    fn swizzled_operand(&self, rows: Option<(&IExpr, Form, i64)>, i: i64, k_inner: bool, bk: i64) -> WgOperand {
+        let row = SWIZZLE_ROW;
+        let group = 8 * row;
+        // The operand's first row (m of A) within the slab, times `scale`.
+        let first = |scale: i64| match rows {
+            Some((wg, form, half)) => {
+                let at = self.at.clone().add(wg.clone().mul(IExpr::c(form.wg_rows() * scale)));
+                if half > 0 {
+                    at.add(IExpr::c(half * WG_ROWS * scale))
+                } else {
+                    at
+                }
+            }
+            None => self.at.clone(),
+        };
+        if k_inner {
+            WgOperand { tile: self.tile, base: first(row), lbo: 8, sbo: group, k_inner, swizzle: true, k_at: i * 16 }
+        } else {
+            // Rows are boxes of 64: the first row's box.
+            let base = first(bk).add(IExpr::c(i * 16 * row));
+            WgOperand { tile: self.tile, base, lbo: row * bk, sbo: group, k_inner, swizzle: true, k_at: 0 }
+        }
     }
 }
 
@@ -165,6 +198,15 @@ fn ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, 
         (true, false) => (LBO, SBO_PADDED, b.shared_padded(name, ty, stages * width / 8, SBO, SBO_PADDED)),
     };
     (tile, SlabLayout::Cores { lbo, sbo, k_inner: k_contiguous }, (width / 8 * sbo) as i64)
+}
+
+/// An operand's ring of `stages` slabs, `width` wide along m or n, as
+/// bulk tensor copies fill it: unpadded rows under the 128-byte swizzle
+/// (`SlabLayout::Swizzled`), the array 1024-byte aligned.
+fn swizzled_ring(b: &mut Builder, name: &str, ty: Dtype, k_contiguous: bool, width: u32, stages: u32) -> (SharedId, SlabLayout, i64) {
+    let tile = b.shared(name, ty, stages * width * BK);
+    b.ir.shared[tile].swizzled = true;
+    (tile, SlabLayout::Swizzled { k_inner: k_contiguous, bk: BK }, (width * BK) as i64)
 }
 
 /// `(row, column)` of the element of a warpgroup's 64 x n accumulator in
@@ -246,7 +288,7 @@ impl Form {
         WG_ROWS * self.halves as i64
     }
 
-    /// Stages of the copy ring: the 256-row form's slabs take 53 KB a
+    /// Stages of the copy ring: the 256-row form's slabs take 48 KB a
     /// stage, so three fit beside the element path's slabs.
     fn stages(self) -> u32 {
         if self.halves > 1 {
@@ -264,6 +306,9 @@ const PLAIN: Form = Form { halves: 1, producer: false };
 /// 128 rows as two halves (128 running sums a thread; one fresh
 /// accumulator, reused), so only where a slab is promoted once
 /// (`WIDE_PROMOTION`: two fresh accumulators would not fit beside them).
+/// The ring is filled by bulk tensor copies into unpadded slabs under the
+/// 128-byte swizzle (`swizzled_ring`, `SlabLayout::Swizzled`), which the
+/// unit reads through swizzled descriptors.
 const SPECIALISED: Form = Form { halves: 2, producer: true };
 /// The warp-specialised form's output tile, rows by columns.
 pub const SPECIALISED_TILE: (u32, u32) = (SPECIALISED.bm(), BN);
@@ -309,8 +354,11 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     let a_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.a_k_contiguous };
     let b_layout = SlabLayout::Cores { lbo: LBO, sbo: SBO, k_inner: p.b_k_contiguous };
     let stages = form.stages();
-    let (a_ring, a_ring_layout, a_stage) = ring(&mut b, "a_ring", ty, p.a_k_contiguous, bm, p.a_k_contiguous, stages);
-    let (b_ring, b_ring_layout, b_stage) = ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, true, stages);
+    let ((a_ring, a_ring_layout, a_stage), (b_ring, b_ring_layout, b_stage)) = if form.producer {
+        (swizzled_ring(&mut b, "a_ring", ty, p.a_k_contiguous, bm, stages), swizzled_ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, stages))
+    } else {
+        (ring(&mut b, "a_ring", ty, p.a_k_contiguous, bm, p.a_k_contiguous, stages), ring(&mut b, "b_ring", ty, p.b_k_contiguous, BN, true, stages))
+    };
     let (a_el, b_el) = (b.shared("a_slab", ty, bm * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
@@ -334,37 +382,44 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     // their instructions (`copy_ring`: three slabs in flight while the
     // unit works on the stage of slab k0), or by a producer warpgroup
     // (`producer_ring`).
-    let mut pipelined = Vec::new();
-    let va = VectorSlab::new(&mut b, t, a_ring_layout, p.a, a_ring, (mvar, p.kvar), bm, (&m0, &mext, &kext), &mut pipelined);
-    let vb = VectorSlab::new(&mut b, t, b_ring_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
     let unit_slabs = |at: IExpr| {
         let a = UnitSlab { tile: a_ring, at: at.clone().mul(IExpr::c(a_stage)), layout: a_ring_layout };
         let bt = UnitSlab { tile: b_ring, at: at.mul(IExpr::c(b_stage)), layout: b_ring_layout };
         (a, bt)
     };
-    let vector_path = match (va, vb) {
-        (Some(va), Some(vb)) if form.producer => {
+    let vector_path = if form.producer {
+        let fits = BulkOperand::fits(&b, p.a, (mvar, p.kvar), a_ring, bm, BK) && BulkOperand::fits(&b, p.b, (nvar, p.kvar), b_ring, BN, BK);
+        fits.then(|| {
+            let oa = BulkOperand::new(&mut b, p.a, (mvar, p.kvar), a_ring, (bm, BK), &m0, a_stage);
+            let ob = BulkOperand::new(&mut b, p.b, (nvar, p.kvar), b_ring, (BN, BK), &n0, b_stage);
             // The consumers' own running sums, so that nothing of the
             // element path's lives across their register allowance.
             let vacc = b.local("acc", Dtype::F32);
-            let ring = producer_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, computers.clone().expect("a producer"), pipelined, |b, at| {
+            let consumers = (computers.clone().expect("a producer"), t.threads());
+            let ring = producer_ring(&mut b, (&oa, &ob), stages, p.kvar, consumers, |b, at| {
                 let (a, bt) = unit_slabs(at);
                 in_order(unit(b, &a, &bt, vacc))
             });
-            Some((va, vb, Ahead::Producer { ring, acc: vacc }))
+            Ahead::Producer { ring, acc: vacc, operands: [oa, ob] }
+        })
+    } else {
+        let mut pipelined = Vec::new();
+        let va = VectorSlab::new(&mut b, t, a_ring_layout, p.a, a_ring, (mvar, p.kvar), bm, (&m0, &mext, &kext), &mut pipelined);
+        let vb = VectorSlab::new(&mut b, t, b_ring_layout, p.b, b_ring, (nvar, p.kvar), BN, (&n0, &next, &kext), &mut pipelined);
+        match (va, vb) {
+            (Some(va), Some(vb)) => {
+                let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, true, computers.clone(), pipelined, |b, at| {
+                    let (a, bt) = unit_slabs(at);
+                    let mut halves = unit(b, &a, &bt, acc);
+                    let (issue, mut finish) = halves.remove(0);
+                    // Later halves after the first one's wait.
+                    finish.extend(in_order(halves));
+                    (issue, finish)
+                });
+                Some(Ahead::Copies { ring, operands: Box::new([va, vb]) })
+            }
+            _ => None,
         }
-        (Some(va), Some(vb)) => {
-            let ring = copy_ring(&mut b, (&va, &vb), (a_stage, b_stage), stages, p.kvar, true, computers.clone(), pipelined, |b, at| {
-                let (a, bt) = unit_slabs(at);
-                let mut halves = unit(b, &a, &bt, acc);
-                let (issue, mut finish) = halves.remove(0);
-                // Later halves after the first one's wait.
-                finish.extend(in_order(halves));
-                (issue, finish)
-            });
-            Some((va, vb, Ahead::Copies(ring)))
-        }
-        _ => None,
     };
     // The element path (and the only one where runs do not fit).
     let k0_v = b.ivar("k0");
@@ -372,12 +427,12 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     let mut kbody = Vec::new();
     let on = Cond::Eq(IExpr::Var(vectors), IExpr::c(1));
     tile_load(&mut b, t, a_layout, p.a, a_el, mvar, p.kvar, bm, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
-    if let Some((va, _, ahead)) = &vector_path {
-        ahead.cover(&mut b, va, 0, on.clone());
+    if let Some(ahead) = &vector_path {
+        ahead.cover(&mut b, 0, on.clone());
     }
     tile_load(&mut b, t, b_layout, p.b, b_el, nvar, p.kvar, BN, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
-    if let Some((_, vb, ahead)) = &vector_path {
-        ahead.cover(&mut b, vb, 1, on.clone());
+    if let Some(ahead) = &vector_path {
+        ahead.cover(&mut b, 1, on.clone());
     }
     kbody.push(KStmt::ProxyFence);
     kbody.push(KStmt::Barrier);
@@ -392,7 +447,7 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     let elem = (b.ivar("elem_m"), b.ivar("elem_n"));
     let place = TilePlace { m0: &m0, n0: &n0, wg: &wg, elem };
     let mut outputs = Vec::new();
-    if let Some((.., Ahead::Producer { mut ring, acc: vacc })) = vector_path {
+    if let Some(Ahead::Producer { mut ring, acc: vacc, .. }) = vector_path {
         // Each path stores its own sums: the consumers' in their branch
         // (their register allowance), the element path's after its loop.
         let (store, case) = epilogue(&mut b, k, &p, form, &place, vacc, on.clone())?;
@@ -406,7 +461,7 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     } else {
         // One store after both paths.
         match vector_path {
-            Some((.., Ahead::Copies(ring))) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
+            Some(Ahead::Copies { ring, .. }) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
             _ => body.extend(element_path),
         }
         let (store, case) = epilogue(&mut b, k, &p, form, &place, acc, Cond::True)?;
@@ -419,20 +474,21 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     Ok(b.finish())
 }
 
-/// How the vector path's ring is filled, for its coverage.
+/// How the vector path's ring is filled, with its operands, for its
+/// coverage.
 enum Ahead {
-    Copies(CopyRing),
-    Producer { ring: ProducerRing, acc: LocalId },
+    Copies { ring: CopyRing, operands: Box<[VectorSlab; 2]> },
+    Producer { ring: ProducerRing, acc: LocalId, operands: [BulkOperand; 2] },
 }
 
 impl Ahead {
     /// Operand `which`'s copies as cases of the element loader's coverage
     /// (the last one pushed) where vectors are `on`.
-    fn cover(&self, b: &mut Builder, v: &VectorSlab, which: usize, on: Cond) {
+    fn cover(&self, b: &mut Builder, which: usize, on: Cond) {
         match self {
-            Ahead::Copies(ring) => ring.cover(b, v, which, on),
+            Ahead::Copies { ring, operands } => ring.cover(b, &operands[which], which, on),
             // Slab j in the producer's iteration j (nothing ahead).
-            Ahead::Producer { ring, .. } => v.cover_ahead(b, on, (&ring.copies[which], None), &ring.copies[which], (ring.kp, 0)),
+            Ahead::Producer { ring, operands, .. } => operands[which].cover(b, on, &ring.copies[which], (ring.kp, ring.issuer)),
         }
     }
 }

@@ -173,6 +173,19 @@ pub struct Barrier {
     pub group: Option<(u32, Vec<Formula>, Vec<Formula>)>,
 }
 
+/// A `Wgmma` operand's descriptor as executed: its base, the path to it,
+/// its shared array's name, the enclosing loops' variables, and the
+/// alignment its base needs in elements: 8 (16 bytes), or 512 (1024
+/// bytes) for the 128-byte swizzle.
+#[derive(Clone, Debug)]
+pub struct Descriptor {
+    pub base: Term,
+    pub path: Vec<Formula>,
+    pub array: String,
+    pub loops: Vec<String>,
+    pub align: i64,
+}
+
 /// What an mbarrier statement does (see `KStmt::MbarInit` and the rest).
 #[derive(Clone, Debug, PartialEq)]
 pub enum MbarKind {
@@ -180,6 +193,11 @@ pub enum MbarKind {
     Arrive,
     /// `KStmt::CpAsyncArrive`: an arrival once the thread's copies land.
     CopiesArrive,
+    /// `KStmt::MbarExpectTx`: an arrival that raises the bytes the phase
+    /// waits for.
+    ExpectTx { bytes: u32 },
+    /// `KStmt::TmaLoad`: a bulk copy whose `bytes` complete on the barrier.
+    Transaction { bytes: u32 },
     Wait { parity: Term },
 }
 
@@ -200,6 +218,11 @@ pub struct MbarEvent {
     /// The thread-dependent enclosing conditions' formulas; `None` where
     /// a loop bound depends on the thread (no count can be given).
     pub thread_conds: Option<Vec<Formula>>,
+}
+
+/// The run-time fact that buffer `name` is `bytes`-byte aligned.
+pub fn aligned(name: &str, bytes: u32) -> Formula {
+    Term::var(format!("aligned{}.{}", bytes, name)).eq(Term::c(1))
 }
 
 /// An integer variable id no `KernelIr` uses: the register of a fragment
@@ -241,8 +264,12 @@ pub struct Exec<'a> {
     /// Each `Wgmma` operand's base (the descriptor's address), with its
     /// path: the unit asks one descriptor of the whole warpgroup, 16-byte
     /// aligned.
-    pub descriptors: Vec<(Term, Vec<Formula>, String, Vec<String>)>,
+    pub descriptors: Vec<Descriptor>,
     pub mbar_events: Vec<MbarEvent>,
+    /// Each bulk copy's tensor map as the copy needs it: the path to the
+    /// copy, the map, and the tensor's row length (what must be whole
+    /// 16-byte runs of a 16-byte aligned buffer for the map to exist).
+    pub bulk_maps: Vec<(Vec<Formula>, TensorMapId, Term)>,
     /// Each register allowance a thread sets (`KStmt::SetMaxRegisters`),
     /// with the conditions on the threads that set it (as
     /// `MbarEvent::thread_conds`).
@@ -311,6 +338,7 @@ impl<'a> Exec<'a> {
             barriers: Vec::new(),
             descriptors: Vec::new(),
             mbar_events: Vec::new(),
+            bulk_maps: Vec::new(),
             allowances: Vec::new(),
             int_ops: Vec::new(),
             fresh: 0,
@@ -497,11 +525,10 @@ impl<'a> Exec<'a> {
             }
             Cond::Not(a) => self.cond(a).not(),
             // Alignment is a run-time fact about pointers: either outcome is
-            // possible, so it constrains nothing here.
-            Cond::Aligned(..) => {
-                self.fresh += 1;
-                Term::var(format!("aligned.{}", self.fresh)).eq(Term::c(1))
-            }
+            // possible, so it constrains nothing here; it is one fact per
+            // buffer and launch (what a bulk copy's tensor map needs,
+            // `bulk_maps`, is the same fact the kernel tested).
+            Cond::Aligned(bufs, bytes) => Formula::and(bufs.iter().map(|b| aligned(&self.ir.bufs[*b].name, *bytes)).collect()),
         }
     }
 
@@ -873,7 +900,8 @@ impl<'a> Exec<'a> {
                     let base = self.iterm(&op.base);
                     let name = self.ir.shared[op.tile].name.clone();
                     let loops = self.loop_stack.iter().map(|l| self.loops[*l].var.clone()).collect();
-                    self.descriptors.push((base, self.path.clone(), name, loops));
+                    let align = if op.swizzle { SWIZZLE_ALIGN as i64 / 2 } else { 8 };
+                    self.descriptors.push(Descriptor { base, path: self.path.clone(), array: name, loops, align });
                     let saved = (self.path.len(), self.cover_path.len());
                     self.fresh += 1;
                     let (r, c) = (format!("wg_row#{}", self.fresh), format!("wg_k#{}", self.fresh));
@@ -945,6 +973,53 @@ impl<'a> Exec<'a> {
             KStmt::CpAsyncArrive { bar, stage } => {
                 let t = self.iterm(stage);
                 self.mbar_event(MbarKind::CopiesArrive, *bar, t)
+            }
+            KStmt::MbarExpectTx { bar, stage, bytes } => {
+                let t = self.iterm(stage);
+                self.mbar_event(MbarKind::ExpectTx { bytes: *bytes }, *bar, t)
+            }
+            KStmt::TmaLoad { map, arr, base, inner, outer, elem: (r, c), bar, stage, access } => {
+                // Box element (r, c): the global element (outer + r, inner
+                // + c) read where it lies inside the tensor (the map
+                // carries its extents; elsewhere zeros land, nothing is
+                // read), and its swizzled place written, in flight until
+                // the barrier's phase completes (`verify::mbarrier`).
+                let m = &self.ir.tensor_maps[*map];
+                let (buf, box_inner, box_outer) = (m.buf, m.box_inner as i64, m.box_outer as i64);
+                let shape = self.k.tensors[self.ir.bufs[buf].tensor].shape.clone();
+                let saved = (self.path.len(), self.cover_path.len());
+                for (v, extent) in [(*r, box_outer), (*c, box_inner)] {
+                    let t = Term::var(self.loop_var_name(v));
+                    self.env.insert(v, t.clone());
+                    let within = t.within(Term::c(0), Term::c(extent));
+                    self.path.push(within.clone());
+                    self.cover_path.push(within);
+                }
+                self.bulk_maps.push((self.path[..saved.0].to_vec(), *map, dim_term(self.k, shape[shape.len() - 1])));
+                let row = self.iterm(&outer.clone().add(IExpr::Var(*r)));
+                let col = self.iterm(&inner.clone().add(IExpr::Var(*c)));
+                let (rows, cols) = (dim_term(self.k, shape[0]), dim_term(self.k, shape[shape.len() - 1]));
+                let inside = Formula::and(vec![row.clone().lt(rows), col.clone().lt(cols.clone())]);
+                self.path.push(inside.clone());
+                self.cover_path.push(inside);
+                self.record(Target::Global(buf), false, row.clone().mul(cols).add(col.clone()), 1, Some(*access), None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.axes = vec![row, col];
+                }
+                self.path.pop();
+                self.cover_path.pop();
+                let t = self.iterm(&base.clone().add(swizzled_offset(IExpr::Var(*r), IExpr::Var(*c))));
+                self.record(Target::Shared(*arr), true, t, 1, None, None);
+                if let Some(last) = self.accesses.last_mut() {
+                    last.in_flight = true;
+                }
+                self.path.truncate(saved.0);
+                self.cover_path.truncate(saved.1);
+                self.env.remove(r);
+                self.env.remove(c);
+                let bytes = (box_inner * box_outer) as u32 * self.ir.shared[*arr].ty.size_bytes();
+                let t = self.iterm(stage);
+                self.mbar_event(MbarKind::Transaction { bytes }, *bar, t)
             }
             KStmt::MbarWait { bar, stage, parity } => {
                 let (t, parity) = (self.iterm(stage), self.iterm(parity));

@@ -30,6 +30,17 @@
 //! accesses in different stages there. A deleted or misplaced wait or
 //! arrival drops its half of the window, and the races are refuted.
 //!
+//! A ring filled by bulk tensor copies (TMA, `KStmt::TmaLoad`) arms
+//! `full` instead: one producer thread arrives with the bytes its copies
+//! will bring (`MbarExpectTx`), then issues them, each completing its bytes
+//! on the barrier of its slab's stage. The phase completes only once every
+//! byte has landed, so each copy issued after the arrival in its iteration
+//! is published by that phase. This module checks that the bytes the
+//! arrival expects are exactly the iteration's copies' bytes (fewer and
+//! the phase could complete while a copy is in flight; more and it never
+//! would), and that the copies follow the arrival in the loop's body, once
+//! an iteration.
+//!
 //! One parity bit names the right phase only because neither side runs
 //! two phases ahead of the other. That holds because each side waits
 //! before it arrives again. The solver proves that each wait's stage and
@@ -58,6 +69,9 @@ pub struct Handshake {
     pub empty: Option<MbarId>,
     /// The producer's arrival at `full`, and its wait on `empty`.
     producer_arrive: Option<usize>,
+    /// Where `full` is armed with bytes (`MbarExpectTx`): the positions of
+    /// the producer's bulk copies that complete on it.
+    bulk_copies: Option<Vec<usize>>,
     producer_wait: Option<usize>,
     /// The consumers' wait on `full`, and their arrival at `empty`.
     consumer_wait: Option<usize>,
@@ -91,10 +105,14 @@ impl Handshake {
         let mut h = Handshake::default();
         let (Some(p), Some(c)) = (loop_id(exec, producer), loop_id(exec, ring.of)) else { return Some(h) };
         let events = |id: usize, pick: &dyn Fn(&MbarEvent) -> bool| -> Vec<&MbarEvent> { exec.mbar_events.iter().filter(|e| e.loops.contains(&id) && pick(e)).collect() };
-        if let [e] = events(p, &|e| e.kind == MbarKind::CopiesArrive)[..] {
+        if let [e] = events(p, &|e| matches!(e.kind, MbarKind::CopiesArrive | MbarKind::ExpectTx { .. }))[..] {
             if directly_in(exec, e, p) {
                 h.full = Some(e.bar);
                 h.producer_arrive = position_in(exec, e, p);
+                if matches!(e.kind, MbarKind::ExpectTx { .. }) {
+                    let copies = events(p, &|c| matches!(c.kind, MbarKind::Transaction { .. }) && c.bar == e.bar);
+                    h.bulk_copies = Some(copies.iter().filter(|c| directly_in(exec, c, p)).filter_map(|c| position_in(exec, c, p)).collect());
+                }
             }
         }
         if let [e] = events(c, &|e| e.kind == MbarKind::Arrive)[..] {
@@ -120,8 +138,16 @@ impl Handshake {
 
     /// The producer's copy at position `pw` has landed before the
     /// consumers pass their wait.
+    ///
+    /// A copy by `cp.async` lands before its thread's arrival after it
+    /// completes the phase; a bulk copy after the arrival that armed the
+    /// barrier with its bytes, before the phase completes.
     fn lands(&self, pw: usize) -> bool {
-        self.producer_arrive.is_some_and(|a| a > pw) && self.consumer_wait.is_some()
+        let arrival_covers = match &self.bulk_copies {
+            Some(copies) => copies.contains(&pw) && self.producer_arrive.is_some_and(|a| a < pw),
+            None => self.producer_arrive.is_some_and(|a| a > pw),
+        };
+        arrival_covers && self.consumer_wait.is_some()
     }
 
     /// Published: the copy at producer position `pw` of slab `jw` lands
@@ -243,7 +269,7 @@ pub fn goals(exec: &Exec) -> Vec<Goal> {
             }
         }
         // The producer's wait runs from each stage's second use on.
-        let arrive = in_loop(p, &|e| e.kind == MbarKind::CopiesArrive && Some(e.bar) == h.full);
+        let arrive = in_loop(p, &|e| matches!(e.kind, MbarKind::CopiesArrive | MbarKind::ExpectTx { .. }) && Some(e.bar) == h.full);
         let wait = in_loop(p, &|e| matches!(e.kind, MbarKind::Wait { .. }) && Some(e.bar) == h.empty);
         if let ([a], [w]) = (&arrive[..], &wait[..]) {
             let mut path = a.path.clone();
@@ -264,6 +290,8 @@ fn what(kind: &MbarKind) -> &'static str {
         MbarKind::Init => "initialisation",
         MbarKind::Arrive => "arrival",
         MbarKind::CopiesArrive => "arrival once the copies land",
+        MbarKind::ExpectTx { .. } => "arrival that expects the bulk copies' bytes",
+        MbarKind::Transaction { .. } => "bulk copy",
         MbarKind::Wait { .. } => "wait",
     }
 }
@@ -308,7 +336,8 @@ pub fn findings(exec: &Exec) -> Vec<String> {
             }
             _ => out.push(format!("`{}` is initialised {} times, not once", m.name, inits.len())),
         }
-        let arrivals: Vec<&&MbarEvent> = events.iter().filter(|e| matches!(e.kind, MbarKind::Arrive | MbarKind::CopiesArrive)).collect();
+        let arrivals: Vec<&&MbarEvent> = events.iter().filter(|e| matches!(e.kind, MbarKind::Arrive | MbarKind::CopiesArrive | MbarKind::ExpectTx { .. })).collect();
+        out.extend(transaction_findings(exec, m, &events, &arrivals));
         let [arrive] = arrivals[..] else {
             out.push(format!("`{}` is arrived at by {} statements, not one", m.name, arrivals.len()));
             continue;
@@ -338,6 +367,39 @@ pub fn findings(exec: &Exec) -> Vec<String> {
     out.extend(register_budget(exec));
     out.sort();
     out.dedup();
+    out
+}
+
+/// The bulk copies completing on barrier `m` (see the module's
+/// documentation): armed by its one arrival, with exactly their bytes a
+/// phase (the arrival's bytes times the threads that arrive, against each
+/// copy's bytes times the threads that issue it), each a statement of the
+/// arrival's loop body after it.
+fn transaction_findings(exec: &Exec, m: &MbarArray, events: &[&MbarEvent], arrivals: &[&&MbarEvent]) -> Vec<String> {
+    let copies: Vec<&&MbarEvent> = events.iter().filter(|e| matches!(e.kind, MbarKind::Transaction { .. })).collect();
+    if copies.is_empty() {
+        return Vec::new();
+    }
+    let block = exec.ir.block;
+    let count = |e: &MbarEvent| e.thread_conds.as_ref().and_then(|c| threads(c, block));
+    let [arrive] = arrivals else { return vec![format!("bulk copies complete on `{}`, which no one arrival arms with their bytes", m.name)] };
+    let MbarKind::ExpectTx { bytes: expected } = arrive.kind else { return vec![format!("bulk copies complete on `{}`, whose arrival does not expect their bytes", m.name)] };
+    let mut out = Vec::new();
+    let mut landing: Option<u64> = Some(0);
+    for c in &copies {
+        let MbarKind::Transaction { bytes } = c.kind else { continue };
+        landing = landing.zip(count(c)).map(|(sum, n)| sum + bytes as u64 * n as u64);
+        let Some(&l) = arrive.loops.last() else { continue };
+        let after = position_in(exec, c, l).zip(position_in(exec, arrive, l)).is_some_and(|(pc, pa)| pc > pa);
+        if !(directly_in(exec, c, l) && after) {
+            out.push(format!("a bulk copy completing on `{}` is not a statement of its arrival's loop body after the arrival (once an iteration, armed before it lands)", m.name));
+        }
+    }
+    let armed = count(arrive).map(|n| expected as u64 * n as u64);
+    if landing.is_none() || landing != armed {
+        let say = |v: Option<u64>| v.map_or("an uncounted number of".to_string(), |b| b.to_string());
+        out.push(format!("`{}` expects {} bytes a phase, but its bulk copies bring {}", m.name, say(armed), say(landing)));
+    }
     out
 }
 

@@ -399,12 +399,14 @@ impl<'a> Gen<'a> {
     /// writes inside stage 0; no read outside the loop.
     fn descriptors(&mut self) {
         let span = self.exec.k.span;
-        for (base, path, name, loops) in self.exec.descriptors.clone() {
+        for exec::Descriptor { base, path, array: name, loops, align } in self.exec.descriptors.clone() {
             let what = format!("the wgmma descriptor of `{}` at {}", name, base);
             // 16-byte aligned (the descriptor drops the address's low 4
-            // bits): a multiple of 8 two-byte elements.
-            let aligned = base.clone().rem(Term::c(8)).eq(Term::c(0));
-            self.push(ObligationKind::InBounds, format!("{} is 16-byte aligned", what), span, &path, aligned, vec![]);
+            // bits): a multiple of 8 two-byte elements; a swizzled
+            // operand's rows start 1024-byte aligned (the array does), so
+            // the unit's swizzle matches the copy's.
+            let aligned = base.clone().rem(Term::c(align)).eq(Term::c(0));
+            self.push(ObligationKind::InBounds, format!("{} is {}-byte aligned", what, align * 2), span, &path, aligned, vec![]);
             // One value for the four warps of a warpgroup.
             let mut both = path.clone();
             both.extend(path.iter().map(Gen::second));
@@ -419,6 +421,23 @@ impl<'a> Gen<'a> {
             }
             let same = base.clone().eq(Gen::second_t(&base));
             self.push(ObligationKind::SharedRaceFree, format!("{} is the same for every thread of the warpgroup", what), span, &both, same, vec![]);
+        }
+    }
+
+    /// A bulk copy reads through a tensor map that the launch can build:
+    /// the tensor's rows whole 16-byte runs of a 16-byte aligned buffer
+    /// (`cuTensorMapEncodeTiled`'s requirements; the runtime builds the
+    /// map exactly then, and passes zeros otherwise). Asked under the
+    /// copy's path: the kernel must take the copy only where its own test
+    /// of the same facts holds.
+    fn bulk_maps(&mut self) {
+        let span = self.exec.k.span;
+        for (path, map, cols) in self.exec.bulk_maps.clone() {
+            let m = &self.exec.ir.tensor_maps[map];
+            let name = self.exec.ir.bufs[m.buf].name.clone();
+            let bytes = self.exec.ir.bufs[m.buf].dtype.size_bytes() as i64;
+            let goal = Formula::and(vec![exec::aligned(&name, 16), cols.clone().rem(Term::c(16 / bytes)).eq(Term::c(0))]);
+            self.push(ObligationKind::InBounds, format!("the bulk copy through `{}` runs where its tensor map exists: `{}` 16-byte aligned, its rows ({}) whole 16-byte runs", m.name, name, cols), span, &path, goal, vec![]);
         }
     }
 
@@ -658,7 +677,7 @@ impl<'a> Gen<'a> {
         if !self.exec.ir.mbarriers.is_empty() {
             let findings = mbarrier::findings(&self.exec);
             if findings.is_empty() {
-                out.push(one("mbarrier protocol: each barrier initialised once by one thread before a block barrier, arrived at by exactly its count of threads once an iteration, the producer's and the consumers' loops over the same slabs, the register allowances within what the block enters with".into(), true));
+                out.push(one("mbarrier protocol: each barrier initialised once by one thread before a block barrier, arrived at by exactly its count of threads once an iteration, bulk copies armed with exactly their bytes before they are issued, the producer's and the consumers' loops over the same slabs, the register allowances within what the block enters with".into(), true));
             }
             out.extend(findings.into_iter().map(|v| one(format!("mbarrier protocol: {}", v), false)));
         }
@@ -983,6 +1002,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     g.rings();
     g.mbarriers();
     g.descriptors();
+    g.bulk_maps();
     g.coverage();
     g.registers_initialized();
     g.reductions_complete();
@@ -1018,6 +1038,7 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     g.rings();
     g.mbarriers();
     g.descriptors();
+    g.bulk_maps();
     g.races();
     g.registers_initialized();
     g.reductions_complete();

@@ -268,7 +268,13 @@ impl Pass<'_> {
                 st.unfenced.extend(self.copied.intersection(&self.operands).copied());
             }
             KStmt::SetMaxRegisters { .. } | KStmt::MbarInit { .. } => {}
-            KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } => {
+            // A bulk copy writes through the asynchronous proxy, which the
+            // unit reads through too: what lands is visible to it once the
+            // barrier's phase it completes on has been waited for; it
+            // opens no group of `cp.async` (the consumers' waits on every
+            // slab's phase retire it: `verify::mbarrier`).
+            KStmt::TmaLoad { .. } => {}
+            KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } | KStmt::MbarExpectTx { .. } => {
                 // An arrival releases what the thread read (the stage the
                 // unit read, `verify::mbarrier`): the unit must be done.
                 if !st.in_flight.is_empty() {

@@ -66,10 +66,17 @@ pub fn copy_into(dst: &mut Buf, at: usize, src: &Buf, from: usize, len: usize) -
     }
 }
 
+/// A tensor map's 128 bytes (CUDA's opaque `CUtensorMap`), aligned as
+/// the kernel's parameter is.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMapBytes(pub [u64; 16]);
+
 /// One kernel argument by value, as the kernel's signature declares it.
 #[derive(Clone, Copy, Debug)]
 pub enum ArgValue {
     Ptr(u64),
+    TensorMap(TensorMapBytes),
     F32(f32),
     F64(f64),
     I32(i32),
@@ -102,6 +109,7 @@ impl ArgValue {
     pub fn as_ptr(&mut self) -> *mut std::ffi::c_void {
         match self {
             ArgValue::Ptr(x) => x as *mut u64 as *mut _,
+            ArgValue::TensorMap(x) => x as *mut TensorMapBytes as *mut _,
             ArgValue::F32(x) => x as *mut f32 as *mut _,
             ArgValue::F64(x) => x as *mut f64 as *mut _,
             ArgValue::I32(x) => x as *mut i32 as *mut _,

@@ -4,7 +4,7 @@
 //! driver loads and launches it on one stream, in process. The contract
 //! monitor's probes run on a second stream beside it (see `monitor::probe`).
 
-use super::bytes::{decode, launch_values, to_bytes};
+use super::bytes::{decode, launch_values, to_bytes, ArgValue, TensorMapBytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
 use crate::launch::{Arg, Bound, Chosen, KernelDef};
@@ -412,11 +412,55 @@ impl CudaBackend {
             })
             .collect();
         let mut values = launch_values(k, chosen.index_bits, bound, |i| ptrs[i]);
+        for m in chosen.tensor_maps {
+            let t = args.iter().filter_map(|a| a.tensor()).nth(m.tensor).ok_or_else(|| Error::Argument { kernel: chosen.name.into(), message: format!("no tensor parameter {} for its tensor map", m.tensor) })?;
+            values.push(ArgValue::TensorMap(tensor_map(chosen.name, t, ptrs[m.tensor], m)?));
+        }
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
         let [gx, gy] = (chosen.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
         unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), chosen.dynamic_shared, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
     }
+}
+
+/// The tensor map a variant's bulk copies read `t` through (at device
+/// address `ptr`): a 2-D tensor of 16-bit elements, rows its last dim, in
+/// boxes of `m.box_outer` rows of `m.box_inner` elements, the 128-byte
+/// swizzle, zeros past its edges. Built exactly where the kernel takes
+/// its bulk-copy path (its rows whole 16-byte runs, the buffer 16-byte
+/// aligned: the verifier proves the kernel asks both first); elsewhere
+/// zeros, which the kernel never reads.
+fn tensor_map(kernel: &str, t: &crate::Tensor, ptr: u64, m: &crate::abi::tk_info::TensorMapParam) -> Result<TensorMapBytes> {
+    use sys::{CUtensorMapDataType as Data, CUtensorMapFloatOOBfill as Fill, CUtensorMapInterleave as Interleave, CUtensorMapL2promotion as L2, CUtensorMapSwizzle as Swizzle};
+    let zeros = TensorMapBytes([0; 16]);
+    let data = match t.dtype() {
+        DType::F16 => Data::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::Bf16 => Data::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        other => return Err(Error::Argument { kernel: kernel.into(), message: format!("a tensor map of {} elements (bulk copies read 16-bit ones)", other.name()) }),
+    };
+    let [rows, cols] = t.shape() else {
+        return Err(Error::Argument { kernel: kernel.into(), message: format!("a tensor map of a tensor of shape {:?} (bulk copies read 2-D ones)", t.shape()) });
+    };
+    if !cols.is_multiple_of(8) || !ptr.is_multiple_of(16) || *rows == 0 {
+        return Ok(zeros);
+    }
+    let dims = [*cols as u64, *rows as u64];
+    let strides = [*cols as u64 * 2];
+    let boxes = [m.box_inner, m.box_outer];
+    let unit = [1u32, 1];
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: every pointer is to a live local of the length the call reads
+    // (rank 2: two dims, one stride, two box sizes, two element strides);
+    // the map is written by the driver.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(map.as_mut_ptr(), data, 2, ptr as *mut std::ffi::c_void, dims.as_ptr(), strides.as_ptr(), boxes.as_ptr(), unit.as_ptr(), Interleave::CU_TENSOR_MAP_INTERLEAVE_NONE, Swizzle::CU_TENSOR_MAP_SWIZZLE_128B, L2::CU_TENSOR_MAP_L2_PROMOTION_L2_256B, Fill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::Device { backend: BACKEND, call: "cuTensorMapEncodeTiled".into(), message: format!("{:?} for {}: {} x {} elements, boxes of {} x {}", status, kernel, rows, cols, m.box_outer, m.box_inner) });
+    }
+    // SAFETY: written by the successful call.
+    let map = unsafe { map.assume_init() };
+    Ok(TensorMapBytes(map.opaque))
 }
 
 /// NVRTC options: no fma contraction (the kernel says where it fuses, and

@@ -229,6 +229,11 @@ impl HipBackend {
 
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
         let chosen = k.choose(&bound.dims);
+        if !chosen.tensor_maps.is_empty() {
+            // Bulk tensor copies are NVIDIA's (sm_90); no HIP target
+            // schedules them.
+            return Err(Error::Argument { kernel: chosen.name.into(), message: "this variant reads through CUDA tensor maps, which HIP cannot build".into() });
+        }
         let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
             .iter()

@@ -104,11 +104,14 @@ fn main() {
             }
         }
     }
-    // Tensor-core schedules take 16-byte vector loads only where every
-    // operand's rows are whole runs of 8 (the last dims multiples of 8):
-    // ragged shapes that are (tiles not full, vectors on) beside the
-    // random ones above (mostly vectors off).
-    for k in kernels::all().into_iter().filter(|k| wanted(k.info.name) && k.info.schedule.contains("tensor-core")) {
+    // Tensor-core schedules take 16-byte vector loads (or bulk tensor
+    // copies) only where every operand's rows are whole runs of 8 (the
+    // last dims multiples of 8): ragged shapes that are (tiles not full,
+    // vectors on) beside the random ones above (mostly vectors off). Also
+    // for kernels whose variants read through tensor maps (`_ws`, taken
+    // where `TOKITAI_FORCE` names it: K = 264 admits its guard).
+    let on_unit = |k: &tokitai_runtime::KernelDef| k.info.schedule.contains("tensor-core") || k.variants.iter().any(|v| !v.tensor_maps.is_empty());
+    for k in kernels::all().into_iter().filter(|k| wanted(k.info.name) && on_unit(k)) {
         for (i, shape) in [[200i64, 136, 72], [136, 264, 200], [8, 128, 8]].iter().enumerate() {
             let named: Vec<(&str, i64)> = k.info.dims.iter().zip(shape).map(|(d, v)| (*d, *v)).collect();
             let mut rng = Rng::new(0x7EC7 ^ i as u64);
