@@ -10,9 +10,6 @@
 source "$(dirname "$0")/gpu_env.sh"
 BIN="${BIN:-target/release}"
 WS=gemm_f16_ws,gemm_bf16_ws,linear_fwd_ws,linear_bwd_x_ws,linear_bwd_w_ws
-# The grouped walk (`_ws8`, a tuning candidate): forced for its checks and
-# its own timing pass.
-WS8=${WS//_ws/_ws8}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
 {
   # Random and ragged shapes of both gemms (`--small`: no 8192^3 CPU
@@ -25,12 +22,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --fo
     if [ "${2:-}" = "--small" ]; then flags=(--only "$1" --small); else flags=(--only "$only"); fi
     TOKITAI_FORCE=$WS TOKITAI_CONTRACTS=off timeout 150 "$BIN/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_$i.json" 2>&1 | tail -40
   done
-  for only in "gemm --small" "linear"; do
-    echo "## gpucheck --only $only, every _ws8 form forced"
-    set -- $only
-    if [ "${2:-}" = "--small" ]; then flags=(--only "$1" --small); else flags=(--only "$only"); fi
-    TOKITAI_FORCE=$WS8 TOKITAI_CONTRACTS=off timeout 150 "$BIN/tokitai-gpucheck" "${flags[@]}" 2>&1 | tail -3
-  done
   echo "## compute-sanitizer memcheck, gemm_f16_ws forced"
   TOKITAI_FORCE=$WS TOKITAI_CONTRACTS=off compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only gemm_f16 --small 2>&1 | tail -6
   echo "## compute-sanitizer racecheck, gemm_f16_ws forced"
@@ -39,11 +30,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --fo
 cat "$OUT/check.log"
 ONLY=("gemm_f16 wg" "gemm_bf16 wg" "linear_")
 TOKITAI_CONTRACTS=off "$BIN/tokitai-bench-kernels" --only "${ONLY[@]}" --json "$OUT/ws_on.json" 2>&1 | tee "$OUT/bench.log"
-TOKITAI_FORCE=$WS8 TOKITAI_CONTRACTS=off "$BIN/tokitai-bench-kernels" --only "${ONLY[@]}" --json "$OUT/ws_grouped.json" 2>&1 | tee -a "$OUT/bench.log"
-TOKITAI_SKIP_VARIANTS=ws,ws8 TOKITAI_CONTRACTS=off "$BIN/tokitai-bench-kernels" --only "${ONLY[@]}" --json "$OUT/ws_off.json" 2>&1 | tee -a "$OUT/bench.log"
+TOKITAI_SKIP_VARIANTS=ws TOKITAI_CONTRACTS=off "$BIN/tokitai-bench-kernels" --only "${ONLY[@]}" --json "$OUT/ws_off.json" 2>&1 | tee -a "$OUT/bench.log"
 python3 bench/torch_ref.py --only "${ONLY[@]}" --json "$OUT/torch.json" 2>&1 | tee -a "$OUT/bench.log"
 timeout 240 python3 bench/triton_ref.py --only "gemm_f16 wg" --json "$OUT/triton.json" 2>&1 | tee -a "$OUT/bench.log"
-for form in on grouped off; do
+for form in on off; do
   echo "## warp-specialised form (bulk copies) $form"
   python3 bench/report.py "$OUT/ws_$form.json" "$OUT/torch.json" --triton "$OUT/triton.json" --commit "$commit"
 done > "$OUT/tma_table.md" 2>&1

@@ -259,7 +259,6 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         // wide promotion for long enough sums.
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
         let mut out: Vec<Variant> = warp_specialised_variant(k, target, &plan, ir)?.into_iter().collect();
-        out.extend(grouped_variant(k, target, &plan)?);
         out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
         return Ok(out);
     }
@@ -405,7 +404,6 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
             let mut out: Vec<Variant> = Vec::new();
             if unit.1 == "wg" {
                 out.extend(warp_specialised_variant(k, target, plan, base)?);
-                out.extend(grouped_variant(k, target, plan)?);
                 out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
             }
             out.push(v);
@@ -438,23 +436,6 @@ fn warp_specialised_variant(k: &Kernel, target: &Target, plan: &contraction::Pla
         return Ok(Some(Variant { ir, keys, guard: None }));
     }
     guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, "ws", warpgroup::admits, warpgroup::schedule_specialised), keys, i64::MAX)
-}
-
-/// The warp-specialised form with its blocks walking the output in
-/// groups of eight tile rows (`<kernel>_ws8`,
-/// `warpgroup::schedule_specialised_grouped`), under the same guard: a
-/// tuning candidate (no keys; only a tuned or forced choice takes it).
-fn grouped_variant(k: &Kernel, target: &Target, plan: &contraction::Plan) -> Result<Option<Variant>, Diagnostic> {
-    if contraction::sums_at_least(k, plan, warpgroup::MIN_K_WIDE) {
-        if !warpgroup::admits(k, target, plan) {
-            return Ok(None);
-        }
-        let Some(plan) = contraction::detect(k) else { return Ok(None) };
-        let mut ir = warpgroup::schedule_specialised_grouped(k, target, plan)?;
-        ir.name = format!("{}_ws8", k.name);
-        return Ok(Some(Variant { ir, keys: (1, 0), guard: None }));
-    }
-    guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, "ws8", warpgroup::admits, warpgroup::schedule_specialised_grouped), (1, 0), i64::MAX)
 }
 
 /// The warpgroup schedule with one promotion a slab (`<kernel>_wg4`,

@@ -37,7 +37,11 @@
 //! launched with `__launch_bounds__(384, 1)`, so each thread enters with
 //! 168; `.inc` waits until the pool holds what it asks, so the counts
 //! must satisfy `128 producer + 256 consumer <= 384 * 168` or the block
-//! never starts its loop (seen on the H100 with 96 / 208: a hang).
+//! never starts its loop (seen on the H100 with 96 / 208: a hang). One
+//! thread issuing a few bulk copies a slab needs few registers, so the
+//! producer keeps 40 and the consumers take 232 (H100, both in one run:
+//! gemm_f16 1.0-2.5% faster than at 88 / 208, the linear layers within
+//! 1%; bench/RESULTS.md, 2026-11-26).
 //!
 //! Measured on the H100 before this was built, with hand-edited copies of
 //! gemm_f16's source (bench/RESULTS.md, 2026-11-25): this form with
@@ -60,9 +64,9 @@ use crate::kir::*;
 use crate::tir::{self, TExpr, VarId};
 
 /// Registers a producer thread keeps, and a consumer thread takes
-/// (`128 * 88 + 256 * 208 = 384 * 168`: see the module's documentation).
-pub const PRODUCER_REGISTERS: u32 = 88;
-pub const CONSUMER_REGISTERS: u32 = 208;
+/// (`128 * 40 + 256 * 232 = 384 * 168`: see the module's documentation).
+pub const PRODUCER_REGISTERS: u32 = 40;
+pub const CONSUMER_REGISTERS: u32 = 232;
 /// The register allowance a thread of a 384-thread block enters with.
 pub const ENTRY_REGISTERS: u32 = 168;
 // The consumers' `.inc` waits until the pool holds what it asks.
