@@ -332,13 +332,22 @@ impl WgOperand {
         if !self.swizzle {
             return core_offset(r, c, self.lbo, self.sbo, self.k_inner);
         }
-        let k = c.add(IExpr::c(self.k_at));
-        if self.k_inner {
-            r.clone().div(IExpr::c(8)).mul(IExpr::c(self.sbo)).add(swizzled_offset(r.rem(IExpr::c(8)), k))
-        } else {
-            let box_of = r.clone().div(IExpr::c(SWIZZLE_ROW)).mul(IExpr::c(self.lbo));
-            box_of.add(k.clone().div(IExpr::c(8)).mul(IExpr::c(self.sbo))).add(swizzled_offset(k.rem(IExpr::c(8)), r.rem(IExpr::c(SWIZZLE_ROW))))
-        }
+        swizzled_slab_offset(r, c.add(IExpr::c(self.k_at)), self.k_inner, self.lbo, self.sbo)
+    }
+}
+
+/// Where element `(r, c)` (`r` along M or N, `c` along K) of a slab under
+/// the 128-byte swizzle lies (see [`WgOperand`]): K-major (`k_inner`), row
+/// `r` holds its k, groups of eight rows `sbo` apart; MN-major, row `c`
+/// of a box of 64 m or n, boxes `lbo` apart, groups of eight k rows `sbo`
+/// apart. With `sbo` 512 (eight rows of 64) both are the places a bulk
+/// copy's boxes lay the elements in ([`swizzled_offset`]).
+pub fn swizzled_slab_offset(r: IExpr, c: IExpr, k_inner: bool, lbo: i64, sbo: i64) -> IExpr {
+    if k_inner {
+        r.clone().div(IExpr::c(8)).mul(IExpr::c(sbo)).add(swizzled_offset(r.rem(IExpr::c(8)), c))
+    } else {
+        let box_of = r.clone().div(IExpr::c(SWIZZLE_ROW)).mul(IExpr::c(lbo));
+        box_of.add(c.clone().div(IExpr::c(8)).mul(IExpr::c(sbo))).add(swizzled_offset(c.rem(IExpr::c(8)), r.rem(IExpr::c(SWIZZLE_ROW))))
     }
 }
 

@@ -274,11 +274,7 @@ impl SlabLayout {
             SlabLayout::KMajor { stride } => kk.mul(IExpr::c(stride as i64)).add(x),
             SlabLayout::KContiguous { stride } => x.mul(IExpr::c(stride as i64)).add(kk),
             SlabLayout::Cores { lbo, sbo, k_inner } => core_offset(x, kk, lbo as i64, sbo as i64, k_inner),
-            SlabLayout::Swizzled { k_inner: true, .. } => swizzled_offset(x, kk),
-            SlabLayout::Swizzled { k_inner: false, bk } => {
-                let row = SWIZZLE_ROW;
-                x.clone().div(IExpr::c(row)).mul(IExpr::c(row * bk as i64)).add(swizzled_offset(kk, x.rem(IExpr::c(row))))
-            }
+            SlabLayout::Swizzled { k_inner, bk } => swizzled_slab_offset(x, kk, k_inner, SWIZZLE_ROW * bk as i64, 8 * SWIZZLE_ROW),
         }
     }
     /// Into core matrices, slab position `p` (the layout's image of one

@@ -293,13 +293,8 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     _ => false,
                 }, site);
             }
-            // A producer ring's mbarriers: a wait or an arrival deleted, a
-            // wait for the other phase (its parity flipped), an allowance
-            // that takes more registers than the block's pool holds.
             // A bulk copy: its box moved by one 16-byte chunk (into the
-            // neighbouring box or stage), or the bytes its barrier expects
-            // one chunk short (the phase could complete with a copy in
-            // flight).
+            // neighbouring box or stage).
             KStmt::TmaLoad { map, .. } => {
                 let name = ir.tensor_maps[*map].name.clone();
                 mutate_at(&mut all, ir, "shifted bulk copy", format!("the bulk copy through `{}` lands 8 elements further", name), &|s| match s {
@@ -310,22 +305,12 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     _ => false,
                 }, site);
             }
-            KStmt::MbarExpectTx { bar, .. } => {
-                let name = ir.mbarriers[*bar].name.clone();
-                mutate_at(&mut all, ir, "wrong transaction bytes", format!("the arrival at `{}` expects 16 bytes fewer than its copies bring", name), &|s| match s {
-                    KStmt::MbarExpectTx { bytes, .. } => {
-                        *bytes -= 16;
-                        true
-                    }
-                    _ => false,
-                }, site);
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    l.remove(i);
-                    all.push(Mutant { operator: "missing mbarrier arrival", description: format!("{}: the arrival that arms `{}` is removed", ir.name, name), ir: m });
-                }
-            }
-            KStmt::MbarWait { bar, .. } | KStmt::MbarArrive { bar, .. } | KStmt::CpAsyncArrive { bar, .. } => {
+            // A producer ring's mbarriers: a wait or an arrival deleted, a
+            // wait for the other phase (its parity flipped), an arrival that
+            // expects one chunk fewer than its bulk copies bring (the phase
+            // could complete with a copy in flight), an allowance that takes
+            // more registers than the block's pool holds.
+            KStmt::MbarWait { bar, .. } | KStmt::MbarArrive { bar, .. } | KStmt::CpAsyncArrive { bar, .. } | KStmt::MbarExpectTx { bar, .. } => {
                 let name = &ir.mbarriers[*bar].name;
                 let waits = matches!(stmt, KStmt::MbarWait { .. });
                 let mut m = ir.clone();
@@ -333,6 +318,15 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     l.remove(i);
                     let (operator, what) = if waits { ("missing mbarrier wait", "a wait") } else { ("missing mbarrier arrival", "an arrival") };
                     all.push(Mutant { operator, description: format!("{}: {} on `{}` is removed", ir.name, what, name), ir: m });
+                }
+                if matches!(stmt, KStmt::MbarExpectTx { .. }) {
+                    mutate_at(&mut all, ir, "wrong transaction bytes", format!("the arrival at `{}` expects 16 bytes fewer than its copies bring", name), &|s| match s {
+                        KStmt::MbarExpectTx { bytes, .. } => {
+                            *bytes -= 16;
+                            true
+                        }
+                        _ => false,
+                    }, site);
                 }
                 if waits {
                     mutate_at(&mut all, ir, "swapped barrier phase", format!("the wait on `{}` waits for the other phase", name), &|s| match s {
