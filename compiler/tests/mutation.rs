@@ -727,3 +727,59 @@ fn the_cached_row_form_is_proved_and_its_mutants_refuted() {
     }
     assert_eq!(checked, 2, "softmax_fwd and softmax_bwd have the 256 x 2 form");
 }
+
+/// The paired epilogue of the warp-specialised form (two outputs a 4-byte
+/// store) is proved only under its test: the output's base 4-byte aligned
+/// and its rows of even length. `linear_bwd_x`'s rows are `K` long, which
+/// nothing else constrains. Dropping either half of the test is refuted by
+/// the paired write's in-bounds obligation; runs of four from pairs two
+/// apart overlap, which the race obligation on runs refutes.
+#[test]
+fn the_paired_epilogue_is_proved_only_under_its_word_test() {
+    use tokitai_compiler::kir::{Cond, KStmt};
+    use tokitai_compiler::verify::verify_kernel;
+    let arts = compile_example("linear.tk", &Target::default_cuda());
+    let i = arts.program.kernels.iter().position(|k| k.name == "linear_bwd_x").expect("linear_bwd_x");
+    let ws = arts.variants[i].iter().find(|v| v.ir.name == "linear_bwd_x_ws").expect("a warp-specialised variant");
+    let (k, ir) = (ws.kernel(&arts.program.kernels[i]), ws.ir.clone());
+    let text = tokitai_compiler::codegen::hip::print_kernel(&ir);
+    assert!(text.contains("% 4ull) == 0ull") && text.contains("tk_vec<tk_f16, 2>"), "no paired store in:\n{}", text);
+    let cfg = Config { timeout_ms: 5_000 };
+    let refuted_by = |ir: &tokitai_compiler::kir::KernelIr| -> Vec<String> {
+        let proofs = verify_kernel(&k, &mut ir.clone(), &cfg);
+        proofs.obligations.iter().filter(|o| o.outcome.is_refuted()).map(|o| o.obligation.description.clone()).collect()
+    };
+    assert!(refuted_by(&ir).is_empty(), "the form is not proved");
+    // The word test: `aligned && K % 2 == 0`; keep one half of it.
+    let keep = |which: usize| {
+        let mut m = ir.clone();
+        let n = edit(&mut m.body, &|s| match s {
+            KStmt::If { cond: Cond::And(a, b), .. } if matches!(**a, Cond::Aligned(_, 4)) => {
+                let half = if which == 0 { (**a).clone() } else { (**b).clone() };
+                if let KStmt::If { cond, .. } = s {
+                    *cond = half;
+                }
+                true
+            }
+            _ => false,
+        });
+        assert_eq!(n, 1, "one word test");
+        m
+    };
+    for (which, why) in [(0, "odd rows"), (1, "an unaligned output")] {
+        let refuted = refuted_by(&keep(which));
+        assert!(refuted.iter().any(|d| d.contains("paired write of `gx`") && d.contains("stays within every axis")), "{}: {:?}", why, refuted);
+    }
+    // Four elements a store from pairs two columns apart.
+    let mut wide = ir.clone();
+    let n = edit(&mut wide.body, &|s| match s {
+        KStmt::VecStore { width, .. } if *width == 2 => {
+            *width = 4;
+            true
+        }
+        _ => false,
+    });
+    assert_eq!(n, 1, "one paired store");
+    let refuted = refuted_by(&wide);
+    assert!(refuted.iter().any(|d| d.contains("no two executions of the paired write of `gx` write the same element")), "{:?}", refuted);
+}

@@ -28,5 +28,8 @@ __device__ __forceinline__ tk_bf16 tk_shfl_xor(tk_bf16 v, int mask) { return tk_
 __device__ __forceinline__ bool tk_shfl_xor(bool v, int mask) { return tk_shfl_xor((int)v, mask) != 0; }
 template <class T> __device__ __forceinline__ T tk_imin(T a, T b) { return a < b ? a : b; }
 template <class T> __device__ __forceinline__ T tk_imax(T a, T b) { return a > b ? a : b; }
-// A register vector of W elements, aligned so that it moves as 16-byte words.
-template <class T, int W> struct alignas(16) tk_vec { T v[W]; };
+// A register vector of W elements, aligned to its size up to 16 bytes, so
+// that it moves as 16-byte words or as one smaller word (4 bytes for a pair
+// of halves): W * sizeof(T) is a power of two at every use, and the kernels
+// test buffers for the alignment before they take the vector path.
+template <class T, int W> struct alignas(sizeof(T) * W < 16 ? sizeof(T) * W : 16) tk_vec { T v[W]; };
