@@ -9,3 +9,20 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 export TOKITAI_CACHE_DIR="${TOKITAI_CACHE_DIR:-/tmp/tokitai-cache}"
 export PYTHONUNBUFFERED=1
 commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+
+# Every warp-specialised form (issue 19), for TOKITAI_FORCE.
+WS_FORMS=gemm_f16_ws,gemm_bf16_ws,linear_fwd_ws,linear_bwd_x_ws,linear_bwd_w_ws
+
+# gpucheck with every warp-specialised form forced: random and ragged
+# shapes of both gemms (`--small`: no 8192^3 CPU oracle), the linear
+# layers with their 1024^3 workloads, gemm 4096^3. Binaries in $1.
+ws_forced_gpucheck() {
+  local bin="$1" i=0 only flags
+  for only in "gemm --small" "linear" "gemm_f16 wg 4096^3"; do
+    i=$((i + 1))
+    echo "## gpucheck --only $only, every _ws form forced"
+    set -- $only
+    if [ "${2:-}" = "--small" ]; then flags=(--only "$1" --small); else flags=(--only "$only"); fi
+    TOKITAI_FORCE=$WS_FORMS TOKITAI_CONTRACTS=off timeout 150 "$bin/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_$i.json" 2>&1 | tail -40
+  done
+}

@@ -11,21 +11,13 @@
 source "$(dirname "$0")/gpu_env.sh"
 BIN="${BIN:-target/release}"
 BASE="${BASE:-target/base}"
-WS=gemm_f16_ws,gemm_bf16_ws,linear_fwd_ws,linear_bwd_x_ws,linear_bwd_w_ws
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
 {
-  i=0
-  for only in "gemm --small" "linear" "gemm_f16 wg 4096^3"; do
-    i=$((i + 1))
-    echo "## gpucheck --only $only, every _ws form forced"
-    set -- $only
-    if [ "${2:-}" = "--small" ]; then flags=(--only "$1" --small); else flags=(--only "$only"); fi
-    TOKITAI_FORCE=$WS TOKITAI_CONTRACTS=off timeout 150 "$BIN/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_$i.json" 2>&1 | tail -40
-  done
+  ws_forced_gpucheck "$BIN"
   echo "## compute-sanitizer memcheck, every _ws form forced (gemm, small)"
-  TOKITAI_FORCE=$WS TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only gemm --small 2>&1 | tail -6
+  TOKITAI_FORCE=$WS_FORMS TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only gemm --small 2>&1 | tail -6
   echo "## compute-sanitizer memcheck, every _ws form forced (linear)"
-  TOKITAI_FORCE=$WS TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only linear 2>&1 | tail -6
+  TOKITAI_FORCE=$WS_FORMS TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only linear 2>&1 | tail -6
 } > "$OUT/check.log" 2>&1
 cat "$OUT/check.log"
 ONLY=("gemm_f16 wg" "gemm_bf16 wg" "linear_")

@@ -8,12 +8,11 @@
 # binaries:  bash bench/run_tma_soundness.sh
 source "$(dirname "$0")/gpu_env.sh"
 BIN="${BIN:-target/release}"
-WS=gemm_f16_ws,gemm_bf16_ws,linear_fwd_ws,linear_bwd_x_ws,linear_bwd_w_ws
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 {
   for k in gemm_f16 linear_bwd_x linear_bwd_w; do
     echo "## soundness $k, _ws forced"
-    TOKITAI_FORCE=$WS TOKITAI_CONTRACTS=off timeout 75 "$BIN/tokitai-gpucheck" --soundness 1000000 --only "$k" --json "$OUT/sound_$k.json" 2>&1 | tail -4
+    TOKITAI_FORCE=$WS_FORMS TOKITAI_CONTRACTS=off timeout 75 "$BIN/tokitai-gpucheck" --soundness 1000000 --only "$k" --json "$OUT/sound_$k.json" 2>&1 | tail -4
   done
 } > "$OUT/soundness.log" 2>&1
 cat "$OUT/soundness.log"

@@ -125,6 +125,23 @@ def median_ms(launch, warmup=3, runs=20):
     times.sort()
     return times[len(times) // 2]
 
+def cublas_tflops(x, w):
+    """cuBLAS (through PyTorch) on the same CuPy inputs, in the same
+    process: TFLOP/s of the median of 20 timed products after 3."""
+    import torch
+    tx, tw = torch.as_tensor(x, device='cuda'), torch.as_tensor(w, device='cuda')
+    for _ in range(3):
+        torch.matmul(tx, tw)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(20):
+        s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s0.record(); torch.matmul(tx, tw); e0.record(); e0.synchronize()
+        times.append(s0.elapsed_time(e0))
+    times.sort()
+    (M, K), N = x.shape, w.shape[1]
+    return 2 * M * N * K / times[len(times) // 2] / 1e9
+
 def main():
     prelude, k = kernel_text(sys.argv[1] if len(sys.argv) > 1 else 'snapshots/hip__cuda-sm90__matmul.snap')
     k2 = ordered(k).replace('gemm_f16_ws(', 'gemm_f16_ws_ordered(')

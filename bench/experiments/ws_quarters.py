@@ -29,11 +29,10 @@ session: the element-wise epilogue).
 Run on the GPU machine: python3 bench/experiments/ws_quarters.py
 """
 import re, sys
-import numpy as np
 import cupy as cp
-from cuda.bindings import driver as cu
 sys.path.insert(0, 'bench/experiments')
-from ws_order import median_ms
+from ws_order import median_ms, cublas_tflops
+from ws_tma import tensor_map
 
 def kernel_text(snap_path, name):
     snap = open(snap_path).read()
@@ -155,17 +154,6 @@ def four_stages(k, name):
     assert k.count('% 4)') >= 2 and '% 3)' not in k.split('setmaxnreg.inc')[1].split('} else {')[0], 'surgery'
     return k
 
-def tensor_map(ptr, inner, outer, box_inner, box_outer):
-    err, tmap = cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ptr,
-        [cu.cuuint64_t(inner), cu.cuuint64_t(outer)], [cu.cuuint64_t(inner * 2)], [cu.cuuint32_t(box_inner), cu.cuuint32_t(box_outer)], [cu.cuuint32_t(1), cu.cuuint32_t(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    assert err == cu.CUresult.CUDA_SUCCESS, err
-    return cp.asarray(np.array([int(w) for w in tmap.opaque], dtype=np.uint64))
-
 def main():
     prelude, k = kernel_text('snapshots/hip__cuda-sm90__matmul.snap', 'gemm_f16_ws')
     k = by_pointer(k)
@@ -183,12 +171,11 @@ def main():
     for f in fs.values():
         f.max_dynamic_shared_size_bytes = smem
     print('registers:', {name: getattr(f, 'num_regs', '?') for name, f in fs.items()}, flush=True)
-    import torch
     for (M, K, N) in [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 2048, 2048), (16384, 1024, 1024), (2048, 4096, 2048), (3072, 4096, 3072), (1000, 1000, 1000)]:
         x = (cp.random.rand(M, K, dtype=cp.float32) - 0.5).astype(cp.float16)
         w = (cp.random.rand(K, N, dtype=cp.float32) - 0.5).astype(cp.float16)
-        ta = tensor_map(x.data.ptr, K, M, 64, 256)
-        tb = tensor_map(w.data.ptr, N, K, 64, 64)
+        ta = tensor_map(x.data.ptr, K, M, 64, 256, swizzle=True)
+        tb = tensor_map(w.data.ptr, N, K, 64, 64, swizzle=True)
         grid = ((N + 127) // 128, (M + 255) // 256)
         res, ys = {}, {}
         for rep in range(3):
@@ -198,17 +185,7 @@ def main():
                 t = 2 * M * N * K / median_ms(lambda: f(grid, (384,), args, shared_mem=smem)) / 1e9
                 res.setdefault(name, []).append(t)
                 ys[name] = y
-        tx, tw = torch.as_tensor(x, device='cuda'), torch.as_tensor(w, device='cuda')
-        for _ in range(3):
-            torch.matmul(tx, tw)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(20):
-            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s0.record(); torch.matmul(tx, tw); e0.record(); e0.synchronize()
-            times.append(s0.elapsed_time(e0))
-        times.sort()
-        cublas = 2 * M * N * K / times[len(times) // 2] / 1e9
+        cublas = cublas_tflops(x, w)
         base = ys['gemm_f16_ws'].view(cp.uint16)
         line = f'{M}x{K}x{N}: cuBLAS {cublas:.1f}'
         for name, ts in res.items():

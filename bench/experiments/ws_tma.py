@@ -16,7 +16,7 @@ import numpy as np
 import cupy as cp
 from cuda.bindings import driver as cu
 sys.path.insert(0, 'bench/experiments')
-from ws_order import kernel_text, median_ms, unpromoted, overlapped
+from ws_order import kernel_text, median_ms, unpromoted, overlapped, cublas_tflops
 
 A_STAGE, B_STAGE = 256 * 64, 64 * 128
 BYTES = (A_STAGE + B_STAGE) * 2
@@ -164,19 +164,7 @@ def main():
             args = (x, w, y, cp.int32(M), cp.int32(K), cp.int32(N)) + extra
             res[name] = 2 * M * N * K / median_ms(lambda: f(grid, (384,), args, shared_mem=smem)) / 1e9
             ys[name] = y
-        # cuBLAS through PyTorch on the same inputs, in the same process.
-        import torch
-        tx, tw = torch.as_tensor(x, device='cuda'), torch.as_tensor(w, device='cuda')
-        for _ in range(3):
-            torch.matmul(tx, tw)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(20):
-            s0, e0 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s0.record(); torch.matmul(tx, tw); e0.record(); e0.synchronize()
-            times.append(s0.elapsed_time(e0))
-        times.sort()
-        cublas = 2 * M * N * K / times[len(times) // 2] / 1e9
+        cublas = cublas_tflops(x, w)
         print(f"{M}x{K}x{N}: cuBLAS {cublas:.1f} TFLOP/s; generated {res['generated'] / cublas:.0%} of it, TMA 128-byte swizzle {res['sw128'] / cublas:.0%}")
         same = bool(cp.all(ys['generated'].view(cp.uint16) == ys['tma'].view(cp.uint16)))
         same_sw = bool(cp.all(ys['generated'].view(cp.uint16) == ys['sw128'].view(cp.uint16)))

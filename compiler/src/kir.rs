@@ -232,15 +232,19 @@ pub enum KStmt {
     /// descriptors (`a`, `b`), the accumulator slots laid out as
     /// `schedule::warpgroup::acc_element` says; `accumulate: false` starts
     /// from zero. Asynchronous: its reads of shared memory and of `acc`
-    /// may happen until the next `WgmmaWait`, and it sees `acc` only as
+    /// may happen until the `WgmmaWait` that retires it, and it sees `acc` only as
     /// of the last `WgmmaFence` (the verifier's protocol obligations).
     /// Warpgroup-collective.
     Wgmma { n: u32, a: WgOperand, b: WgOperand, acc: LocalId, accumulate: bool },
     /// `wgmma.fence`: the unit sees the registers as ordinary instructions
     /// left them.
     WgmmaFence,
-    /// Commit the warpgroup's issued `Wgmma`s and wait for all of them.
-    WgmmaWait,
+    /// Commit the warpgroup's `Wgmma`s issued since the last commit as
+    /// one group (`wgmma.commit_group`), then wait until at most
+    /// `pending` of its committed groups may still run
+    /// (`wgmma.wait_group`): the older ones are done, their accumulators
+    /// written and their operands read.
+    WgmmaWait { pending: u32 },
     /// `fence.proxy.async.shared::cta`: this thread's ordinary shared
     /// stores become visible to the unit's (asynchronous proxy's) reads
     /// once a barrier follows.

@@ -402,7 +402,7 @@ fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     // `full` is armed by the one issuing thread, with the slab's bytes.
     assert_eq!(arrivals, vec![("full_0".to_string(), 1), ("empty_1".to_string(), 256)]);
     let text = tokitai_compiler::codegen::hip::print_kernel(&ir);
-    for line in ["setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;", "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], 49152;", "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "__grid_constant__ tk_tensor_map tma_x", "| (1ull << 62)"] {
+    for line in ["setmaxnreg.dec.sync.aligned.u32 40;", "setmaxnreg.inc.sync.aligned.u32 232;", "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], 49152;", "cp.async.bulk.tensor.2d", "mbarrier.try_wait.parity", "__grid_constant__ tk_tensor_map tma_x", "| (1ull << 62)", "wgmma.mma_async.sync.aligned.m64n64k16", "wgmma.wait_group.sync.aligned 1;"] {
         assert!(text.contains(line), "no `{}` in the form's source", line);
     }
     let cfg = Config { timeout_ms: 5_000 };
@@ -444,6 +444,14 @@ fn the_warp_specialised_form_is_proved_and_its_mbarrier_mutants_refuted() {
     let refuted: Vec<&str> = proofs.obligations.iter().filter(|o| o.outcome.is_refuted()).map(|o| o.obligation.description.as_str()).collect();
     assert!(refuted.iter().any(|d| d.contains("bulk copies bring")), "{:?}", refuted);
     assert!(refuted.iter().any(|d| d.contains("every element of `x`")), "{:?}", refuted);
+    // The consumers promote a chain while the next runs: each wait that
+    // retires one, made to leave one group more running, lets a
+    // promotion read a part the unit may still write (four in the
+    // vector path, two in the element path; the wait that only commits
+    // a slab's first chain has no such mutant).
+    let late = by("late wgmma wait");
+    assert_eq!(late.len(), 6, "{:?}", by_operator);
+    assert!(late.iter().all(|d| d.contains("is accessed while a wgmma into it may still run")), "{:?}", late);
     let registers = by("register allowance beyond the pool");
     assert_eq!(registers.len(), 1, "{:?}", by_operator);
     assert!(registers[0].contains("register allowances take"), "{:?}", registers);
@@ -526,7 +534,7 @@ fn narrow_branch(body: &mut [tokitai_compiler::kir::KStmt], from: i64, to: i64) 
 /// part into the accumulator) under `cond`; whether one was found.
 fn guard_promotion(body: &mut Vec<tokitai_compiler::kir::KStmt>, cond: tokitai_compiler::kir::Cond) -> bool {
     use tokitai_compiler::kir::KStmt;
-    if let Some(w) = body.iter().position(|s| matches!(s, KStmt::WgmmaWait)) {
+    if let Some(w) = body.iter().position(|s| matches!(s, KStmt::WgmmaWait { .. })) {
         if let Some(l) = body[w..].iter().position(|s| matches!(s, KStmt::For { .. })) {
             let promotion = body.remove(w + l);
             body.insert(w + l, KStmt::If { cond, then: vec![promotion], els: vec![] });
@@ -548,7 +556,7 @@ fn release_before_wait(body: &mut [tokitai_compiler::kir::KStmt]) -> bool {
         match s {
             KStmt::For { body, .. } => {
                 if let Some(a) = body.iter().position(|s| matches!(s, KStmt::MbarArrive { .. })) {
-                    let Some(w) = body[..a].iter().rposition(|s| matches!(s, KStmt::WgmmaWait)) else { return false };
+                    let Some(w) = body[..a].iter().rposition(|s| matches!(s, KStmt::WgmmaWait { .. })) else { return false };
                     let arrive = body.remove(a);
                     body.insert(w, arrive);
                     return true;

@@ -50,8 +50,11 @@ struct Printer<'a> {
     vec_arrays: HashSet<LocalId>,
     /// Shared arrays that fragments are loaded from by rows (`ldmatrix`).
     row_tiles: HashSet<SharedId>,
-    /// Accumulators of the `Wgmma`s printed since the last wait.
+    /// Accumulators (and their slots) of the `Wgmma`s printed since the
+    /// last wait, and of each group committed and not yet waited for,
+    /// oldest first.
     in_flight: Vec<(LocalId, u32)>,
+    groups: Vec<Vec<(LocalId, u32)>>,
 }
 
 pub fn print_kernel(ir: &KernelIr) -> String {
@@ -59,7 +62,7 @@ pub fn print_kernel(ir: &KernelIr) -> String {
     collect_vec_arrays(&ir.body, &mut vec_arrays);
     let mut row_tiles = HashSet::new();
     collect_row_tiles(&ir.body, &mut row_tiles);
-    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles, in_flight: Vec::new() };
+    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles, in_flight: Vec::new(), groups: Vec::new() };
     p.kernel();
     p.out
 }
@@ -342,12 +345,27 @@ impl<'a> Printer<'a> {
             KStmt::Mma { shape, a, a_at, b, b_at, acc, acc_at } => self.mma(*shape, (*a, a_at), (*b, b_at), *acc, acc_at),
             KStmt::Wgmma { n, a, b, acc, accumulate } => self.wgmma(*n, a, b, *acc, *accumulate),
             KStmt::WgmmaFence => self.line("asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");"),
-            KStmt::WgmmaWait => {
-                self.line("asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+            KStmt::WgmmaWait { pending } => {
+                self.line(&format!("asm volatile(\"wgmma.commit_group.sync.aligned;\\n\\twgmma.wait_group.sync.aligned {};\" ::: \"memory\");", pending));
                 // The unit writes the accumulator until the wait, which C++
-                // cannot see: each register passes through an empty asm
-                // after it, so no read of it moves above the wait.
-                for (acc, slots) in std::mem::take(&mut self.in_flight) {
+                // cannot see: each register of a group the wait retires
+                // passes through an empty asm after it, so no read of it
+                // moves above the wait (and none of a group still running
+                // does, which would make the device compiler wait for it).
+                let issued = std::mem::take(&mut self.in_flight);
+                if !issued.is_empty() {
+                    self.groups.push(issued);
+                }
+                let keep = (*pending as usize).min(self.groups.len());
+                let retired: Vec<(LocalId, u32)> = self.groups.drain(..self.groups.len() - keep).flatten().collect();
+                let running: Vec<LocalId> = self.groups.iter().flatten().map(|(acc, _)| *acc).collect();
+                let mut done: Vec<(LocalId, u32)> = Vec::new();
+                for r in retired.into_iter().filter(|(acc, _)| !running.contains(acc)) {
+                    if !done.contains(&r) {
+                        done.push(r);
+                    }
+                }
+                for (acc, slots) in done {
                     let regs: Vec<String> = (0..slots as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &IExpr::c(i)))).collect();
                     self.line(&format!("asm volatile(\"\" : {} :: \"memory\");", regs.join(", ")));
                 }
@@ -764,7 +782,7 @@ fn const_literal(c: Const, ty: Dtype) -> String {
 impl KernelIr {
     /// Launch geometry as human-readable formulas, for the manifest.
     pub fn grid_formulas(&self) -> Vec<String> {
-        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new(), in_flight: Vec::new() };
+        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new(), in_flight: Vec::new(), groups: Vec::new() };
         self.grid
             .iter()
             .map(|g| match g {

@@ -146,6 +146,17 @@ impl UnitSlab {
         WgOperand { tile: self.tile, base: rows.add(IExpr::c(step)), lbo: lbo as i64, sbo: sbo as i64, k_inner, swizzle: false, k_at: 0 }
     }
 
+    /// `op` moved to the operand's row `first` (a multiple of 64: a
+    /// whole swizzle atom along m or n) of a swizzled slab: 64 rows of 64
+    /// elements further where k is the contiguous axis, the box of 64
+    /// holding it otherwise.
+    fn rows_from(&self, op: WgOperand, first: i64) -> WgOperand {
+        let SlabLayout::Swizzled { k_inner, .. } = self.layout else { unreachable!("quarters of the tile read swizzled slabs") };
+        assert_eq!(first % SWIZZLE_ROW, 0, "a whole swizzle atom");
+        let shift = if k_inner { first * SWIZZLE_ROW } else { first / SWIZZLE_ROW * op.lbo };
+        WgOperand { base: op.base.clone().add(IExpr::c(shift)), ..op }
+    }
+
     /// [`operand`](Self::operand) of a slab under the 128-byte swizzle
     /// (`SlabLayout::Swizzled`): K-major, the rows' start (64 elements a
     /// row, groups of eight rows 1024 bytes apart) with the instruction's
@@ -258,7 +269,7 @@ fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form, ha
             out.push(KStmt::Wgmma { n: N, a: a_op, b: b_op, acc: part, accumulate: j > 0 });
         }
     }
-    let mut finish = vec![KStmt::WgmmaWait];
+    let mut finish = vec![KStmt::WgmmaWait { pending: 0 }];
     let r = b.ivar("r");
     let add = |x: VExpr, y: VExpr| VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(x), Box::new(y)), Dtype::F32);
     let get = |arr: LocalId| VExpr::new(VKind::ArrayGet { arr, index: IExpr::Var(r) }, Dtype::F32);
@@ -267,6 +278,60 @@ fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form, ha
     let sum = parts.iter().fold(running, |running, &part| add(running, get(part)));
     finish.push(KStmt::unrolled(r, N / 2, vec![KStmt::ArraySet { arr: acc, index: slot, value: sum }]));
     (out, finish)
+}
+
+/// The order the warp-specialised form issues a slab's four chains in:
+/// (m half, n half) of the warpgroup's 128 x 128.
+const QUARTERS: [(i64, i64); 4] = [(0, 0), (1, 0), (0, 1), (1, 1)];
+/// The columns of a quarter's instructions.
+const QUARTER_N: u32 = N / 2;
+
+/// A slab of the warp-specialised form, the unit kept busy while the
+/// warpgroup promotes: its 128 x 128 of the tile as four chains of 64 x
+/// 64 (four m64n64k16 instructions from zero each: the slab's 64 k),
+/// issued in turn into two parts of 32 registers. After each chain's
+/// commit the warpgroup waits until only that chain may still run, then
+/// adds the previous chain's part to its running sums while the unit
+/// works on this one; the last chain's after a full wait, before the
+/// stage is released. Each running sum gets the same sum of four
+/// instructions a slab as with one 64 x 128 chain a half
+/// (`MatrixUnit { k: 16, per_promotion: 4 }`), in slab order, so the
+/// results are the same bits; two 64 x 128 parts in flight would not fit
+/// beside the 128 running sums. Measured on the H100 (an ablation,
+/// bench/experiments/ws_quarters.py): 0-4% faster.
+fn overlapped_chains(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form): (&IExpr, Form), acc: LocalId) -> Vec<KStmt> {
+    let instructions = BK as i64 / 16;
+    let parts = [b.local("part", Dtype::F32), b.local("part", Dtype::F32)];
+    let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: QUARTER_N / 2, init: None }).collect();
+    let promote = |b: &mut Builder, q: usize| {
+        let (mh, nh) = QUARTERS[q];
+        let r = b.ivar("r");
+        let slot = IExpr::Var(r).add(IExpr::c(mh * (N / 2) as i64 + nh * (QUARTER_N / 2) as i64));
+        let running = VExpr::new(VKind::ArrayGet { arr: acc, index: slot.clone() }, Dtype::F32);
+        let part = VExpr::new(VKind::ArrayGet { arr: parts[q % 2], index: IExpr::Var(r) }, Dtype::F32);
+        let sum = VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(running), Box::new(part)), Dtype::F32);
+        KStmt::unrolled(r, QUARTER_N / 2, vec![KStmt::ArraySet { arr: acc, index: slot, value: sum }])
+    };
+    for (q, &(mh, nh)) in QUARTERS.iter().enumerate() {
+        // After ordinary accesses of the parts (the promotions: the last
+        // slab's, or chain q - 2's), not before the second chain, which
+        // follows the first's issue alone.
+        if q != 1 {
+            out.push(KStmt::WgmmaFence);
+        }
+        for i in 0..instructions {
+            let a_op = a.operand(Some((wg, form, mh)), i);
+            let b_op = bt.rows_from(bt.operand(None, i), nh * QUARTER_N as i64);
+            out.push(KStmt::Wgmma { n: QUARTER_N, a: a_op, b: b_op, acc: parts[q % 2], accumulate: i > 0 });
+        }
+        out.push(KStmt::WgmmaWait { pending: 1 });
+        if q > 0 {
+            out.push(promote(b, q - 1));
+        }
+    }
+    out.push(KStmt::WgmmaWait { pending: 0 });
+    out.push(promote(b, QUARTERS.len() - 1));
+    out
 }
 
 /// The block's form: how many instructions' rows (64 each) a warpgroup
@@ -396,9 +461,10 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
             // element path's lives across their register allowance.
             let vacc = b.local("acc", Dtype::F32);
             let consumers = (computers.clone().expect("a producer"), t.threads());
+            assert_eq!(per_promotion, BK as i64 / 16, "a chain a slab");
             let ring = producer_ring(&mut b, (&oa, &ob), stages, p.kvar, consumers, |b, at| {
                 let (a, bt) = unit_slabs(at);
-                in_order(unit(b, &a, &bt, vacc))
+                overlapped_chains(b, &a, &bt, (&wg, form), vacc)
             });
             Ahead::Producer { ring, acc: vacc, operands: [oa, ob] }
         })
@@ -516,10 +582,8 @@ struct TilePlace<'a> {
 /// lane and register (the layout's inverse; see the tests), with the
 /// element's variables.
 fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &TilePlace, acc: LocalId, when: Cond) -> Result<(Vec<KStmt>, CoverCase), Diagnostic> {
-    let TilePlace { m0, n0, wg, elem: (xm, xn) } = *place;
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
-    let (mext, next) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent));
     let er_v = b.ivar("r");
     let gm = b.ivar(&k.vars[mvar].name.clone());
     let gn = b.ivar(&k.vars[nvar].name.clone());
@@ -530,31 +594,9 @@ fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &TilePlace
     let mut store = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut store)?;
     let access = b.store(s, value, &env, &mut store);
-    // Register r: half r / 64's register r % 64.
-    let per_half = (N / 2) as i64;
-    let (half, reg_in_half) = if form.halves > 1 { (Some(IExpr::Var(er_v).div(IExpr::c(per_half))), IExpr::Var(er_v).rem(IExpr::c(per_half))) } else { (None, IExpr::Var(er_v)) };
-    let (row, col) = acc_element(&IExpr::Tid.rem(IExpr::c(128)), &reg_in_half);
-    let row = match &half {
-        Some(h) => h.clone().mul(IExpr::c(WG_ROWS)).add(row),
-        None => row,
-    };
-    let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
-    let bm = form.bm() as i64;
-    let tid = m.clone().rem(IExpr::c(bm)).div(IExpr::c(form.wg_rows())).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
-    let reg = n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(8)).mul(IExpr::c(4)).add(m.clone().rem(IExpr::c(16)).div(IExpr::c(8)).mul(IExpr::c(2))).add(n.clone().rem(IExpr::c(2)));
-    let reg = if form.halves > 1 { m.clone().rem(IExpr::c(form.wg_rows())).div(IExpr::c(WG_ROWS)).mul(IExpr::c(per_half)).add(reg) } else { reg };
-    let assign = vec![
-        (Witness::BlockIdx(1), m.div(IExpr::c(bm))),
-        (Witness::BlockIdx(0), n.div(IExpr::c(BN as i64))),
-        (Witness::Tid, tid),
-        (Witness::Var(er_v), reg),
-    ];
-    let guarded = vec![
-        KStmt::LetInt { var: gm, value: m0.clone().add(wg.clone().mul(IExpr::c(form.wg_rows()))).add(row) },
-        KStmt::LetInt { var: gn, value: n0.clone().add(col) },
-        KStmt::If { cond: IExpr::Var(gm).lt(mext).and(IExpr::Var(gn).lt(next)), then: store, els: vec![] },
-    ];
-    Ok((vec![KStmt::unrolled(er_v, N / 2 * form.halves, guarded)], CoverCase { when, access, assign }))
+    let guarded = place.inside(b.k, form, (gm, gn), &IExpr::Var(er_v), store);
+    let case = place.witness(form, access, when, er_v, 1);
+    Ok((vec![KStmt::unrolled(er_v, N / 2 * form.halves, guarded)], case))
 }
 
 /// The bytes of a paired store: two 16-bit outputs.
@@ -569,22 +611,20 @@ const PAIR_BYTES: u32 = 4;
 /// length). One store instruction for two elements: measured on the H100,
 /// gemm_f16 runs 1.11x faster at 4096^3 and 1.36x at 16384x1024x1024
 /// than with the element-wise stores (bench/RESULTS.md, sixteenth
-/// session). The coverage
-/// case is `epilogue`'s with the pair's index for the register's.
+/// session). The coverage case is `epilogue`'s with the pair's index for
+/// the register's.
 fn paired_epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &TilePlace, acc: LocalId, when: Cond) -> Result<(Vec<KStmt>, CoverCase), Diagnostic> {
-    let TilePlace { m0, n0, wg, elem: (xm, xn) } = *place;
     let s = &k.stmts[0];
     let (mvar, nvar) = (s.vars[0], s.vars[1]);
-    let (mext, next) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent));
     let out_ty = k.tensors[s.target].dtype;
     let (pair_v, lane_v) = (b.ivar("pair"), b.ivar("lane"));
     let gm = b.ivar(&k.vars[mvar].name.clone());
     let gn = b.ivar(&k.vars[nvar].name.clone());
-    let reg = IExpr::Var(pair_v).mul(IExpr::c(2)).add(IExpr::Var(lane_v));
+    let first = IExpr::Var(pair_v).mul(IExpr::c(2));
     let mut env = Env::default();
     env.vars.insert(mvar, IExpr::Var(gm));
     env.vars.insert(nvar, IExpr::Var(gn).add(IExpr::Var(lane_v)));
-    env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: reg }, Dtype::F32).cast(p.reduce.ty));
+    env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: first.clone().add(IExpr::Var(lane_v)) }, Dtype::F32).cast(p.reduce.ty));
     let words = b.local(&format!("{}_pair", k.tensors[s.target].name), out_ty);
     let mut lane_body = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut lane_body)?;
@@ -593,38 +633,58 @@ fn paired_epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &Ti
     let access = b.access(buf, AccessKind::Write, s.span, format!("paired write of `{}`", k.tensors[s.target].name));
     let axes = vec![IExpr::Var(gm), IExpr::Var(gn)];
     let base = b.flat_index(s.target, &axes);
-    // Pair j: half j / 32's registers 2 (j % 32) and 2 (j % 32) + 1.
-    let per_half = (N / 4) as i64;
-    let first = IExpr::Var(pair_v).mul(IExpr::c(2));
-    let (half, reg_in_half) = if form.halves > 1 { (Some(IExpr::Var(pair_v).div(IExpr::c(per_half))), IExpr::Var(pair_v).rem(IExpr::c(per_half)).mul(IExpr::c(2))) } else { (None, first) };
-    let (row, col) = acc_element(&IExpr::Tid.rem(IExpr::c(128)), &reg_in_half);
-    let row = match &half {
-        Some(h) => h.clone().mul(IExpr::c(WG_ROWS)).add(row),
-        None => row,
-    };
-    // The witness: `epilogue`'s, the register's index halved.
-    let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
-    let bm = form.bm() as i64;
-    let tid = m.clone().rem(IExpr::c(bm)).div(IExpr::c(form.wg_rows())).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
-    let pair = n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(8)).mul(IExpr::c(2)).add(m.clone().rem(IExpr::c(16)).div(IExpr::c(8)));
-    let pair = if form.halves > 1 { m.clone().rem(IExpr::c(form.wg_rows())).div(IExpr::c(WG_ROWS)).mul(IExpr::c(per_half)).add(pair) } else { pair };
-    let assign = vec![
-        (Witness::BlockIdx(1), m.div(IExpr::c(bm))),
-        (Witness::BlockIdx(0), n.div(IExpr::c(BN as i64))),
-        (Witness::Tid, tid),
-        (Witness::Var(pair_v), pair),
-    ];
     let store = vec![
         KStmt::DeclArray { arr: words, len: 2, init: None },
         KStmt::unrolled(lane_v, 2, lane_body),
         KStmt::VecStore { buf, base, axes, width: 2, arr: words, access },
     ];
-    let guarded = vec![
-        KStmt::LetInt { var: gm, value: m0.clone().add(wg.clone().mul(IExpr::c(form.wg_rows()))).add(row) },
-        KStmt::LetInt { var: gn, value: n0.clone().add(col) },
-        KStmt::If { cond: IExpr::Var(gm).lt(mext).and(IExpr::Var(gn).lt(next)), then: store, els: vec![] },
-    ];
-    Ok((vec![KStmt::unrolled(pair_v, N / 4 * form.halves, guarded)], CoverCase { when, access, assign }))
+    let guarded = place.inside(b.k, form, (gm, gn), &first, store);
+    let case = place.witness(form, access, when, pair_v, 2);
+    Ok((vec![KStmt::unrolled(pair_v, N / 4 * form.halves, guarded)], case))
+}
+
+impl TilePlace<'_> {
+    /// The element that register `reg` of this thread holds, as `gm`,
+    /// `gn`, and `store` run where it lies inside the output.
+    fn inside(&self, k: &Kernel, form: Form, (gm, gn): (IVar, IVar), reg: &IExpr, store: Vec<KStmt>) -> Vec<KStmt> {
+        let s = &k.stmts[0];
+        let (mext, next) = (extent_expr(k.vars[s.vars[0]].extent), extent_expr(k.vars[s.vars[1]].extent));
+        // Register r: half r / 64's register r % 64.
+        let per_half = (N / 2) as i64;
+        let (half, reg_in_half) = if form.halves > 1 { (Some(reg.clone().div(IExpr::c(per_half))), reg.clone().rem(IExpr::c(per_half))) } else { (None, reg.clone()) };
+        let (row, col) = acc_element(&IExpr::Tid.rem(IExpr::c(128)), &reg_in_half);
+        let row = match &half {
+            Some(h) => h.clone().mul(IExpr::c(WG_ROWS)).add(row),
+            None => row,
+        };
+        vec![
+            KStmt::LetInt { var: gm, value: self.m0.clone().add(self.wg.clone().mul(IExpr::c(form.wg_rows()))).add(row) },
+            KStmt::LetInt { var: gn, value: self.n0.clone().add(col) },
+            KStmt::If { cond: IExpr::Var(gm).lt(mext).and(IExpr::Var(gn).lt(next)), then: store, els: vec![] },
+        ]
+    }
+
+    /// The coverage case of a store of `per` neighbouring registers at a
+    /// time, indexed by `slot` (`r / per`): each element by its block,
+    /// its thread (warpgroup, warp, lane) and its slot, the layout's
+    /// inverse (see the tests).
+    fn witness(&self, form: Form, access: AccessId, when: Cond, slot: IVar, per: i64) -> CoverCase {
+        let (m, n) = (IExpr::Var(self.elem.0), IExpr::Var(self.elem.1));
+        let bm = form.bm() as i64;
+        let tid = m.clone().rem(IExpr::c(bm)).div(IExpr::c(form.wg_rows())).mul(IExpr::c(128)).add(m.clone().rem(IExpr::c(WG_ROWS)).div(IExpr::c(16)).mul(IExpr::c(32))).add(m.clone().rem(IExpr::c(8)).mul(IExpr::c(4))).add(n.clone().rem(IExpr::c(8)).div(IExpr::c(2)));
+        // Register (n % BN / 8) * 4 + (m % 16 / 8) * 2 + n % 2 of its half.
+        let reg = n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(8)).mul(IExpr::c(4 / per)).add(m.clone().rem(IExpr::c(16)).div(IExpr::c(8)).mul(IExpr::c(2 / per)));
+        let reg = if per == 1 { reg.add(n.clone().rem(IExpr::c(2))) } else { reg };
+        let per_half = (N / 2) as i64 / per;
+        let reg = if form.halves > 1 { m.clone().rem(IExpr::c(form.wg_rows())).div(IExpr::c(WG_ROWS)).mul(IExpr::c(per_half)).add(reg) } else { reg };
+        let assign = vec![
+            (Witness::BlockIdx(1), m.div(IExpr::c(bm))),
+            (Witness::BlockIdx(0), n.div(IExpr::c(BN as i64))),
+            (Witness::Tid, tid),
+            (Witness::Var(slot), reg),
+        ];
+        CoverCase { when, access, assign }
+    }
 }
 
 #[cfg(test)]

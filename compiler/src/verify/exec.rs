@@ -933,7 +933,7 @@ impl<'a> Exec<'a> {
                 }
                 self.warp_collective(128);
             }
-            KStmt::WgmmaFence | KStmt::WgmmaWait => self.warp_collective(128),
+            KStmt::WgmmaFence | KStmt::WgmmaWait { .. } => self.warp_collective(128),
             KStmt::ProxyFence => self.warp_collective(32),
             KStmt::CpAsync { arr, base, buf, src, axes, width, valid, access } => {
                 // The global read happens only where `valid` holds; the

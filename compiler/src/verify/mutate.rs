@@ -238,9 +238,27 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
             }
             // The warpgroup unit's protocol: each of its waits and fences
             // deleted.
-            KStmt::WgmmaWait | KStmt::WgmmaFence | KStmt::ProxyFence => {
+            KStmt::WgmmaWait { .. } | KStmt::WgmmaFence | KStmt::ProxyFence => {
+                // A wait that lets one group more run on, where that
+                // group exists: the groups committed in its statement list
+                // since the last full wait, its own included, outnumber
+                // `pending` (else the mutant waits for nothing either, like
+                // the wait that only commits a slab's first chain: an
+                // equivalent mutant). A list that inherits groups (a loop
+                // body entered with some running) may lose a mutant here,
+                // never a bug.
+                if let KStmt::WgmmaWait { pending } = &stmt {
+                    let mut m = ir.clone();
+                    if let Some((l, i)) = parent(&mut m.body, site) {
+                        let committed = 1 + l[..i].iter().rev().take_while(|s| !matches!(s, KStmt::WgmmaWait { pending: 0 })).filter(|s| matches!(s, KStmt::WgmmaWait { .. })).count();
+                        if committed > *pending as usize {
+                            l[i] = KStmt::WgmmaWait { pending: pending + 1 };
+                            all.push(Mutant { operator: "late wgmma wait", description: format!("{}: a wait for the warpgroup unit leaves {} groups running instead of {}", ir.name, pending + 1, pending), ir: m });
+                        }
+                    }
+                }
                 let (operator, what) = match &stmt {
-                    KStmt::WgmmaWait => ("missing wgmma wait", "a wait for the warpgroup unit"),
+                    KStmt::WgmmaWait { .. } => ("missing wgmma wait", "a wait for the warpgroup unit"),
                     KStmt::WgmmaFence => ("missing wgmma fence", "a wgmma.fence"),
                     _ => ("missing proxy fence", "a proxy fence after shared stores"),
                 };
