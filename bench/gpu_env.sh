@@ -13,16 +13,20 @@ commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # Every warp-specialised form (issue 19), for TOKITAI_FORCE.
 WS_FORMS=gemm_f16_ws,gemm_bf16_ws,linear_fwd_ws,linear_bwd_x_ws,linear_bwd_w_ws
 
-# gpucheck with every warp-specialised form forced: random and ragged
-# shapes of both gemms (`--small`: no 8192^3 CPU oracle), the linear
-# layers with their 1024^3 workloads, gemm 4096^3. Binaries in $1.
+# The warpgroup forms without a producer (issue 19).
+WG_FORMS=gemm_f16_wg4,gemm_bf16_wg4,linear_fwd_wg4,linear_bwd_x_wg4,linear_bwd_w_wg4,linear_fwd_wg,linear_bwd_x_wg,linear_bwd_w_wg
+
+# gpucheck with every warp-specialised form (or the forms in $2) forced:
+# random and ragged shapes of both gemms (`--small`: no 8192^3 CPU
+# oracle), the linear layers with their 1024^3 workloads, gemm 4096^3.
+# Binaries in $1.
 ws_forced_gpucheck() {
-  local bin="$1" i=0 only flags
+  local bin="$1" forms="${2:-$WS_FORMS}" i=0 only flags
   for only in "gemm --small" "linear" "gemm_f16 wg 4096^3"; do
     i=$((i + 1))
-    echo "## gpucheck --only $only, every _ws form forced"
+    echo "## gpucheck --only $only, forced: $forms"
     set -- $only
     if [ "${2:-}" = "--small" ]; then flags=(--only "$1" --small); else flags=(--only "$only"); fi
-    TOKITAI_FORCE=$WS_FORMS TOKITAI_CONTRACTS=off timeout 150 "$bin/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_$i.json" 2>&1 | tail -40
+    TOKITAI_FORCE=$forms TOKITAI_CONTRACTS=off timeout 150 "$bin/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_${i}_${forms%%,*}.json" 2>&1 | tail -40
   done
 }

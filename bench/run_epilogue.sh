@@ -2,8 +2,9 @@
 # One call on the GPU machine (issue 19): the warp-specialised
 # contraction's paired epilogue (two neighbouring outputs a 4-byte store)
 # against the element-wise one. Correctness first: gpucheck with every
-# `_ws` form forced (ragged shapes: odd output rows take the element-wise
-# store beside the vector path), memcheck; then the release binaries
+# `_ws` form forced, then every `_wg` and `_wg4` form (ragged shapes: odd
+# output rows take the element-wise store beside the vector path),
+# memcheck; then the release binaries
 # built at the new commit ($BIN) and at the one before ($BASE) timed
 # alternately, twice each, beside PyTorch (cuBLAS) and autotuned Triton,
 # then the MoE step with both. Carry both builds' binaries:
@@ -14,6 +15,7 @@ BASE="${BASE:-target/base}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
 {
   ws_forced_gpucheck "$BIN"
+  ws_forced_gpucheck "$BIN" "$WG_FORMS"
   echo "## compute-sanitizer memcheck, every _ws form forced (gemm, small)"
   TOKITAI_FORCE=$WS_FORMS TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only gemm --small 2>&1 | tail -6
   echo "## compute-sanitizer memcheck, every _ws form forced (linear)"

@@ -516,16 +516,10 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     if let Some(Ahead::Producer { mut ring, acc: vacc, .. }) = vector_path {
         // Each path stores its own sums: the consumers' in their branch
         // (their register allowance), the element path's after its loop.
-        // Pairs of columns as one 4-byte word where the output is
-        // aligned and its rows are whole words, else element by element.
-        let out_buf = b.buf(s.target);
-        let words = Cond::Aligned(vec![out_buf], PAIR_BYTES).and(Cond::Eq(next.clone().rem(IExpr::c(2)), IExpr::c(0)));
-        let (pairs, pair_case) = paired_epilogue(&mut b, k, &p, form, &place, vacc, on.clone().and(words.clone()))?;
-        let (single, single_case) = epilogue(&mut b, k, &p, form, &place, vacc, on.clone().and(Cond::Not(Box::new(words.clone()))))?;
+        let (store, cases) = stores(&mut b, k, &p, form, &place, vacc, on.clone())?;
         ring.consumer.insert(0, KStmt::DeclArray { arr: vacc, len: acc_len, init: Some(VExpr::zero(Dtype::F32)) });
-        ring.consumer.push(KStmt::If { cond: words, then: pairs, els: single });
-        outputs.push(pair_case);
-        outputs.push(single_case);
+        ring.consumer.extend(store);
+        outputs.extend(cases);
         let (store, case) = epilogue(&mut b, k, &p, form, &place, acc, Cond::Not(Box::new(on.clone())))?;
         element_path.extend(computing(store));
         outputs.push(case);
@@ -536,9 +530,9 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
             Some(Ahead::Copies { ring, .. }) => body.push(KStmt::If { cond: on, then: ring.stmts, els: element_path }),
             _ => body.extend(element_path),
         }
-        let (store, case) = epilogue(&mut b, k, &p, form, &place, acc, Cond::True)?;
+        let (store, cases) = stores(&mut b, k, &p, form, &place, acc, Cond::True)?;
         body.extend(computing(store));
-        outputs.push(case);
+        outputs.extend(cases);
     }
     b.cover_axes(s.target, vec![elem.0, elem.1], outputs);
     b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
@@ -599,10 +593,24 @@ fn epilogue(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &TilePlace
     Ok((vec![KStmt::unrolled(er_v, N / 2 * form.halves, guarded)], case))
 }
 
+/// The store of running sums `acc` where `when` holds: pairs of columns
+/// as one 4-byte word where the output is 4-byte aligned and its rows
+/// have even length (tested at run time), else element by element; the
+/// two coverage cases.
+fn stores(b: &mut Builder, k: &Kernel, p: &Plan, form: Form, place: &TilePlace, acc: LocalId, when: Cond) -> Result<(Vec<KStmt>, Vec<CoverCase>), Diagnostic> {
+    let s = &k.stmts[0];
+    let next = extent_expr(k.vars[s.vars[1]].extent);
+    let out_buf = b.buf(s.target);
+    let words = Cond::Aligned(vec![out_buf], PAIR_BYTES).and(Cond::Eq(next.rem(IExpr::c(2)), IExpr::c(0)));
+    let (pairs, pair_case) = paired_epilogue(b, k, p, form, place, acc, when.clone().and(words.clone()))?;
+    let (single, single_case) = epilogue(b, k, p, form, place, acc, when.and(Cond::Not(Box::new(words.clone()))))?;
+    Ok((vec![KStmt::If { cond: words, then: pairs, els: single }], vec![pair_case, single_case]))
+}
+
 /// The bytes of a paired store: two 16-bit outputs.
 const PAIR_BYTES: u32 = 4;
 
-/// The epilogue of the warp-specialised form's vector path: a thread's
+/// The paired epilogue (`stores`): a thread's
 /// registers `2 j` and `2 j + 1` hold columns `n` and `n + 1` of one row
 /// (`acc_element`; `n` even), so each pair is computed lane by lane into
 /// two registers of the output's type and stored as one 4-byte word
