@@ -11,7 +11,7 @@ use crate::syntax::ast::{BinOp, UnOp};
 use crate::target::Target;
 use crate::tir::{Builtin, Const, DimId, ScalarId, TensorId, VarId};
 use crate::types::Dtype;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub type BufId = usize;
 
@@ -299,6 +299,66 @@ pub enum KStmt {
     /// Warpgroup-collective: every thread of the warpgroup runs it with
     /// the same count.
     SetMaxRegisters { regs: u32, grow: bool },
+}
+
+/// The warpgroup unit's commit groups along a walk of the statements, as
+/// `KStmt::WgmmaWait` leaves them: what was issued since the last commit,
+/// and each committed group that may still run, oldest first. `T` names
+/// an instruction's accumulator (the verifier's protocol pass keeps the
+/// array, the printer the array and its slots).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WgmmaGroups<T: Ord> {
+    issued: BTreeSet<T>,
+    committed: Vec<BTreeSet<T>>,
+}
+
+impl<T: Ord> Default for WgmmaGroups<T> {
+    fn default() -> Self {
+        WgmmaGroups { issued: BTreeSet::new(), committed: Vec::new() }
+    }
+}
+
+impl<T: Ord + Clone> WgmmaGroups<T> {
+    /// A `Wgmma` into `acc` is issued.
+    pub fn issue(&mut self, acc: T) {
+        self.issued.insert(acc);
+    }
+
+    /// A `WgmmaWait { pending }`: what was issued becomes a group, and
+    /// every group but the newest `pending` is done; those, oldest first.
+    pub fn wait(&mut self, pending: u32) -> Vec<BTreeSet<T>> {
+        let issued = std::mem::take(&mut self.issued);
+        if !issued.is_empty() {
+            self.committed.push(issued);
+        }
+        let keep = (pending as usize).min(self.committed.len());
+        self.committed.drain(..self.committed.len() - keep).collect()
+    }
+
+    /// Accumulators an instruction that may still run writes.
+    pub fn running(&self) -> impl Iterator<Item = &T> {
+        self.committed.iter().flatten().chain(&self.issued)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.issued.is_empty() && self.committed.is_empty()
+    }
+
+    /// Where two paths meet: an instruction that may run on either may
+    /// run after, groups matched newest with newest.
+    pub fn join(&mut self, o: &WgmmaGroups<T>) {
+        self.issued.extend(o.issued.iter().cloned());
+        let mine = std::mem::take(&mut self.committed);
+        let len = mine.len().max(o.committed.len());
+        let from_end = |g: &Vec<BTreeSet<T>>, back: usize| if back <= g.len() { g[g.len() - back].clone() } else { BTreeSet::new() };
+        self.committed = (0..len)
+            .map(|i| {
+                let mut set = from_end(&mine, len - i);
+                set.extend(from_end(&o.committed, len - i));
+                set
+            })
+            .collect();
+    }
 }
 
 /// A `Wgmma` operand in shared memory, in the unit's layout without

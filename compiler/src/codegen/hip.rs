@@ -6,7 +6,7 @@ use crate::kir::*;
 use crate::syntax::ast::{BinOp, UnOp};
 use crate::tir::{Builtin, Const};
 use crate::types::Dtype;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 
 pub const PRELUDE: &str = include_str!("prelude.hip");
@@ -50,11 +50,9 @@ struct Printer<'a> {
     vec_arrays: HashSet<LocalId>,
     /// Shared arrays that fragments are loaded from by rows (`ldmatrix`).
     row_tiles: HashSet<SharedId>,
-    /// Accumulators (and their slots) of the `Wgmma`s printed since the
-    /// last wait, and of each group committed and not yet waited for,
-    /// oldest first.
-    in_flight: Vec<(LocalId, u32)>,
-    groups: Vec<Vec<(LocalId, u32)>>,
+    /// Accumulators (and their slots) of the `Wgmma`s printed and not
+    /// yet retired by a wait, by group.
+    unit: WgmmaGroups<(LocalId, u32)>,
 }
 
 pub fn print_kernel(ir: &KernelIr) -> String {
@@ -62,7 +60,7 @@ pub fn print_kernel(ir: &KernelIr) -> String {
     collect_vec_arrays(&ir.body, &mut vec_arrays);
     let mut row_tiles = HashSet::new();
     collect_row_tiles(&ir.body, &mut row_tiles);
-    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles, in_flight: Vec::new(), groups: Vec::new() };
+    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles, unit: WgmmaGroups::default() };
     p.kernel();
     p.out
 }
@@ -352,20 +350,9 @@ impl<'a> Printer<'a> {
                 // passes through an empty asm after it, so no read of it
                 // moves above the wait (and none of a group still running
                 // does, which would make the device compiler wait for it).
-                let issued = std::mem::take(&mut self.in_flight);
-                if !issued.is_empty() {
-                    self.groups.push(issued);
-                }
-                let keep = (*pending as usize).min(self.groups.len());
-                let retired: Vec<(LocalId, u32)> = self.groups.drain(..self.groups.len() - keep).flatten().collect();
-                let running: Vec<LocalId> = self.groups.iter().flatten().map(|(acc, _)| *acc).collect();
-                let mut done: Vec<(LocalId, u32)> = Vec::new();
-                for r in retired.into_iter().filter(|(acc, _)| !running.contains(acc)) {
-                    if !done.contains(&r) {
-                        done.push(r);
-                    }
-                }
-                for (acc, slots) in done {
+                let retired: BTreeSet<(LocalId, u32)> = self.unit.wait(*pending).into_iter().flatten().collect();
+                let running: Vec<LocalId> = self.unit.running().map(|(acc, _)| *acc).collect();
+                for (acc, slots) in retired.into_iter().filter(|(acc, _)| !running.contains(acc)) {
                     let regs: Vec<String> = (0..slots as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &IExpr::c(i)))).collect();
                     self.line(&format!("asm volatile(\"\" : {} :: \"memory\");", regs.join(", ")));
                 }
@@ -580,9 +567,7 @@ impl<'a> Printer<'a> {
             _ => "f16",
         };
         let count = n as usize / 2;
-        if !self.in_flight.contains(&(acc, n / 2)) {
-            self.in_flight.push((acc, n / 2));
-        }
+        self.unit.issue((acc, n / 2));
         let slots: Vec<String> = (0..count).map(|i| format!("%{}", i)).collect();
         // Starting from zero the unit does not read the accumulator: its
         // registers are outputs only.
@@ -782,7 +767,7 @@ fn const_literal(c: Const, ty: Dtype) -> String {
 impl KernelIr {
     /// Launch geometry as human-readable formulas, for the manifest.
     pub fn grid_formulas(&self) -> Vec<String> {
-        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new(), in_flight: Vec::new(), groups: Vec::new() };
+        let p = Printer { ir: self, out: String::new(), indent: 0, vec_arrays: HashSet::new(), row_tiles: HashSet::new(), unit: WgmmaGroups::default() };
         self.grid
             .iter()
             .map(|g| match g {

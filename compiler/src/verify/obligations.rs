@@ -274,9 +274,10 @@ impl<'a> Gen<'a> {
 
     /// A run of global memory moved as words (one of `width` elements, or
     /// 16-byte ones) needs its buffer's base aligned to the word (the
-    /// run's index, a multiple of the width, does the rest): where the kernel tested it at run
-    /// time (`Cond::Aligned`), to the word's bytes or more. Without it a
-    /// misaligned launch would fault, not take the element path.
+    /// run's index, a multiple of the width, does the rest): where the
+    /// kernel tested it at run time (`Cond::Aligned`), to the word's bytes
+    /// or more. Without it a misaligned launch would fault, not take the
+    /// element path.
     fn base_aligned(&self, a: &Access) -> Option<Formula> {
         let Target::Global(b) = a.target else { return None };
         if a.width <= 1 {

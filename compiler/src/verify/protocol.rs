@@ -65,11 +65,8 @@ struct State {
     dirty: BTreeSet<LocalId>,
     /// A `WgmmaFence` has run on every path here.
     fenced_once: bool,
-    /// Accumulators of issued instructions not yet committed into a group.
-    issued: BTreeSet<LocalId>,
-    /// Accumulators of each committed group that may still run, oldest
-    /// first.
-    groups: Vec<BTreeSet<LocalId>>,
+    /// Accumulators of the instructions that may still run, by group.
+    unit: WgmmaGroups<LocalId>,
     /// Shared arrays the unit reads, stored into since the last proxy
     /// fence.
     unfenced: BTreeSet<SharedId>,
@@ -82,7 +79,7 @@ struct State {
 
 impl Default for State {
     fn default() -> State {
-        State { dirty: BTreeSet::new(), fenced_once: false, issued: BTreeSet::new(), groups: Vec::new(), unfenced: BTreeSet::new(), open: false, pending: Some(0) }
+        State { dirty: BTreeSet::new(), fenced_once: false, unit: WgmmaGroups::default(), unfenced: BTreeSet::new(), open: false, pending: Some(0) }
     }
 }
 
@@ -90,33 +87,13 @@ impl State {
     fn join(&mut self, o: &State) {
         self.dirty.extend(o.dirty.iter().copied());
         self.fenced_once &= o.fenced_once;
-        self.issued.extend(o.issued.iter().copied());
-        // Groups joined newest with newest: a group that may run on one
-        // path may run after the join.
-        let (mine, theirs) = (std::mem::take(&mut self.groups), &o.groups);
-        let len = mine.len().max(theirs.len());
-        self.groups = (0..len)
-            .map(|i| {
-                let from_end = len - i;
-                let pick = |g: &Vec<BTreeSet<LocalId>>| if from_end <= g.len() { g[g.len() - from_end].clone() } else { BTreeSet::new() };
-                let mut set = pick(&mine);
-                set.extend(pick(theirs));
-                set
-            })
-            .collect();
+        self.unit.join(&o.unit);
         self.unfenced.extend(o.unfenced.iter().copied());
         self.open |= o.open;
         self.pending = match (self.pending, o.pending) {
             (Some(a), Some(b)) => Some(a.max(b)),
             _ => None,
         };
-    }
-}
-
-impl State {
-    /// Accumulators of every instruction that may still run.
-    fn in_flight(&self) -> BTreeSet<LocalId> {
-        self.groups.iter().flatten().chain(&self.issued).copied().collect()
     }
 }
 
@@ -138,8 +115,8 @@ pub fn check(ir: &KernelIr) -> Findings {
     }
     let mut st = State::default();
     p.block(&ir.body, &mut st);
-    if !st.in_flight().is_empty() {
-        let names = p.names(&st.in_flight());
+    if !st.unit.is_empty() {
+        let names = p.running(&st);
         p.violation(format!("the kernel ends while a wgmma into {} may still run (no wait after it)", names));
     }
     if st.open || st.pending != Some(0) {
@@ -185,6 +162,11 @@ impl Pass<'_> {
         }
     }
 
+    /// The accumulators of the instructions that may still run.
+    fn running(&self, st: &State) -> String {
+        self.names(&st.unit.running().copied().collect())
+    }
+
     fn names(&self, ids: &BTreeSet<LocalId>) -> String {
         ids.iter().map(|l| format!("`{}`", self.ir.locals[*l].name)).collect::<Vec<_>>().join(", ")
     }
@@ -200,7 +182,7 @@ impl Pass<'_> {
         if !self.accs.contains(&arr) {
             return;
         }
-        if st.in_flight().contains(&arr) {
+        if st.unit.running().any(|a| *a == arr) {
             let name = &self.ir.locals[arr].name;
             self.violation(format!("`{}` is accessed while a wgmma into it may still run (no wait before the access)", name));
         }
@@ -227,25 +209,19 @@ impl Pass<'_> {
                     let names = self.names(&st.dirty);
                     self.violation(format!("a wgmma into `{}` follows ordinary accesses of {} with no wgmma.fence between (registers the device compiler may share)", name, names));
                 }
-                st.issued.insert(*acc);
+                st.unit.issue(*acc);
             }
             KStmt::WgmmaFence => {
                 st.dirty.clear();
                 st.fenced_once = true;
             }
             KStmt::WgmmaWait { pending } => {
-                // Commit what was issued, then keep the newest `pending`.
-                let issued = std::mem::take(&mut st.issued);
-                if !issued.is_empty() {
-                    st.groups.push(issued);
-                }
-                let keep = (*pending as usize).min(st.groups.len());
-                st.groups.drain(..st.groups.len() - keep);
+                st.unit.wait(*pending);
             }
             KStmt::ProxyFence => st.unfenced.clear(),
             KStmt::Barrier => {
-                if !st.in_flight().is_empty() {
-                    let names = self.names(&st.in_flight());
+                if !st.unit.is_empty() {
+                    let names = self.running(st);
                     self.violation(format!("a barrier is reached while a wgmma into {} may still read its operands (no wait before the barrier)", names));
                 }
                 if !st.unfenced.is_empty() {
@@ -310,8 +286,8 @@ impl Pass<'_> {
             KStmt::MbarArrive { .. } | KStmt::CpAsyncArrive { .. } | KStmt::MbarExpectTx { .. } => {
                 // An arrival releases what the thread read (the stage the
                 // unit read, `verify::mbarrier`): the unit must be done.
-                if !st.in_flight().is_empty() {
-                    let names = self.names(&st.in_flight());
+                if !st.unit.is_empty() {
+                    let names = self.running(st);
                     self.violation(format!("an mbarrier arrival is reached while a wgmma into {} may still read its operands (no wait before the arrival)", names));
                 }
                 // The copies issued so far land before the arrival
