@@ -294,6 +294,16 @@ pub enum KStmt {
     /// read (the map carries the tensor's extents). Issued by one thread;
     /// its writes land at any time until the barrier's phase completes.
     TmaLoad { map: TensorMapId, arr: SharedId, base: IExpr, inner: IExpr, outer: IExpr, elem: (IVar, IVar), bar: MbarId, stage: IExpr, access: AccessId },
+    /// The contract monitor's observation of the launch's outputs
+    /// (`KernelIr::observed`): each thread has folded every value it
+    /// stored into one of them (smallest, largest, count of non-finite
+    /// values, in registers); the warp combines its lanes' folds and its
+    /// first lane merges them, atomically, into slot `slot` of that
+    /// output's `OBSERVE_SLOTS` in the observation buffer
+    /// (`KParam::Observations`; nothing where the launch passes none).
+    /// Warp-collective: every lane of the warp runs it. Atomic merges
+    /// commute, so slots shared by warps never race.
+    ObserveFlush { slot: IExpr },
     /// Set the thread's register allowance (`setmaxnreg`, sm_90a),
     /// growing it or releasing registers to the block's pool.
     /// Warpgroup-collective: every thread of the warpgroup runs it with
@@ -805,7 +815,18 @@ pub enum KParam {
     Dim(DimId),
     /// A tensor map (`KernelIr::tensor_maps`), passed by value.
     TensorMap(TensorMapId),
+    /// The contract monitor's observation buffer (`KStmt::ObserveFlush`):
+    /// `OBSERVE_WORDS * OBSERVE_SLOTS` 32-bit words per observed output,
+    /// or null. Passed last.
+    Observations,
 }
+
+/// Slots of one observed output: warps merge into slot `warp % OBSERVE_SLOTS`,
+/// so that no slot is a hot spot for the atomics.
+pub const OBSERVE_SLOTS: i64 = 64;
+/// Words of one slot: the largest value's order key, the smallest's
+/// complemented key, and the count of non-finite values (all zero: none).
+pub const OBSERVE_WORDS: i64 = 3;
 
 pub type TensorMapId = usize;
 
@@ -860,6 +881,10 @@ pub struct KernelIr {
     pub reduction_order: BTreeMap<VarId, ReductionOrder>,
     /// Coverage witnesses, one per output (and per contraction operand).
     pub coverage: Vec<Cover>,
+    /// Outputs whose stored values the contract monitor observes
+    /// (`KStmt::ObserveFlush`): every store to one also folds the stored
+    /// value into the thread's observation of it.
+    pub observed: Vec<BufId>,
     pub reduction_loops: Vec<ReductionLoop>,
 }
 
@@ -887,6 +912,7 @@ impl KernelIr {
             accesses: vec![],
             reduction_order: BTreeMap::new(),
             coverage: vec![],
+            observed: vec![],
             reduction_loops: vec![],
             mbarriers: vec![],
             tensor_maps: vec![],

@@ -40,6 +40,9 @@ pub struct KernelDef {
     pub index_bits: u32,
     pub hip_source: &'static str,
     pub target: &'static str,
+    /// Outputs the kernel observes for the contract monitor (positions
+    /// among the tensor parameters; see `monitor::observe`).
+    pub observes: &'static [usize],
 }
 
 /// One argument in signature order.
@@ -80,11 +83,14 @@ pub struct Chosen {
     pub dynamic_shared: u32,
     /// Tensor maps passed after the parameters (bulk tensor copies).
     pub tensor_maps: &'static [crate::abi::tk_info::TensorMapParam],
+    /// Outputs it observes: it takes the observation words (or null)
+    /// after everything else.
+    pub observes: &'static [usize],
 }
 
 impl Chosen {
     pub(crate) fn of(v: &Variant) -> Chosen {
-        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared, tensor_maps: v.tensor_maps }
+        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared, tensor_maps: v.tensor_maps, observes: v.observes }
     }
 }
 
@@ -103,7 +109,7 @@ impl KernelDef {
     }
     /// The kernel itself (no variant).
     pub fn primary(&self) -> Chosen {
-        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[] }
+        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[], observes: self.observes }
     }
     /// The kernel and every variant.
     pub fn all_compiled(&self) -> Vec<Chosen> {
@@ -192,7 +198,7 @@ pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     let bound = checked(dev, k, args)?;
     let ticket = crate::monitor::before_launch(dev, k, &bound, args)?;
     crate::record::before_launch(k, &bound, args);
-    dispatch(dev, k, &bound, args)?;
+    dispatch(dev, k, &bound, args, ticket.observe_address())?;
     crate::monitor::after_launch(k, args, ticket);
     Ok(())
 }
@@ -205,7 +211,7 @@ pub(crate) fn launch_probe(dev: &Device, k: &KernelDef, args: &mut [Arg], beside
     match dev {
         #[cfg(feature = "cuda")]
         Device::Cuda(c) if beside => c.launch_probe(k, &bound, args),
-        _ => dispatch(dev, k, &bound, args),
+        _ => dispatch(dev, k, &bound, args, 0),
     }
 }
 
@@ -220,14 +226,16 @@ pub(crate) fn checked(dev: &Device, k: &KernelDef, args: &[Arg]) -> Result<Bound
     Ok(bound)
 }
 
-fn dispatch(dev: &Device, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
+/// `observe`: the device address of the launch's observation words for
+/// the contract monitor (0: none).
+fn dispatch(dev: &Device, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
     match dev {
         Device::Cpu => crate::backend::cpu::run(k, bound, args),
         Device::Reference => crate::backend::reference::run(k, bound, args),
         #[cfg(feature = "cuda")]
-        Device::Cuda(c) => c.launch(k, bound, args),
+        Device::Cuda(c) => c.launch(k, bound, args, observe),
         #[cfg(feature = "hip")]
-        Device::Hip(h) => h.launch(k, bound, args),
+        Device::Hip(h) => h.launch(k, bound, args, observe),
     }
 }
 

@@ -137,7 +137,13 @@ fn main() {
     let x: CudaSlice<u16> = stream.alloc_zeros(1024).expect("alloc");
     let y: CudaSlice<u16> = stream.alloc_zeros(1024).expect("alloc");
     let (mut px, mut py, mut nn) = (x.device_ptr(&stream).0, y.device_ptr(&stream).0, 1024i32);
+    // The kernel's last parameter: its observation words (null: the
+    // monitor is off), where it observes its output.
+    let mut obs = 0u64;
     let mut raw: Vec<*mut std::ffi::c_void> = vec![&mut px as *mut u64 as *mut _, &mut py as *mut u64 as *mut _, &mut nn as *mut i32 as *mut _];
+    if !k.observes.is_empty() {
+        raw.push(&mut obs as *mut u64 as *mut _);
+    }
     let grid = (k.grid)(&[1024], cuda.max_blocks(k));
     let t = Instant::now();
     for _ in 0..n {

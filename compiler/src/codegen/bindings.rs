@@ -11,6 +11,10 @@ pub const INFO_TYPES: &str = r#"
 /// Static description of a kernel's signature and contracts.
 #[allow(dead_code)]
 pub mod tk_info {
+    /// Slots of one observed output in a launch's observation words, and
+    /// words per slot (`kir::OBSERVE_SLOTS`, `kir::OBSERVE_WORDS`).
+    pub const OBSERVE_SLOTS: usize = 64;
+    pub const OBSERVE_WORDS: usize = 3;
     #[derive(Clone, Copy, Debug)]
     pub struct TensorParam {
         pub name: &'static str,
@@ -89,6 +93,10 @@ pub mod tk_info {
         /// Tensor maps passed after the kernel's parameters, in order
         /// (bulk tensor copies, sm_90).
         pub tensor_maps: &'static [TensorMapParam],
+        /// Outputs it observes for the contract monitor (positions among
+        /// the tensor parameters): it takes the observation words after
+        /// everything else, `OBSERVE_WORDS * OBSERVE_SLOTS` per output.
+        pub observes: &'static [usize],
     }
     /// A tensor map a variant takes (a `CUtensorMap` built at launch): of
     /// the tensor at this position among the tensor parameters, a 2-D
@@ -483,4 +491,14 @@ fn typed_wrappers(k: &Kernel) -> String {
     let _ = writeln!(s, "        Ok(Exact {{ {} }})", outs.iter().map(|t| format!("{}: outs.next().unwrap_or_default()", k.tensors[*t].name)).collect::<Vec<_>>().join(", "));
     let _ = writeln!(s, "    }}");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_runtime_reads_observation_words_as_the_kernels_write_them() {
+        let slots = format!("pub const OBSERVE_SLOTS: usize = {};", crate::kir::OBSERVE_SLOTS);
+        let words = format!("pub const OBSERVE_WORDS: usize = {};", crate::kir::OBSERVE_WORDS);
+        assert!(super::INFO_TYPES.contains(&slots) && super::INFO_TYPES.contains(&words), "tk_info's observation layout differs from kir's");
+    }
 }

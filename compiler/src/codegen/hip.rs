@@ -147,6 +147,7 @@ impl<'a> Printer<'a> {
                 KParam::Dim(d) => format!("{} {}", ir.index_ty.hip_type(), cpp_name(&ir.dims[d])),
                 // By value in the parameter space, where the copy unit reads it.
                 KParam::TensorMap(m) => format!("const __grid_constant__ tk_tensor_map {}", cpp_name(&ir.tensor_maps[m].name)),
+                KParam::Observations => "unsigned* __restrict__ tk_obs".to_string(),
             });
         }
         if !ir.tensor_maps.is_empty() {
@@ -212,9 +213,22 @@ impl<'a> Printer<'a> {
                 self.line(&format!("__shared__ alignas(8) unsigned long long {}[{}]; {}", m.name, m.stages, note));
             }
         }
+        if !ir.observed.is_empty() {
+            // Null words: the monitor is off, and the folds are skipped
+            // (a uniform test a store).
+            self.line("const bool tk_obs_on = tk_obs != nullptr;");
+        }
+        for (j, &b) in ir.observed.iter().enumerate() {
+            self.line(&format!("tk_observed tk_obs{} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // what this thread stores to `{}`", j, ir.bufs[b].name));
+        }
         self.block(&ir.body);
         self.indent -= 1;
         self.line("}");
+    }
+
+    /// The thread's observation of `buf`, if the monitor observes it.
+    fn observation(&self, buf: BufId) -> Option<String> {
+        self.ir.observed.iter().position(|b| *b == buf).map(|j| format!("tk_obs{}", j))
     }
 
     /// The shared-window address of barrier `stage` of `bar`.
@@ -301,10 +315,24 @@ impl<'a> Printer<'a> {
                     self.line("}");
                 }
             }
-            KStmt::Store { buf, index, value, .. } => {
-                let l = format!("{}[{}] = {};", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index), self.vexpr(value));
-                self.line(&l);
-            }
+            KStmt::Store { buf, index, value, .. } => match self.observation(*buf) {
+                None => {
+                    let l = format!("{}[{}] = {};", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index), self.vexpr(value));
+                    self.line(&l);
+                }
+                // The value stored, as stored, is what is observed.
+                Some(obs) => {
+                    let l = format!(
+                        "{{ const {} tk_v = {}; {}[{}] = tk_v; if (tk_obs_on) tk_observe({}, tk_v); }}",
+                        self.ir.bufs[*buf].dtype.hip_type(),
+                        self.vexpr(value),
+                        cpp_name(&self.ir.bufs[*buf].name),
+                        self.iexpr(index),
+                        obs
+                    );
+                    self.line(&l);
+                }
+            },
             KStmt::VecLoad { arr, buf, base, width, .. } => {
                 let b = &self.ir.bufs[*buf];
                 let l = format!(
@@ -328,6 +356,10 @@ impl<'a> Printer<'a> {
                     self.local(*arr)
                 );
                 self.line(&l);
+                if let Some(obs) = self.observation(*buf) {
+                    let folds: Vec<String> = (0..*width as i64).map(|e| format!("tk_observe({}, {});", obs, self.array_elem(*arr, &IExpr::c(e)))).collect();
+                    self.line(&format!("if (tk_obs_on) {{ {} }}", folds.join(" ")));
+                }
             }
             KStmt::SharedVecStore { arr, base, width, src } => {
                 let sh = &self.ir.shared[*arr];
@@ -356,6 +388,19 @@ impl<'a> Printer<'a> {
                     let regs: Vec<String> = (0..slots as i64).map(|i| format!("\"+f\"({})", self.array_elem(acc, &IExpr::c(i)))).collect();
                     self.line(&format!("asm volatile(\"\" : {} :: \"memory\");", regs.join(", ")));
                 }
+            }
+            KStmt::ObserveFlush { slot } => {
+                // A null buffer: the monitor is off (the folds cost a few
+                // registers, no memory traffic).
+                self.line("if (tk_obs_on) {");
+                self.indent += 1;
+                let slot = self.iexpr(slot);
+                for j in 0..self.ir.observed.len() as i64 {
+                    let at = j * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS;
+                    self.line(&format!("tk_observe_flush(tk_obs + {} + {} * ({}), tk_obs{});", at, crate::kir::OBSERVE_WORDS, slot, j));
+                }
+                self.indent -= 1;
+                self.line("}");
             }
             KStmt::ProxyFence => self.line("asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");"),
             KStmt::CpAsync { arr, base, buf, src, width, valid, .. } => {

@@ -66,7 +66,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 .map(|m| format!("super::tk_info::TensorMapParam {{ tensor: {}, box_inner: {}, box_outer: {} }}", tensor_position(k, v.bufs[m.buf].tensor), m.box_inner, m.box_outer))
                 .collect();
             format!(
-                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, tensor_maps: &[{}] }}",
+                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, tensor_maps: &[{}], observes: &{} }}",
                 v.name,
                 v.params_text(),
                 v.block,
@@ -77,7 +77,8 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 i,
                 if v.dynamic_shared() { v.shared_bytes() } else { 0 },
                 guard,
-                maps.join(", ")
+                maps.join(", "),
+                observes(k, v)
             )
         })
         .collect();
@@ -92,6 +93,8 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let _ = writeln!(s, "    pub const SCHEDULE_PARAMS: &str = {:?};", ir.params_text());
     let _ = writeln!(s, "    /// Blocks per grid axis (x, y) for these dims (kernel dim order); `max_blocks` caps grid-stride axes.");
     s.push_str(&grid_fn(k, ir, "grid"));
+    let _ = writeln!(s, "    /// Outputs the kernel observes for the contract monitor (positions among the tensor parameters, in the order of their observation words).");
+    let _ = writeln!(s, "    pub const OBSERVES: &[usize] = &{};", observes(k, ir));
     let _ = writeln!(s, "    /// Threads per block.");
     let _ = writeln!(s, "    pub const BLOCK: u32 = {};", ir.block);
     let _ = writeln!(s, "    /// Shared memory per block, in bytes.");
@@ -105,7 +108,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let params: Vec<String> = ir
         .params
         .iter()
-        .filter(|p| !matches!(p, KParam::TensorMap(_)))
+        .filter(|p| !matches!(p, KParam::TensorMap(_) | KParam::Observations))
         .map(|p| match *p {
             KParam::Buffer(b) => format!("super::tk_info::LaunchParam::Tensor({})", tensors.iter().position(|t| *t == ir.bufs[b].tensor).unwrap_or(usize::MAX)),
             KParam::Scalar(x) => {
@@ -113,7 +116,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 format!("super::tk_info::LaunchParam::Scalar({}, {:?})", pos, ir.scalars[x].1.name())
             }
             KParam::Dim(d) => format!("super::tk_info::LaunchParam::Dim({})", k.dims.iter().position(|x| x.name == ir.dims[d]).unwrap_or(usize::MAX)),
-            KParam::TensorMap(_) => unreachable!("filtered above"),
+            KParam::TensorMap(_) | KParam::Observations => unreachable!("filtered above"),
         })
         .collect();
     let sig: Vec<&str> = k.params.iter().map(|p| if matches!(p, Param::Tensor(_)) { "super::tk_info::SigParam::Tensor" } else { "super::tk_info::SigParam::Scalar" }).collect();
@@ -122,6 +125,12 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     let _ = writeln!(s, "    /// The kernel's parameters in the order of its HIP signature.");
     let _ = writeln!(s, "    pub const PARAMS: &[super::tk_info::LaunchParam] = &[{}];", params.join(", "));
     s
+}
+
+/// `KernelIr::observed` as positions among the tensor parameters, a Rust
+/// array.
+fn observes(k: &Kernel, ir: &KernelIr) -> String {
+    format!("{:?}", ir.observed.iter().map(|b| tensor_position(k, ir.bufs[*b].tensor)).collect::<Vec<_>>())
 }
 
 /// Position of tensor `t` among the tensor parameters (signature order).
@@ -164,7 +173,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, fingerprint: FINGERPRINT, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, fingerprint: FINGERPRINT, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET, observes: OBSERVES }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];

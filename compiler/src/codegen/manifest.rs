@@ -96,6 +96,14 @@ pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str,
                 let map = &ir.tensor_maps[m];
                 ParamEntry { name: map.name.clone(), kind: "tensor_map", dtype: ir.bufs[map.buf].dtype.to_string(), shape: vec![map.box_outer.to_string(), map.box_inner.to_string()], role: "input".into() }
             }
+            // The monitor's observation words (or null), after everything else.
+            KParam::Observations => ParamEntry {
+                name: "tk_obs".into(),
+                kind: "observations",
+                dtype: "u32".into(),
+                shape: vec![(ir.observed.len() as i64 * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS).to_string()],
+                role: "output".into(),
+            },
         })
         .collect();
     let flags = ir.target.compile_flags();

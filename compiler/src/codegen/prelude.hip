@@ -33,3 +33,47 @@ template <class T> __device__ __forceinline__ T tk_imax(T a, T b) { return a > b
 // of halves): W * sizeof(T) is a power of two at every use, and the kernels
 // test buffers for the alignment before they take the vector path.
 template <class T, int W> struct alignas(sizeof(T) * W < 16 ? sizeof(T) * W : 16) tk_vec { T v[W]; };
+// The contract monitor's observation of the values a thread stores
+// (KStmt::ObserveFlush): the smallest and largest value (fminf and fmaxf
+// pass over a NaN; infinities are kept and read back as non-finite), and
+// whether a NaN was stored. Two min/max and a compare a value, in
+// registers; printed only where the launch passes observation words.
+struct tk_observed { float lo, hi; unsigned bad; };
+__device__ __forceinline__ void tk_observe(tk_observed& o, float v) {
+    o.lo = fminf(o.lo, v);
+    o.hi = fmaxf(o.hi, v);
+    o.bad |= (v != v) ? 1u : 0u;
+}
+__device__ __forceinline__ void tk_observe(tk_observed& o, tk_f16 v) { tk_observe(o, tk_to_f32(v)); }
+__device__ __forceinline__ void tk_observe(tk_observed& o, tk_bf16 v) { tk_observe(o, tk_to_f32(v)); }
+// An f32's order key: its bits with the sign bit set for a positive value,
+// all bits flipped for a negative one, so that unsigned order is the
+// values' order; no value has key 0 or complemented key 0 but NaNs, so
+// zeroed words mean "nothing stored" and start the merge.
+__device__ __forceinline__ unsigned tk_order_key(float v) {
+    const unsigned b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+// Every lane of the warp (32 lanes; a 64-lane wavefront as two halves)
+// combines the folds, and its first lane merges them into `slot[0..3]`:
+// the largest value's key, the smallest's complemented key, NaNs seen.
+__device__ __forceinline__ void tk_observe_flush(unsigned* slot, tk_observed o) {
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+        o.lo = fminf(o.lo, tk_shfl_xor(o.lo, m));
+        o.hi = fmaxf(o.hi, tk_shfl_xor(o.hi, m));
+        o.bad |= tk_shfl_xor(o.bad, m);
+    }
+    // The words only grow, so a key not above what a read finds (the
+    // value then, or an older smaller one) changes nothing: the merge is
+    // skipped, and after the first warps most are (a slot takes the
+    // atomics of thousands of warps in a large launch, one at a time).
+    if ((threadIdx.x & 31u) == 0u) {
+        if (o.lo <= o.hi) {
+            const unsigned hi = tk_order_key(o.hi), lo = ~tk_order_key(o.lo);
+            if (hi > *(volatile unsigned*)slot) atomicMax(slot, hi);
+            if (lo > *(volatile unsigned*)(slot + 1)) atomicMax(slot + 1, lo);
+        }
+        if (o.bad != 0u) atomicAdd(slot + 2, 1u);
+    }
+}

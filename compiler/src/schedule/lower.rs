@@ -88,6 +88,7 @@ impl<'k> Builder<'k> {
             accesses: Vec::new(),
             reduction_order: BTreeMap::new(),
             coverage: Vec::new(),
+            observed: Vec::new(),
             reduction_loops: Vec::new(),
             mbarriers: Vec::new(),
             tensor_maps: Vec::new(),
@@ -95,7 +96,10 @@ impl<'k> Builder<'k> {
         Builder { k, ir, buf_of, row_var: None, closing_barrier: true }
     }
 
-    pub fn finish(self) -> KernelIr {
+    /// The kernel, its outputs observed for the contract monitor (see
+    /// `observe`): every schedule's kernel ends here.
+    pub fn finish(mut self) -> KernelIr {
+        super::observe::instrument(&mut self.ir);
         self.ir
     }
 

@@ -11,6 +11,7 @@
 
 mod contraction;
 mod lower;
+mod observe;
 mod pointwise;
 mod producer_ring;
 mod row;

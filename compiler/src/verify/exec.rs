@@ -50,6 +50,9 @@ pub struct LoopInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Target {
     Global(BufId),
+    /// The monitor's observation words (`KParam::Observations`), merged
+    /// atomically.
+    Observations,
     Shared(SharedId),
     Array(LocalId, u32),
 }
@@ -935,6 +938,22 @@ impl<'a> Exec<'a> {
             }
             KStmt::WgmmaFence | KStmt::WgmmaWait { .. } => self.warp_collective(128),
             KStmt::ProxyFence => self.warp_collective(32),
+            KStmt::ObserveFlush { slot } => {
+                // Every lane combines (a warp-collective shuffle); the
+                // first lane merges each observed output's three words.
+                self.collective(32, "warp reduction of the monitor's observation");
+                let slot = self.iterm(slot);
+                let saved = (self.path.len(), self.cover_path.len());
+                let first_lane = Term::var(TID).rem(Term::c(32)).eq(Term::c(0));
+                self.path.push(first_lane.clone());
+                self.cover_path.push(first_lane);
+                for j in 0..self.ir.observed.len() as i64 {
+                    let at = Term::c(j * OBSERVE_SLOTS * OBSERVE_WORDS).add(slot.clone().mul(Term::c(OBSERVE_WORDS)));
+                    self.record(Target::Observations, true, at, OBSERVE_WORDS as u32, None, None);
+                }
+                self.path.truncate(saved.0);
+                self.cover_path.truncate(saved.1);
+            }
             KStmt::CpAsync { arr, base, buf, src, axes, width, valid, access } => {
                 // The global read happens only where `valid` holds; the
                 // shared write (the data or zeros) always, in flight.
@@ -1054,10 +1073,16 @@ impl<'a> Exec<'a> {
     /// A warp-collective instruction: every lane must reach it (asked as
     /// of a barrier: every thread of the block, which is stronger).
     fn warp_collective(&mut self, group: u32) {
+        self.collective(group, "matrix-unit instruction");
+    }
+
+    /// An instruction every thread of a group of `group` consecutive
+    /// threads must reach together (`what`).
+    fn collective(&mut self, group: u32, what: &'static str) {
         let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
         let conds: Option<Vec<Formula>> = self.cond_stack.iter().filter(|(u, ..)| !u).map(|(_, _, f)| f.clone()).collect();
         let group = conds.filter(|c| !c.is_empty()).map(|c| (group, c, self.path.clone()));
-        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction", group });
+        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what, group });
     }
 
     /// A read of register array `arr`: the thread-only conditions it is

@@ -268,6 +268,26 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     all.push(Mutant { operator, description: format!("{}: {} is removed", ir.name, what), ir: m });
                 }
             }
+            // The monitor's observation: a warp merging past its output's
+            // slots (into the next output's, or past the buffer), and the
+            // merge run by half of each warp only (its shuffles then wait
+            // for lanes that never come).
+            KStmt::ObserveFlush { .. } => {
+                mutate_at(&mut all, ir, "observation past its slots", "the warps merge one slot array further".into(), &|s| match s {
+                    KStmt::ObserveFlush { slot } => {
+                        *slot = slot.clone().add(IExpr::c(OBSERVE_SLOTS));
+                        true
+                    }
+                    _ => false,
+                }, site);
+                let mut m = ir.clone();
+                if let Some((l, i)) = parent(&mut m.body, site) {
+                    let flush = l.remove(i);
+                    let half = Cond::Lt(IExpr::Tid.rem(IExpr::c(32)), IExpr::c(16));
+                    l.insert(i, KStmt::If { cond: half, then: vec![flush], els: vec![] });
+                    all.push(Mutant { operator: "divergent observation merge", description: format!("{}: only half of each warp runs the observation's merge", ir.name), ir: m });
+                }
+            }
             // Asynchronous copies: a wait deleted, a wait that lets one
             // more group in flight, a wait moved past the barrier after
             // it, a commit deleted, a copy's predicate dropped.

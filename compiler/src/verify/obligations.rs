@@ -167,6 +167,7 @@ impl<'a> Gen<'a> {
                     Target::Shared(s) => format!("{} of shared `{}`", if a.write { "write" } else { "read" }, self.exec.ir.shared[*s].name),
                     Target::Array(l, _) => format!("{} of register array `{}`", if a.write { "write" } else { "read" }, self.exec.ir.locals[*l].name),
                     Target::Global(b) => format!("access of `{}`", self.exec.ir.bufs[*b].name),
+                    Target::Observations => "merge into the monitor's observation of the outputs".to_string(),
                 },
             ),
         }
@@ -238,6 +239,10 @@ impl<'a> Gen<'a> {
                 Target::Global(b) => (self.exec.index_len(*b), format!("the {} elements of `{}`", self.exec.k.tensors[self.exec.ir.bufs[*b].tensor].shape.iter().map(|d| self.exec.k.dim_name(*d)).collect::<Vec<_>>().join("*"), self.exec.ir.bufs[*b].name)),
                 Target::Shared(s) => (Term::c(self.exec.ir.shared[*s].len as i64), format!("shared `{}[{}]`", self.exec.ir.shared[*s].name, self.exec.ir.shared[*s].len)),
                 Target::Array(l, n) => (Term::c(*n as i64), format!("register array `{}[{}]`", self.exec.ir.locals[*l].name, n)),
+                Target::Observations => {
+                    let words = self.exec.ir.observed.len() as i64 * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS;
+                    (Term::c(words), format!("the {} observation words the launch passes", words))
+                }
             };
             let w = a.width as i64;
             let mut goal = vec![Term::c(0).le(a.index.clone()), a.index.clone().add(Term::c(w)).le(len)];

@@ -264,7 +264,7 @@ impl Pass<'_> {
                     self.touch(*arr, st);
                 }
             }
-            KStmt::LetInt { .. } => {}
+            KStmt::LetInt { .. } | KStmt::ObserveFlush { .. } => {}
             KStmt::CpAsync { .. } => st.open = true,
             KStmt::CpAsyncCommit => {
                 st.pending = st.pending.map(|n| n + 1).filter(|n| *n <= MANY_GROUPS);

@@ -300,14 +300,16 @@ impl CudaBackend {
         }
     }
 
-    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        self.launch_on(&self.stream, k, bound, args)
+    /// `observe`: the device address of the launch's observation words
+    /// for the contract monitor (0: none; see `monitor::observe`).
+    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
+        self.launch_chosen(&self.stream, k, bound, args, self.chosen(k, &bound.dims), observe)
     }
 
     /// Launch one of the contract monitor's probes on the probe stream
     /// (after [`fork_probes`](Self::fork_probes)).
     pub(crate) fn launch_probe(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        self.launch_on(&self.probes, k, bound, args)
+        self.launch_chosen(&self.probes, k, bound, args, self.chosen(k, &bound.dims), 0)
     }
 
     /// The probe stream waits for everything queued on the step's stream
@@ -336,10 +338,6 @@ impl CudaBackend {
     /// The tuning table of this GPU and driver.
     pub fn tuned(&self) -> &Tuned {
         &self.tuned
-    }
-
-    fn launch_on(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-        self.launch_chosen(stream, k, bound, args, self.chosen(k, &bound.dims))
     }
 
     /// Time every candidate of `k` that this launch admits (median of
@@ -384,7 +382,7 @@ impl CudaBackend {
             for i in 0..reps + 2 {
                 restore()?;
                 start.record(&self.stream).map_err(device_err("cuEventRecord"))?;
-                self.launch_chosen(&self.stream, k, bound, args, *c)?;
+                self.launch_chosen(&self.stream, k, bound, args, *c, 0)?;
                 end.record(&self.stream).map_err(device_err("cuEventRecord"))?;
                 end.synchronize().map_err(device_err("cuEventSynchronize"))?;
                 if i >= 2 {
@@ -401,7 +399,7 @@ impl CudaBackend {
         Ok(outcome)
     }
 
-    fn launch_chosen(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg], chosen: Chosen) -> Result<()> {
+    fn launch_chosen(&self, stream: &CudaStream, k: &KernelDef, bound: &Bound, args: &mut [Arg], chosen: Chosen, observe: u64) -> Result<()> {
         let f = self.function(&chosen)?;
         let ptrs: Vec<u64> = args
             .iter()
@@ -415,6 +413,9 @@ impl CudaBackend {
         for m in chosen.tensor_maps {
             let t = args.iter().filter_map(|a| a.tensor()).nth(m.tensor).ok_or_else(|| Error::Argument { kernel: chosen.name.into(), message: format!("no tensor parameter {} for its tensor map", m.tensor) })?;
             values.push(ArgValue::TensorMap(tensor_map(chosen.name, t, ptrs[m.tensor], m)?));
+        }
+        if !chosen.observes.is_empty() {
+            values.push(ArgValue::Ptr(observe));
         }
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
         let [gx, gy] = (chosen.grid)(&bound.dims, self.max_blocks(k));

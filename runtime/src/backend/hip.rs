@@ -227,7 +227,9 @@ impl HipBackend {
         Ok(f)
     }
 
-    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
+    /// `observe`: the launch's observation words (0: none; see
+    /// `monitor::observe`).
+    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
         let chosen = k.choose(&bound.dims);
         if !chosen.tensor_maps.is_empty() {
             // Bulk tensor copies are NVIDIA's (sm_90); no HIP target
@@ -244,6 +246,9 @@ impl HipBackend {
             })
             .collect();
         let mut values = launch_values(k, chosen.index_bits, bound, |i| ptrs[i]);
+        if !chosen.observes.is_empty() {
+            values.push(crate::backend::bytes::ArgValue::Ptr(observe));
+        }
         let mut raw: Vec<Ptr> = values.iter_mut().map(|v| v.as_ptr()).collect();
         // Grid-stride axes: a generous fixed cap (CU counts are not queried).
         let [gx, gy] = (chosen.grid)(&bound.dims, 1 << 16);

@@ -15,7 +15,7 @@
 //! Captured steps start and end with no facts, and so does each replay:
 //! a graph's launches do not pass through the monitor when replayed.
 
-use super::probe::RangeSlots;
+use super::probe::{ObservedSlots, RangeSlots};
 use std::sync::Mutex;
 
 /// Bytes `start..start + bytes` of device `device`'s memory.
@@ -43,6 +43,16 @@ impl MemSpan {
 pub(super) enum Known {
     /// A probe queued in this step measures it into these slots.
     Measured(RangeSlots),
+    /// The kernel that wrote it in this step observed every value it
+    /// stored into these observation words (see `monitor::observe`).
+    Observed(ObservedSlots),
+    /// An observation read back when its step was: every value is in
+    /// `[lo, hi]` (measured, so it depends on no launch's verdict).
+    Seen { lo: f64, hi: f64 },
+    /// (Only as an answer of [`lookup`], never kept.) Observations of
+    /// pieces that together are the span asked for, end to end: the
+    /// packed gradient, each layer's piece written by its own kernel.
+    Pieces { observed: Vec<ObservedSlots>, seen: Option<(f64, f64)> },
     /// A kernel whose `ensures` is proved wrote it: every value is in
     /// `[lo, hi]` if the launch `producer` (an index into the launches
     /// waiting for their verdict) is covered; `None`: it was.
@@ -81,10 +91,40 @@ pub(super) fn lookup(span: MemSpan, dtype: &'static str, elem: usize) -> Option<
                 let a = (span.start - s.start) as usize / elem;
                 Some(Known::Measured(at.within(s.bytes / elem, a, a + span.bytes / elem)))
             }
+            // The whole output's range holds every view inside it (a wider
+            // range: a larger bound, never a launch covered that is not).
+            Known::Observed(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Observed(at.clone())),
+            Known::Seen { lo, hi } if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Seen { lo: *lo, hi: *hi }),
             _ => None,
         })
+        .or_else(|| pieces(k, span, dtype))
     })
     .flatten()
+}
+
+/// The observations (in this step, or read back) of pieces that are
+/// `span` end to end, read as `dtype`: a range for all of it.
+fn pieces(k: &[(MemSpan, &'static str, Known)], span: MemSpan, dtype: &'static str) -> Option<Known> {
+    let mut inside: Vec<&(MemSpan, &'static str, Known)> =
+        k.iter().filter(|(s, d, f)| *d == dtype && s.bytes > 0 && span.holds(s, 1) && matches!(f, Known::Observed(_) | Known::Seen { .. })).collect();
+    if inside.len() < 2 {
+        return None;
+    }
+    inside.sort_by_key(|(s, _, _)| s.start);
+    let mut next = span.start;
+    let (mut observed, mut seen): (Vec<ObservedSlots>, Option<(f64, f64)>) = (Vec::new(), None);
+    for (s, _, f) in inside {
+        if s.start != next {
+            return None;
+        }
+        next = s.start + s.bytes as u64;
+        match f {
+            Known::Observed(at) => observed.push(at.clone()),
+            Known::Seen { lo, hi } => seen = Some(seen.map_or((*lo, *hi), |(a, b)| (a.min(*lo), b.max(*hi)))),
+            _ => unreachable!("filtered above"),
+        }
+    }
+    (next == span.start + span.bytes as u64).then_some(Known::Pieces { observed, seen })
 }
 
 /// Record a fact about `span` (replacing what overlapped it).
@@ -97,11 +137,23 @@ pub(super) fn remember(span: MemSpan, dtype: &'static str, fact: Known) {
 
 /// The launches waiting for a verdict were judged (`covered(i)` for the
 /// i-th): facts whose producer was covered hold from now on, the others
-/// are dropped, and so are the measurements (their slots are reused).
-pub(super) fn settled(covered: impl Fn(usize) -> bool) {
+/// are dropped, and so are the measurements (their slots are reused). An
+/// observation read back (`observed(at)`: its range, `None` where it saw
+/// a non-finite value or nothing) holds on as that range, until the
+/// tensor is written again.
+pub(super) fn settled(covered: impl Fn(usize) -> bool, observed: impl Fn(&ObservedSlots) -> Option<(f64, f64)>) {
     with(|k| {
         k.retain_mut(|(_, _, f)| match f {
             Known::Measured(_) => false,
+            Known::Observed(at) => match observed(at) {
+                Some((lo, hi)) => {
+                    *f = Known::Seen { lo, hi };
+                    true
+                }
+                None => false,
+            },
+            Known::Seen { .. } => true,
+            Known::Pieces { .. } => false,
             Known::Proved { producer, .. } => match *producer {
                 Some(i) if !covered(i) => false,
                 _ => {
@@ -132,10 +184,10 @@ mod tests {
         forget(Some(MemSpan { device: 0, start: 1096, bytes: 8 }));
         assert!(lookup(a, "f32", 4).is_none(), "an overlapping write");
         remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
-        settled(|i| i != 3);
+        settled(|i| i != 3, |_| None);
         assert!(lookup(a, "f32", 4).is_none(), "the producer was not covered");
         remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
-        settled(|i| i == 3);
+        settled(|i| i == 3, |_| None);
         assert!(matches!(lookup(a, "f32", 4), Some(Known::Proved { producer: None, .. })), "a covered producer's fact lasts");
         forget_all();
         // A measurement answers for views inside it, at whole elements,
@@ -149,6 +201,28 @@ mod tests {
         assert!(lookup(MemSpan { device: 1, ..inside }, "f32", 4).is_none(), "another device");
         remember(a, "f32", fact());
         assert!(lookup(inside, "f32", 4).is_none(), "a proved range holds for the span its producer wrote");
+        forget_all();
+    }
+
+    #[test]
+    fn pieces_observed_end_to_end_answer_for_the_whole() {
+        forget_all();
+        let whole = MemSpan { device: 0, start: 4096, bytes: 300 };
+        let piece = |start: u64, bytes: usize| MemSpan { device: 0, start, bytes };
+        remember(piece(4096, 100), "f16", Known::Observed(ObservedSlots { at: 0 }));
+        remember(piece(4196, 100), "f16", Known::Seen { lo: -2.0, hi: 1.0 });
+        assert!(lookup(whole, "f16", 2).is_none(), "a gap at the end");
+        remember(piece(4296, 100), "f16", Known::Observed(ObservedSlots { at: 192 }));
+        match lookup(whole, "f16", 2) {
+            Some(Known::Pieces { observed, seen }) => {
+                assert_eq!(observed, vec![ObservedSlots { at: 0 }, ObservedSlots { at: 192 }]);
+                assert_eq!(seen, Some((-2.0, 1.0)));
+            }
+            other => panic!("{:?}", other),
+        }
+        assert!(lookup(whole, "f32", 4).is_none(), "read as another dtype");
+        forget(Some(piece(4200, 2)));
+        assert!(lookup(whole, "f16", 2).is_none(), "a piece written since");
         forget_all();
     }
 }

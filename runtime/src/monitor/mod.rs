@@ -58,6 +58,19 @@ pub fn measure(dev: &crate::Device, t: &crate::Tensor) -> Result<()> {
     probe::measure(dev, t)
 }
 
+/// The range the monitor knows `t` to hold from the observation of the
+/// kernel that wrote it, read back with its step (after a settle, e.g.
+/// `Device::synchronize`); `None` where it knows none (not written by an
+/// observing kernel since, not read back yet, or a non-finite value seen).
+/// For checks that observations agree with the data (gpucheck).
+pub fn seen_range(t: &crate::Tensor) -> Option<(f64, f64)> {
+    let span = t.device_span()?;
+    match known::lookup(span, t.dtype().name(), t.dtype().size_bytes())? {
+        known::Known::Seen { lo, hi } => Some((lo, hi)),
+        _ => None,
+    }
+}
+
 /// Forget everything (a capture begins or ends, a graph is replayed, the
 /// mode changes); the step waits for every probe first.
 pub fn forget_all() {
@@ -281,10 +294,29 @@ pub(crate) fn needed(info: &KernelInfo) -> Vec<bool> {
     info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect()
 }
 
+/// What the monitor hands a launch: where its kernel observes its
+/// outputs, and what its outputs may be known by afterwards.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ticket {
+    pub(crate) standing: Standing,
+    /// The launch's observation words (see `probe::Observe`), if any.
+    observe: Option<probe::Observe>,
+}
+
+impl Ticket {
+    fn of(standing: Standing) -> Ticket {
+        Ticket { standing, observe: None }
+    }
+    /// The device address the kernel merges its observation into (0: none).
+    pub(crate) fn observe_address(&self) -> u64 {
+        self.observe.map_or(0, |o| o.address)
+    }
+}
+
 /// What a launch's outputs may be known by (see `known`): the launch's
 /// own standing when its outputs' `ensures` are recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ticket {
+pub(crate) enum Standing {
     /// Not monitored, unmeasured or outside its bounds: nothing follows.
     Nothing,
     /// Judged covered before it ran (its inputs were on the host).
@@ -299,7 +331,7 @@ pub(crate) enum Ticket {
 /// and judged when the step is read back ([`settle`]).
 pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, args: &[Arg]) -> Result<Ticket> {
     if mode() == Mode::Off {
-        return Ok(Ticket::Nothing);
+        return Ok(Ticket::of(Standing::Nothing));
     }
     let info = k.info;
     let hosts: Vec<Option<&Buf>> = args.iter().filter_map(|a| a.tensor()).map(|t| t.host_buf()).collect();
@@ -310,14 +342,14 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
         let verdict = judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref());
         let covered = verdict.outside.is_none();
         count(k, Some(verdict))?;
-        return Ok(if covered { Ticket::Covered } else { Ticket::Nothing });
+        return Ok(Ticket::of(if covered { Standing::Covered } else { Standing::Nothing }));
     }
     let queued = probe::queue(dev, k, bound, args, &needed)?;
     // The launch may write what a probe still reads (an inout measured for
     // it, an input of an earlier launch): the step waits for them first.
     probe::join_before_write(written(k, args).filter_map(|(_, t)| t.device_span()));
     match queued {
-        probe::Queued::At(i) => Ok(Ticket::Pending(i)),
+        probe::Queued::At { index, observe } => Ok(Ticket { standing: Standing::Pending(index), observe }),
         // Not measurable here (a device without views, a dtype no probe
         // reads, no room while capturing): unmeasured, never covered.
         probe::Queued::Unmeasured(why) => {
@@ -325,25 +357,34 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
                 cov.entry(k.info.name).or_default().why_unmeasured.get_or_insert(why);
             }
             count(k, None)?;
-            Ok(Ticket::Nothing)
+            Ok(Ticket::of(Standing::Nothing))
         }
     }
 }
 
 /// The monitor's step after a launch: what was known of its outputs'
-/// memory is gone, and an output with a proved `ensures` is known to lie
-/// in its range (if the launch is covered).
+/// memory is gone; an output with a proved `ensures` is known to lie in
+/// its range (if the launch is covered), and an output the kernel
+/// observed is known by its observation (whatever the launch's verdict:
+/// it is a measurement).
 pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
-    for (param, a) in written(k, args) {
+    let tensors = args.iter().filter_map(|a| a.tensor());
+    for (position, (param, a)) in k.info.tensors.iter().zip(tensors).enumerate().filter(|(_, (p, _))| p.role != "input") {
         let Some(span) = a.device_span() else { continue };
         known::forget(Some(span));
-        let producer = match ticket {
-            Ticket::Nothing => continue,
-            Ticket::Covered => None,
-            Ticket::Pending(i) => Some(i),
+        let producer = match ticket.standing {
+            Standing::Nothing => None,
+            Standing::Covered => Some(None),
+            Standing::Pending(i) => Some(Some(i)),
         };
-        if let Some((_, lo, hi)) = k.info.ensures.iter().find(|e| e.0 == param.name) {
-            known::remember(span, a.dtype().name(), known::Known::Proved { lo: *lo, hi: *hi, producer, kernel: k.info.name });
+        let ensures = k.info.ensures.iter().find(|e| e.0 == param.name);
+        let observed = ticket.observe.and_then(|o| k.observes.iter().position(|p| *p == position).map(|j| o.slots(j)));
+        // An observation first: measured, it is tighter than the proved
+        // range and holds whatever the launch's verdict.
+        match (observed, producer, ensures) {
+            (Some(at), _, _) => known::remember(span, a.dtype().name(), known::Known::Observed(at)),
+            (None, Some(producer), Some((_, lo, hi))) => known::remember(span, a.dtype().name(), known::Known::Proved { lo: *lo, hi: *hi, producer, kernel: k.info.name }),
+            _ => {}
         }
     }
 }

@@ -30,6 +30,7 @@ use super::judge::{Judge, Verdict};
 use super::count_all;
 use crate::kernels::probe::{probe_range_bf16, probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
 use crate::launch::{launch_probe, Arg, Bound, KernelDef};
+use crate::abi::tk_info::{OBSERVE_SLOTS, OBSERVE_WORDS};
 use crate::abi::tk_rt::Buf;
 use crate::{DType, Device, Error, Result, Tensor};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -39,7 +40,7 @@ use std::sync::Mutex;
 /// in the middle (or, while captured, its remaining launches go
 /// unmeasured).
 const F64_SLOTS: usize = 1 << 18;
-const I32_SLOTS: usize = 1 << 17;
+const I32_SLOTS: usize = 1 << 18;
 
 /// Where one input's range lands: `rows` minima from f64 slot `lo`,
 /// maxima from `hi`, non-finite counts from i32 slot `bad`.
@@ -87,6 +88,38 @@ struct RelationSlots {
     rows: usize,
 }
 
+/// Where a launch's observation of one output lands: `OBSERVE_SLOTS`
+/// slots of `OBSERVE_WORDS` words from i32 slot `at` (see
+/// `monitor::observe`), zero before the launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ObservedSlots {
+    pub(super) at: usize,
+}
+
+/// Words of one observed output.
+const OBSERVED_WORDS: usize = OBSERVE_SLOTS * OBSERVE_WORDS;
+
+/// The range an observation read back saw: `None` where it saw a
+/// non-finite value, or nothing (a kernel that did not observe: never
+/// taken for a range).
+pub(super) fn observed_range(i32s: &[i32], o: &ObservedSlots) -> Option<(f64, f64)> {
+    let (mut hi, mut lo, mut bad) = (0u32, 0u32, 0u32);
+    for w in i32s[o.at..o.at + OBSERVED_WORDS].chunks_exact(OBSERVE_WORDS) {
+        hi = hi.max(w[0] as u32);
+        lo = lo.max(w[1] as u32);
+        bad |= w[2] as u32;
+    }
+    if bad != 0 || hi == 0 || lo == 0 {
+        return None;
+    }
+    // A key's sign bit is set for a positive value (its bits follow), else
+    // every bit is the value's flipped; the smallest's key is complemented.
+    let value = |key: u32| f32::from_bits(if key & 0x8000_0000 != 0 { key & 0x7fff_ffff } else { !key }) as f64;
+    let (lo, hi) = (value(!lo), value(hi));
+    // An infinity stored is kept by the folds: non-finite, like a NaN.
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+}
+
 /// Where a launch finds one input's range.
 #[derive(Clone, Debug)]
 enum RangeSource {
@@ -97,6 +130,14 @@ enum RangeSource {
     /// if that launch (`producer`, an earlier pending launch; `None`: one
     /// already judged) was covered.
     Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
+    /// Observed by the kernel that wrote it, in this step.
+    Observed(ObservedSlots),
+    /// Observed by the kernel that wrote it, read back with an earlier
+    /// step.
+    Seen { lo: f64, hi: f64 },
+    /// Pieces end to end, each observed by the kernel that wrote it (in
+    /// this step, or read back: `seen`).
+    Pieces { observed: Vec<ObservedSlots>, seen: Option<(f64, f64)> },
 }
 
 /// A launch whose probes are queued: judged once its slots are read.
@@ -196,6 +237,9 @@ struct State {
     beside: Option<Beside>,
     /// A failed wait for the probes, reported at the next [`settle`].
     join_failed: Option<Error>,
+    /// Observation words were handed out since the slots were last
+    /// cleared: the next [`settle`] reads and clears them.
+    observing: bool,
 }
 
 /// Probes queued beside a captured step and not yet waited for: their
@@ -206,7 +250,7 @@ struct Beside {
     reads: Vec<Tensor>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State { slots: None, f64_used: 0, i32_used: 0, pending: Vec::new(), captured: Vec::new(), beside: None, join_failed: None });
+static STATE: Mutex<State> = Mutex::new(State { slots: None, f64_used: 0, i32_used: 0, pending: Vec::new(), captured: Vec::new(), beside: None, join_failed: None, observing: false });
 
 /// The step waits for the probes running beside it, then lets go of what
 /// they read.
@@ -314,11 +358,34 @@ fn range_kernel(dtype: DType) -> Option<&'static KernelDef> {
 /// What [`queue`] did with a launch.
 pub(super) enum Queued {
     /// Its probes are queued; it is judged at [`settle`] as the launch at
-    /// this index of those waiting (of the step being captured, while one
-    /// is).
-    At(usize),
+    /// `index` of those waiting (of the step being captured, while one
+    /// is). `observe`: where its kernel observes its outputs, if it does.
+    At { index: usize, observe: Option<Observe> },
     /// Its inputs cannot be measured here (it counts as unmeasured).
     Unmeasured(String),
+}
+
+/// Do kernels observe their outputs for the monitor? Yes unless
+/// `TOKITAI_OBSERVE=off`: an ablation switch, so that a benchmark can time
+/// the monitor probing every input instead, on one build. Read once.
+fn observing_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TOKITAI_OBSERVE").map_or(true, |v| v != "off"))
+}
+
+/// A launch's observation words: their device address, and where the
+/// first output's lie among the i32 slots (the next outputs' follow).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Observe {
+    pub(crate) address: u64,
+    first: usize,
+}
+
+impl Observe {
+    /// The slots of the `j`-th output the launch observes.
+    pub(super) fn slots(&self, j: usize) -> ObservedSlots {
+        ObservedSlots { at: self.first + j * OBSERVED_WORDS }
+    }
 }
 
 /// Queue the probes of a launch on `dev` whose inputs are on the device,
@@ -360,10 +427,18 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         want_i32 += rows(tt.len());
         relations.push((kernel, tt, st, *factor as f32));
     }
+    // Not in a captured step: its probes run beside it, off the critical
+    // path, while each observing kernel's merge lengthens its own tail
+    // (H100, dense graphs: nano +32% against +24% probing everything,
+    // tiny +17.5% against +16%); its parameters are probed anyway (each
+    // replay starts with no facts). Eager steps gain (tiny sparse +23%
+    // against +29%).
+    let capturing = Device::capturing();
+    let observed_words = if observing_on() && !capturing { k.observes.len() * OBSERVED_WORDS } else { 0 };
+    want_i32 += observed_words;
     if want_f64 > F64_SLOTS || want_i32 > I32_SLOTS {
         return Ok(Queued::Unmeasured(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
     }
-    let capturing = Device::capturing();
     let Some(mut st) = state_with_slots(dev, capturing)? else {
         return Ok(Queued::Unmeasured("the probe slots cannot be allocated while a step is captured".into()));
     };
@@ -378,15 +453,25 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         return queue(dev, k, bound, args, needed);
     }
     let st = &mut *st;
+    let slots = st.slots.as_ref().expect("allocated above");
+    // The observation words first (zero since the last settle cleared them).
+    let observe = if observed_words > 0 {
+        let first = st.i32_used;
+        st.i32_used += observed_words;
+        st.observing = true;
+        let address = slots.i32s.view(first, &[observed_words])?.device_span().map(|s| s.start);
+        address.map(|address| Observe { address, first })
+    } else {
+        None
+    };
     // A captured step's probes run beside it; they read the inputs as this
     // launch will: after everything queued on the step's stream so far.
     let beside = capturing;
-    if beside && want_f64 + want_i32 > 0 {
+    if beside && want_f64 + want_i32 > observed_words {
         dev.fork_probes()?;
     }
     // What the probes read (views), held while they may run beside.
     let mut reads = Vec::new();
-    let slots = st.slots.as_ref().expect("allocated above");
     let mut ranges = Vec::new();
     for ((t, n), fact) in tensors.iter().zip(needed).zip(known) {
         if !*n {
@@ -400,6 +485,18 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             }
             Some(Known::Proved { lo, hi, producer, kernel }) => {
                 ranges.push(Some(RangeSource::Proved { lo, hi, producer, kernel }));
+                continue;
+            }
+            Some(Known::Observed(at)) => {
+                ranges.push(Some(RangeSource::Observed(at)));
+                continue;
+            }
+            Some(Known::Seen { lo, hi }) => {
+                ranges.push(Some(RangeSource::Seen { lo, hi }));
+                continue;
+            }
+            Some(Known::Pieces { observed, seen }) => {
+                ranges.push(Some(RangeSource::Pieces { observed, seen }));
                 continue;
             }
             None => {}
@@ -437,7 +534,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     let p = Pending { kernel: *k, judge: Judge::of(k.info), bound: bound.clone(), ranges, relations: relation_slots };
     let list = if capturing { &mut st.captured } else { &mut st.pending };
     list.push(p);
-    Ok(Queued::At(list.len() - 1))
+    Ok(Queued::At { index: list.len() - 1, observe })
 }
 
 /// Queue the range probe of `t` into the next free slots (`used`: the
@@ -516,6 +613,10 @@ pub fn replay(plan: &ProbePlan, launch: impl FnOnce() -> Result<()>) -> Result<(
     st.pending.extend(plan.launches.iter().cloned());
     st.f64_used = st.f64_used.max(plan.f64_end);
     st.i32_used = st.i32_used.max(plan.i32_end);
+    // The replay's kernels merged into its observation words: cleared
+    // once read, or the next launches (another replay, or eager ones laid
+    // out otherwise) would merge into what it left.
+    st.observing = true;
     Ok(())
 }
 
@@ -529,7 +630,7 @@ pub fn settle() -> Result<()> {
 /// [`settle`], reading `tensors` back in the same wait (a training step's
 /// metrics): their host buffers, in order.
 pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
-    let (pending, mut values) = {
+    let pending = {
         let mut st = state()?;
         // The slots are read on the step's stream: after the probes.
         join(&mut st)?;
@@ -538,7 +639,7 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
         }
         let pending = std::mem::take(&mut st.pending);
         let mut read = tensors.to_vec();
-        let slot_views = match (&st.slots, pending.is_empty()) {
+        let slot_views = match (&st.slots, pending.is_empty() && !st.observing) {
             (Some(slots), false) => Some((slots.f64s.view(0, &[st.f64_used.max(1)])?, slots.i32s.view(0, &[st.i32_used.max(1)])?)),
             _ => None,
         };
@@ -548,15 +649,26 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
         let start = std::time::Instant::now();
         let values = Tensor::read_all(&read);
         SETTLE_NANOS[0].fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        // Observation words merge into what they hold: cleared for the
+        // next launches (or replay) once read. (Probe slots are written
+        // whole; clearing them too costs nothing more.)
+        let clear = match (&st.slots, st.observing) {
+            (Some(slots), true) => Some(slots.i32s.view(0, &[st.i32_used.max(1)])?),
+            _ => None,
+        };
+        st.observing = false;
         // The slots are free again unless a captured graph still writes them.
         if st.captured.is_empty() {
             st.f64_used = 0;
             st.i32_used = 0;
         }
-        // (Launches are pending only once the slots exist.)
-        (if slot_views.is_some() { pending } else { Vec::new() }, values?)
+        (pending, values?, clear)
     };
-    if pending.is_empty() {
+    let (pending, mut values, clear) = (pending.0, pending.1, pending.2);
+    if let Some(mut words) = clear {
+        words.fill_zero()?;
+    }
+    if pending.is_empty() && values.len() == tensors.len() {
         return Ok(values);
     }
     let start = std::time::Instant::now();
@@ -577,7 +689,7 @@ fn judge_all(pending: &[Pending], f64s: &[f64], i32s: &[i32]) -> Result<()> {
     let covered: Vec<bool> = verdicts.iter().map(|v| v.outside.is_none()).collect();
     let verdicts = pending.iter().zip(verdicts).map(|(p, v)| (&p.kernel, Some(v)));
     let counted = count_all(verdicts);
-    known::settled(|i| covered.get(i).copied().unwrap_or(false));
+    known::settled(|i| covered.get(i).copied().unwrap_or(false), |o| observed_range(i32s, o));
     counted.map_err(|e| match e {
         Error::Contract { kernel, message } => Error::Contract { kernel, message: format!("{} (measured on the device before the launch, found when its step was read back)", message) },
         other => other,
@@ -623,7 +735,9 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[i32], ranges: &mut Vec<Optio
                 }
                 (smallest(&f64s[r.lo..r.lo + r.rows]), largest(&f64s[r.hi..r.hi + r.rows]))
             }
-            RangeSource::Proved { lo, hi, .. } => (*lo, *hi),
+            RangeSource::Proved { lo, hi, .. } | RangeSource::Seen { lo, hi } => (*lo, *hi),
+            RangeSource::Observed(o) => observed_range(i32s, o).unwrap_or((f64::NAN, f64::NAN)),
+            RangeSource::Pieces { observed, seen } => observed.iter().try_fold(seen.unwrap_or((f64::INFINITY, f64::NEG_INFINITY)), |(lo, hi), o| observed_range(i32s, o).map(|(a, b)| (lo.min(a), hi.max(b)))).unwrap_or((f64::NAN, f64::NAN)),
         })
     }));
     let broken = p.kernel.info.relations.iter().zip(&p.relations).find_map(|((_, _, _, text), r)| {
@@ -758,6 +872,49 @@ mod tests {
         let nonfinite = verdicts_of(&bad, &f64s, &[0, 0, 0, 3]);
         assert!(nonfinite[0].outside.as_deref().is_some_and(|m| m.contains("NaN")), "a non-finite count makes the range NaN: {:?}", nonfinite[0]);
         assert!(nonfinite[1].outside.is_some());
+    }
+
+    /// The words a kernel's observation leaves for `values`, spread over
+    /// the slots as warps would merge them (prelude.hip: `tk_observe`,
+    /// `tk_observe_flush`: NaNs counted, other values, infinities too,
+    /// merged by key), from word `at` of `words`.
+    fn observe_on_host(values: &[f32], words: &mut [i32], at: usize) {
+        let key = |v: f32| {
+            let b = v.to_bits();
+            if b & 0x8000_0000 != 0 { !b } else { b | 0x8000_0000 }
+        };
+        for (i, &v) in values.iter().enumerate() {
+            let slot = at + (i * 7 % OBSERVE_SLOTS) * OBSERVE_WORDS;
+            if v.is_nan() {
+                words[slot + 2] += 1;
+            } else {
+                words[slot] = (words[slot] as u32).max(key(v)) as i32;
+                words[slot + 1] = (words[slot + 1] as u32).max(!key(v)) as i32;
+            }
+        }
+    }
+
+    #[test]
+    fn an_observation_reads_back_as_the_range_of_what_was_stored() {
+        use rand::{RngCore, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let specials = [0.0f32, -0.0, 1e-45, -1e-45, 65504.0, -65504.0, f32::MAX, f32::MIN, 0.5, -3.25];
+        for trial in 0..300 {
+            let n = 1 + (rng.next_u32() % 200) as usize;
+            let values: Vec<f32> = (0..n).map(|_| if rng.next_u32() % 4 == 0 { specials[(rng.next_u32() % 10) as usize] } else { (rng.next_u32() as i32 as f32) / 2f32.powi((trial % 40) as i32) }).collect();
+            let mut words = vec![0i32; 5 + 2 * OBSERVED_WORDS];
+            let o = ObservedSlots { at: 5 + OBSERVED_WORDS };
+            observe_on_host(&values, &mut words, o.at);
+            let lo = values.iter().fold(f64::INFINITY, |a, &v| a.min(v as f64));
+            let hi = values.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v as f64));
+            assert_eq!(observed_range(&words, &o), Some((lo, hi)), "{:?}", values);
+            assert_eq!(observed_range(&words, &ObservedSlots { at: 5 }), None, "words nothing was merged into say nothing");
+            let mut with_nan = values.clone();
+            with_nan.push([f32::NAN, f32::INFINITY, f32::NEG_INFINITY][trial % 3]);
+            let mut words = vec![0i32; OBSERVED_WORDS];
+            observe_on_host(&with_nan, &mut words, 0);
+            assert_eq!(observed_range(&words, &ObservedSlots { at: 0 }), None, "a non-finite value makes the range unknown");
+        }
     }
 
     #[test]

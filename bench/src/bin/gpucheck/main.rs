@@ -15,7 +15,8 @@
 //! variants that ran (`--only TEXT`: the kernels whose name holds it).
 //!
 //! `--monitor` checks that the contract monitor reaches the same verdict on
-//! the device (probe kernels) as on the host (monitor.rs).
+//! the device (probe kernels) as on the host, and that the kernels'
+//! observations of their outputs are the outputs' ranges (monitor.rs).
 
 mod monitor;
 
@@ -62,7 +63,9 @@ fn main() {
     };
     println!("device: {}", dev.describe());
     if args.monitor {
-        std::process::exit(monitor::run(&dev));
+        let verdicts = monitor::run(&dev);
+        let (checked, mismatches, errors) = monitor::observations(&dev);
+        std::process::exit(if verdicts == 0 && checked > 0 && mismatches + errors == 0 { 0 } else { 1 });
     }
     if let Some(n) = args.soundness {
         std::process::exit(soundness(&dev, n, args.json.clone(), args.only.clone()));

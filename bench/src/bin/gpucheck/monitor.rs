@@ -121,3 +121,62 @@ fn verdict(covered: bool) -> &'static str {
         "outside"
     }
 }
+
+/// An observed output: its position among the tensors, the range the
+/// monitor knows it by, and the range of the data read back (finite).
+type Compared = (usize, Option<(f64, f64)>, Option<(f64, f64)>);
+
+/// `tokitai-gpucheck --monitor`, second part: the kernels' observations of
+/// their outputs agree with the data. For every kernel that observes an
+/// output, random cases (as drawn, and with a NaN input where it has a
+/// float input) launched under the monitor; after the step is read back,
+/// each observed output's range as the monitor knows it must be exactly
+/// the range of the output read back, or unknown where the output holds
+/// a non-finite value. Returns (outputs checked, mismatches, errors).
+pub fn observations(dev: &Device) -> (usize, usize, usize) {
+    monitor::set_mode(monitor::Mode::Warn);
+    let (mut checked, mut mismatches, mut errors) = (0, 0, 0);
+    for k in kernels::all() {
+        if k.observes.is_empty() {
+            continue;
+        }
+        let scales: &[i64] = if k.info.schedule == "contraction" { &[3, 61] } else { &[3, 61, 1500] };
+        for (i, scale) in scales.iter().enumerate() {
+            let mut rng = Rng::new(0x0b5e ^ ((i as u64) << 16) ^ k.info.name.len() as u64);
+            let Ok(drawn) = random_case(k, &mut rng, *scale) else { continue };
+            for which in [0, 1] {
+                let Some(c) = variant(k, &drawn, which) else { continue };
+                let run = || -> tokitai_runtime::Result<Vec<Compared>> {
+                    let mut tensors = upload(dev, &c)?;
+                    launch_on(dev, k, &mut tensors, &c.scalars)?;
+                    dev.synchronize()?;
+                    k.observes
+                        .iter()
+                        .map(|&p| {
+                            let host = range_of(&tensors[p].to_buf()?);
+                            let finite = host.filter(|(lo, hi)| lo.is_finite() && hi.is_finite());
+                            Ok((p, monitor::seen_range(&tensors[p]), finite))
+                        })
+                        .collect()
+                };
+                match run() {
+                    Ok(outputs) => {
+                        for (p, seen, data) in outputs {
+                            checked += 1;
+                            if seen != data {
+                                mismatches += 1;
+                                println!("{:<22} OBSERVED {} dims {:?} {}: observed {:?}, data {:?}", k.info.name, k.info.tensors[p].name, c.dims, VARIANTS[which], seen, data);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        println!("{:<22} ERROR dims {:?} {}: {}", k.info.name, c.dims, VARIANTS[which], e);
+                    }
+                }
+            }
+        }
+    }
+    println!("observations on {}: {} outputs checked, {} disagree with the data, {} errors", dev.describe(), checked, mismatches, errors);
+    (checked, mismatches, errors)
+}

@@ -1,0 +1,84 @@
+//! The contract monitor's observation of a kernel's outputs (issue 18):
+//! the runtime trusts an observed range as the whole output's, so every
+//! store to an observed output must fold its value, every kernel of an
+//! example and all its variants must observe the same outputs (the
+//! runtime passes the words by the kernel's list), and only outputs whose
+//! every element is written (coverage proved) may be observed.
+
+use std::path::{Path, PathBuf};
+use tokitai_compiler::build::compile_source;
+use tokitai_compiler::kir::{KStmt, KernelIr};
+use tokitai_compiler::span::SourceFile;
+use tokitai_compiler::target::Target;
+
+fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "tk")).collect();
+    v.sort();
+    v
+}
+
+/// Stores to `buf` anywhere in `body`.
+fn stores_to(body: &[KStmt], buf: usize) -> usize {
+    body.iter()
+        .map(|s| match s {
+            KStmt::Store { buf: b, .. } | KStmt::VecStore { buf: b, .. } if *b == buf => 1,
+            KStmt::For { body, .. } => stores_to(body, buf),
+            KStmt::If { then, els, .. } => stores_to(then, buf) + stores_to(els, buf),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Does `line` index `name` as a whole word (`y[`, not `out_y.v[`)?
+fn indexes(line: &str, name: &str) -> bool {
+    let pat = format!("{}[", name);
+    line.match_indices(&pat).any(|(i, _)| i == 0 || !line[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+}
+
+/// The printed lines that store to `name` (a plain or a vector store).
+fn printed_stores<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    let vector = format!(">*>({} + ", name);
+    let plain = |l: &str| indexes(l, name) && l.contains("] = ") && !l.contains(&format!("= {}[", name));
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).filter(|l| plain(l) || (l.contains(&vector) && !l.contains("const tk_vec"))).collect()
+}
+
+fn check(ir: &KernelIr) {
+    let text = tokitai_compiler::codegen::hip::print_kernel(ir);
+    for &b in &ir.observed {
+        assert!(ir.coverage.iter().any(|c| c.buf == b), "{}: `{}` is observed without a coverage proof", ir.name, ir.bufs[b].name);
+        let name = &ir.bufs[b].name;
+        let lines = printed_stores(&text, name);
+        assert_eq!(lines.len(), stores_to(&ir.body, b), "{}: the printed stores to `{}`:\n{}", ir.name, name, lines.join("\n"));
+        for l in lines {
+            let folded = l.contains("tk_observe(") || text.lines().skip_while(|x| *x != l).nth(1).is_some_and(|next| next.trim_start().starts_with("if (tk_obs_on) { tk_observe("));
+            assert!(folded, "{}: a store to `{}` is not observed: {}", ir.name, name, l.trim());
+        }
+    }
+    let flushes = ir.body.iter().filter(|s| matches!(s, KStmt::ObserveFlush { .. })).count();
+    assert_eq!(flushes, usize::from(!ir.observed.is_empty()), "{}: one merge, at the end of the body", ir.name);
+    if !ir.observed.is_empty() {
+        assert!(matches!(ir.body.last(), Some(KStmt::ObserveFlush { .. })), "{}: the merge ends the body", ir.name);
+    }
+}
+
+#[test]
+fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
+    let mut observed = 0;
+    for target in [Target::default_cuda(), Target::default_hip()] {
+        for path in examples() {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let arts = compile_source(SourceFile::new(path.display().to_string(), text), &target).unwrap_or_else(|e| panic!("{}", e));
+            for (ir, variants) in arts.kernels.iter().zip(&arts.variants) {
+                check(ir);
+                observed += usize::from(!ir.observed.is_empty());
+                let names = |x: &KernelIr| x.observed.iter().map(|b| x.bufs[*b].name.clone()).collect::<Vec<_>>();
+                for v in variants {
+                    check(&v.ir);
+                    assert_eq!(names(&v.ir), names(ir), "{}: variant {} observes other outputs", ir.name, v.ir.name);
+                }
+            }
+        }
+    }
+    assert!(observed > 15, "only {} kernels observe their outputs", observed);
+}
