@@ -17,6 +17,20 @@ pub enum Device {
     Hip(Arc<crate::backend::hip::HipBackend>),
 }
 
+impl Device {
+    /// What runs this device's launches.
+    pub(crate) fn backend(&self) -> &dyn crate::backend::Backend {
+        match self {
+            Device::Cpu => &crate::backend::cpu::Cpu,
+            Device::Reference => &crate::backend::reference::Reference,
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.as_ref(),
+            #[cfg(feature = "hip")]
+            Device::Hip(h) => h.as_ref(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.describe())

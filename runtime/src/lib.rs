@@ -29,13 +29,15 @@ pub mod kernels;
 pub mod moe;
 pub mod monitor;
 pub mod record;
+mod call;
 mod launch;
 mod tensor;
 pub mod tune;
 
 pub use device::{Device, StepGraph};
 pub use error::Error;
-pub use launch::{launch, Arg, Bound, Chosen, KernelDef};
+pub use call::{Arg, Bound, Chosen, KernelDef};
+pub use launch::launch;
 pub use tensor::{DType, Tensor};
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -15,7 +15,7 @@
 
 use crate::abi::tk_rt::Buf;
 use crate::check::Case;
-use crate::launch::{Arg, Bound};
+use crate::call::{Arg, Bound};
 use crate::{DType, Error, KernelDef, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

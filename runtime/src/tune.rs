@@ -19,7 +19,7 @@
 //! (`KernelDef::choose`). `TOKITAI_TUNING=off` ignores the table (an
 //! ablation switch, as `TOKITAI_SKIP_VARIANTS` is).
 
-use crate::launch::{Chosen, KernelDef};
+use crate::call::{Chosen, KernelDef};
 use crate::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
 pub use tokitai_contracts::tuning::{CandidateTiming, ClassTuning};
@@ -200,7 +200,7 @@ impl Tuned {
             *slot = dim_class(d);
         }
         let name = c.by_class.get(&class[..n])?;
-        if !admits(k, name, dims) || crate::launch::skipped(k, name) {
+        if !admits(k, name, dims) || crate::call::skipped(k, name) {
             return None;
         }
         candidate(k, name)

@@ -122,7 +122,7 @@ impl ArgValue {
 
 /// The argument values of a launch, in signature order; `ptr(i)` gives the
 /// device address of tensor `i`.
-pub fn launch_values(k: &crate::KernelDef, index_bits: u32, bound: &crate::launch::Bound, ptr: impl Fn(usize) -> u64) -> Vec<ArgValue> {
+pub fn launch_values(k: &crate::KernelDef, index_bits: u32, bound: &crate::call::Bound, ptr: impl Fn(usize) -> u64) -> Vec<ArgValue> {
     use crate::abi::tk_info::LaunchParam;
     k.params
         .iter()

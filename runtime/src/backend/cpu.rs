@@ -3,7 +3,7 @@
 //! parallel on rayon's threads when there is enough work.
 
 use crate::abi::tk_rt::{Arg as MirrorArg, Buf};
-use crate::launch::{Arg, Bound, KernelDef};
+use crate::call::{Arg, Bound, KernelDef};
 use crate::{Error, Result};
 
 /// The generated code's parallel loops run on rayon's pool.
@@ -40,4 +40,13 @@ pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
         }
     }
     result.map_err(|message| Error::Cpu { kernel: k.info.name.into(), message })
+}
+
+/// The generated CPU code (mirror oracles), on rayon's threads.
+pub struct Cpu;
+
+impl super::Backend for Cpu {
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], _observe: u64) -> Result<()> {
+        run(k, bound, args)
+    }
 }

@@ -7,7 +7,7 @@
 use super::bytes::{decode, launch_values, to_bytes, ArgValue, TensorMapBytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
-use crate::launch::{Arg, Bound, Chosen, KernelDef};
+use crate::call::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr};
@@ -649,5 +649,11 @@ impl CudaBackend {
     pub fn release_arena(&self) -> Result<()> {
         self.arena()?.release();
         Ok(())
+    }
+}
+
+impl super::Backend for CudaBackend {
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
+        self.launch(k, bound, args, observe)
     }
 }

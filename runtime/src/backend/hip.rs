@@ -7,7 +7,7 @@
 use super::bytes::{decode, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
-use crate::launch::{Arg, Bound, Chosen, KernelDef};
+use crate::call::{Arg, Bound, Chosen, KernelDef};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use libloading::Library;
@@ -280,5 +280,11 @@ impl DeviceBuf {
             self.backend.api.check("hipMemcpy", unsafe { (self.backend.api.memcpy)(bytes.as_mut_ptr() as Ptr, self.ptr as *const c_void, self.bytes, MEMCPY_DEVICE_TO_HOST) })?;
         }
         Ok(decode(dtype, len, &bytes))
+    }
+}
+
+impl super::Backend for HipBackend {
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
+        self.launch(k, bound, args, observe)
     }
 }

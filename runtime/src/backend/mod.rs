@@ -1,4 +1,17 @@
-//! Backends behind `Device`: each runs a checked call (`launch::Bound`).
+//! Backends behind `Device`: each runs a checked call (`call::Bound`)
+//! through one trait, which `launch` calls (`Device::backend`); a backend
+//! knows the call's types (`call`), never the launch path.
+
+use crate::call::{Arg, Bound, KernelDef};
+use crate::Result;
+
+/// What runs a checked call on a device.
+pub trait Backend {
+    /// Run `k` on `args` as `bound` checked it. `observe`: the device
+    /// address of the launch's observation words for the contract monitor
+    /// (0: none; only GPU backends have device memory to pass).
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()>;
+}
 
 pub mod arena;
 pub mod bytes;

@@ -8,7 +8,7 @@
 //! and resolving names per launch was most of the host's time there.
 
 use crate::abi::tk_info::{eval_poly, KernelInfo};
-use crate::launch::Bound;
+use crate::call::Bound;
 use crate::KernelDef;
 use std::sync::Mutex;
 use tokitai_contracts::fp::Format;

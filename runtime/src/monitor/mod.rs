@@ -22,7 +22,7 @@
 //! covered.
 
 use crate::abi::tk_rt::Buf;
-use crate::launch::{Arg, Bound};
+use crate::call::{Arg, Bound};
 use crate::abi::tk_info::KernelInfo;
 use crate::{Error, KernelDef, Result};
 use std::collections::BTreeMap;
