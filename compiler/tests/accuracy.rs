@@ -96,6 +96,25 @@ fn the_bound_responds_to_what_it_models() {
     assert!(r_exp > 4.0 * r_mul, "expf's 2 ulp shows: {} vs {}", r_exp, r_mul);
 }
 
+/// Adding or subtracting a literal zero is exact in IEEE 754 (only a
+/// zero's sign may change): no rounding is charged for it, while a
+/// subtraction from any other constant is rounded.
+#[test]
+fn adding_or_subtracting_zero_is_exact() {
+    let bound = |body: &str| -> (f64, f64) {
+        let text = format!("kernel z(x: f32[N]) -> (y: f32[N])\n requires N >= 1\n domain x in [-4.0, 4.0]\n tolerance y: abs 1.0, rel 1.0\n{{ y[i] = {}; }}\n", body);
+        let checked = tokitai_compiler::driver::check_source(&SourceFile::new("z.tk", &text));
+        let program = checked.program.expect("checks");
+        let irs = tokitai_compiler::schedule::schedule_program(&program, &Target::default_cuda()).unwrap();
+        tokitai_compiler::accuracy::analyze(&program.kernels[0], &irs[0]).outputs[0].envelope().expect("a bound")
+    };
+    for exact in ["0.0 - x[i]", "x[i] - 0.0", "x[i] + 0.0", "0.0 + x[i]"] {
+        assert_eq!(bound(exact), (0.0, 0.0), "`{}` is exact", exact);
+    }
+    let (abs, rel) = bound("1.0 - x[i]");
+    assert!(abs > 0.0 || rel > 0.0, "`1.0 - x` rounds: {} {}", abs, rel);
+}
+
 /// At least 10^6 sampled input values per kernel: the mirror never
 /// differs from the exact oracle by more than the bound proved for its dims.
 #[test]

@@ -615,6 +615,11 @@ impl<'a> Walk<'a> {
             let divisor = if self.lib.grows(Function::Div).is_some() { self.computed(b).map(|c| c.meet(&y.reach())).unwrap_or_else(|_| y.reach()) } else { y.reach() };
             let extra = flushed_division(self.lib, divisor, ty).map_err(|why| (why, e.span))?;
             self.library_at(exact, Function::Div, ty, e.span, x.computed_mag(), extra)?
+        } else if matches!(op, BinOp::Add | BinOp::Sub) && (is_zero(a) || is_zero(b)) {
+            // `x + 0`, `x - 0` and `0 - x` are `x` or `-x` exactly (IEEE
+            // 754: the sum is exact when it is representable; only a
+            // zero's sign may differ): no rounding (sig's `exp(0.0 - t)`).
+            exact
         } else {
             self.round_op(exact, ty, &format!("`{}`", op.symbol()), e.span)?
         };
@@ -959,6 +964,16 @@ pub(crate) fn stored_literal(c: f64, fmt: Format) -> f64 {
 /// variables are `frees` (each index the variable in its position)?
 pub(crate) fn at_own_element(index: &[TExpr], frees: &[VarId]) -> bool {
     index.len() == frees.len() && index.iter().zip(frees).all(|(i, f)| matches!(i.kind, TExprKind::Var(x) if x == *f))
+}
+
+/// A literal zero (possibly cast to the operation's type).
+fn is_zero(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::Const(Const::Float(v)) => *v == 0.0,
+        TExprKind::Const(Const::Int(v)) => *v == 0,
+        TExprKind::Cast(x) => is_zero(x),
+        _ => false,
+    }
 }
 
 pub(crate) fn same_expr(a: &TExpr, b: &TExpr) -> bool {
