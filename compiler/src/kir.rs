@@ -296,8 +296,8 @@ pub enum KStmt {
     TmaLoad { map: TensorMapId, arr: SharedId, base: IExpr, inner: IExpr, outer: IExpr, elem: (IVar, IVar), bar: MbarId, stage: IExpr, access: AccessId },
     /// The contract monitor's observation of the launch's outputs
     /// (`KernelIr::observed`): each thread has folded every value it
-    /// stored into one of them (smallest, largest, count of non-finite
-    /// values, in registers); the warp combines its lanes' folds and its
+    /// stored into one of them (smallest, largest, whether a NaN, in
+    /// registers); the warp combines its lanes' folds and its
     /// first lane merges them, atomically, into slot `slot` of that
     /// output's `OBSERVE_SLOTS` in the observation buffer
     /// (`KParam::Observations`; nothing where the launch passes none).
@@ -825,7 +825,8 @@ pub enum KParam {
 /// so that no slot is a hot spot for the atomics.
 pub const OBSERVE_SLOTS: i64 = 64;
 /// Words of one slot: the largest value's order key, the smallest's
-/// complemented key, and the count of non-finite values (all zero: none).
+/// complemented key, and the count of warps that stored a NaN (all zero:
+/// nothing stored).
 pub const OBSERVE_WORDS: i64 = 3;
 
 pub type TensorMapId = usize;

@@ -55,6 +55,11 @@ struct Printer<'a> {
     unit: WgmmaGroups<(LocalId, u32)>,
 }
 
+/// The register fold of the `j`-th observed output (`KernelIr::observed`).
+fn observation_name(j: usize) -> String {
+    format!("tk_obs{}", j)
+}
+
 pub fn print_kernel(ir: &KernelIr) -> String {
     let mut vec_arrays = HashSet::new();
     collect_vec_arrays(&ir.body, &mut vec_arrays);
@@ -219,7 +224,7 @@ impl<'a> Printer<'a> {
             self.line("const bool tk_obs_on = tk_obs != nullptr;");
         }
         for (j, &b) in ir.observed.iter().enumerate() {
-            self.line(&format!("tk_observed tk_obs{} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // what this thread stores to `{}`", j, ir.bufs[b].name));
+            self.line(&format!("tk_observed {} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // what this thread stores to `{}`", observation_name(j), ir.bufs[b].name));
         }
         self.block(&ir.body);
         self.indent -= 1;
@@ -228,7 +233,7 @@ impl<'a> Printer<'a> {
 
     /// The thread's observation of `buf`, if the monitor observes it.
     fn observation(&self, buf: BufId) -> Option<String> {
-        self.ir.observed.iter().position(|b| *b == buf).map(|j| format!("tk_obs{}", j))
+        self.ir.observed.iter().position(|b| *b == buf).map(observation_name)
     }
 
     /// The shared-window address of barrier `stage` of `bar`.
@@ -315,24 +320,16 @@ impl<'a> Printer<'a> {
                     self.line("}");
                 }
             }
-            KStmt::Store { buf, index, value, .. } => match self.observation(*buf) {
-                None => {
-                    let l = format!("{}[{}] = {};", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index), self.vexpr(value));
-                    self.line(&l);
-                }
-                // The value stored, as stored, is what is observed.
-                Some(obs) => {
-                    let l = format!(
-                        "{{ const {} tk_v = {}; {}[{}] = tk_v; if (tk_obs_on) tk_observe({}, tk_v); }}",
-                        self.ir.bufs[*buf].dtype.hip_type(),
-                        self.vexpr(value),
-                        cpp_name(&self.ir.bufs[*buf].name),
-                        self.iexpr(index),
-                        obs
-                    );
-                    self.line(&l);
-                }
-            },
+            KStmt::Store { buf, index, value, .. } => {
+                let target = format!("{}[{}]", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index));
+                let value = self.vexpr(value);
+                let l = match self.observation(*buf) {
+                    None => format!("{} = {};", target, value),
+                    // The value stored, as stored, is what is observed.
+                    Some(obs) => format!("{{ const {} tk_v = {}; {} = tk_v; if (tk_obs_on) tk_observe({}, tk_v); }}", self.ir.bufs[*buf].dtype.hip_type(), value, target, obs),
+                };
+                self.line(&l);
+            }
             KStmt::VecLoad { arr, buf, base, width, .. } => {
                 let b = &self.ir.bufs[*buf];
                 let l = format!(
@@ -390,14 +387,14 @@ impl<'a> Printer<'a> {
                 }
             }
             KStmt::ObserveFlush { slot } => {
-                // A null buffer: the monitor is off (the folds cost a few
-                // registers, no memory traffic).
+                // A null buffer: the monitor is off (the folds were
+                // skipped too; their registers stay).
                 self.line("if (tk_obs_on) {");
                 self.indent += 1;
                 let slot = self.iexpr(slot);
-                for j in 0..self.ir.observed.len() as i64 {
-                    let at = j * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS;
-                    self.line(&format!("tk_observe_flush(tk_obs + {} + {} * ({}), tk_obs{});", at, crate::kir::OBSERVE_WORDS, slot, j));
+                for j in 0..self.ir.observed.len() {
+                    let at = j as i64 * OBSERVE_SLOTS * OBSERVE_WORDS;
+                    self.line(&format!("tk_observe_flush(tk_obs + {} + {} * ({}), {});", at, OBSERVE_WORDS, slot, observation_name(j)));
                 }
                 self.indent -= 1;
                 self.line("}");

@@ -4,11 +4,12 @@
 //! probe kernels that read the tensor again: a second pass over each
 //! activation of a training step, 13-27% of the step on the H100. The
 //! kernel that writes a tensor has every value in registers as it stores
-//! it, so it folds them into the tensor's range for nothing: each thread
-//! keeps the smallest and largest finite value it stored and a count of
-//! non-finite ones, and at the end each warp merges its lanes' folds into
-//! the launch's observation buffer (`KStmt::ObserveFlush`). A later launch
-//! that reads the tensor is judged by that range.
+//! it, so it folds them into the tensor's range: each thread keeps the
+//! smallest and largest value it stored and whether it stored a NaN, and
+//! at the end each warp merges its lanes' folds into the launch's
+//! observation buffer (`KStmt::ObserveFlush`). A later launch that reads
+//! the tensor is judged by that range (an infinity in it: not finite, so
+//! not covered).
 //!
 //! Only outputs whose every element the kernel writes are observed (their
 //! coverage is proved), so the range is the whole tensor's; and only f16,
@@ -35,7 +36,7 @@ fn observes(schedule: &Schedule) -> bool {
 }
 
 /// The outputs of `ir` the monitor can observe.
-pub fn observable(ir: &KernelIr) -> Vec<BufId> {
+fn observable(ir: &KernelIr) -> Vec<BufId> {
     if !observes(&ir.schedule) {
         return Vec::new();
     }

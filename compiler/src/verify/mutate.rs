@@ -71,6 +71,24 @@ fn mutate_at(all: &mut Vec<Mutant>, ir: &KernelIr, operator: &'static str, descr
     }
 }
 
+/// Add a mutant made by `f` on the statement list holding `site`, given
+/// the site's index in it (a statement removed, moved or wrapped), if `f`
+/// applies there.
+fn mutate_list(all: &mut Vec<Mutant>, ir: &KernelIr, operator: &'static str, description: String, site: &Site, f: impl FnOnce(&mut Vec<KStmt>, usize) -> bool) {
+    let mut m = ir.clone();
+    if parent(&mut m.body, site).is_some_and(|(l, i)| f(l, i)) {
+        all.push(Mutant { operator, description: format!("{}: {}", ir.name, description), ir: m });
+    }
+}
+
+/// [`mutate_list`] removing the statement at `site`.
+fn remove_at(all: &mut Vec<Mutant>, ir: &KernelIr, operator: &'static str, description: String, site: &Site) {
+    mutate_list(all, ir, operator, description, site, |l, i| {
+        l.remove(i);
+        true
+    });
+}
+
 fn plus_one(e: &IExpr) -> IExpr {
     e.clone().add(IExpr::c(1))
 }
@@ -248,25 +266,22 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                 // body entered with some running) may lose a mutant here,
                 // never a bug.
                 if let KStmt::WgmmaWait { pending } = &stmt {
-                    let mut m = ir.clone();
-                    if let Some((l, i)) = parent(&mut m.body, site) {
+                    let pending = *pending;
+                    let d = format!("a wait for the warpgroup unit leaves {} groups running instead of {}", pending + 1, pending);
+                    mutate_list(&mut all, ir, "late wgmma wait", d, site, |l, i| {
                         let committed = 1 + l[..i].iter().rev().take_while(|s| !matches!(s, KStmt::WgmmaWait { pending: 0 })).filter(|s| matches!(s, KStmt::WgmmaWait { .. })).count();
-                        if committed > *pending as usize {
+                        if committed > pending as usize {
                             l[i] = KStmt::WgmmaWait { pending: pending + 1 };
-                            all.push(Mutant { operator: "late wgmma wait", description: format!("{}: a wait for the warpgroup unit leaves {} groups running instead of {}", ir.name, pending + 1, pending), ir: m });
                         }
-                    }
+                        committed > pending as usize
+                    });
                 }
                 let (operator, what) = match &stmt {
                     KStmt::WgmmaWait { .. } => ("missing wgmma wait", "a wait for the warpgroup unit"),
                     KStmt::WgmmaFence => ("missing wgmma fence", "a wgmma.fence"),
                     _ => ("missing proxy fence", "a proxy fence after shared stores"),
                 };
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    l.remove(i);
-                    all.push(Mutant { operator, description: format!("{}: {} is removed", ir.name, what), ir: m });
-                }
+                remove_at(&mut all, ir, operator, format!("{} is removed", what), site);
             }
             // The monitor's observation: a warp merging past its output's
             // slots (into the next output's, or past the buffer), and the
@@ -280,23 +295,18 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     }
                     _ => false,
                 }, site);
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
+                mutate_list(&mut all, ir, "divergent observation merge", "only half of each warp runs the observation's merge".into(), site, |l, i| {
                     let flush = l.remove(i);
                     let half = Cond::Lt(IExpr::Tid.rem(IExpr::c(32)), IExpr::c(16));
                     l.insert(i, KStmt::If { cond: half, then: vec![flush], els: vec![] });
-                    all.push(Mutant { operator: "divergent observation merge", description: format!("{}: only half of each warp runs the observation's merge", ir.name), ir: m });
-                }
+                    true
+                });
             }
             // Asynchronous copies: a wait deleted, a wait that lets one
             // more group in flight, a wait moved past the barrier after
             // it, a commit deleted, a copy's predicate dropped.
             KStmt::CpAsyncWait { pending } => {
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    l.remove(i);
-                    all.push(Mutant { operator: "missing copy wait", description: format!("{}: a wait for asynchronous copies is removed", ir.name), ir: m });
-                }
+                remove_at(&mut all, ir, "missing copy wait", "a wait for asynchronous copies is removed".into(), site);
                 let later = *pending + 1;
                 mutate_at(&mut all, ir, "late copy wait", format!("a copy wait lets {} groups in flight, not {}", later, pending), &|s| match s {
                     KStmt::CpAsyncWait { pending } => {
@@ -305,21 +315,15 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                     }
                     _ => false,
                 }, site);
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    if let Some(j) = l[i..].iter().position(|s| matches!(s, KStmt::Barrier)) {
-                        let wait = l.remove(i);
-                        l.insert(i + j, wait);
-                        all.push(Mutant { operator: "wait after barrier", description: format!("{}: a copy wait is moved past the barrier after it", ir.name), ir: m });
-                    }
-                }
+                mutate_list(&mut all, ir, "wait after barrier", "a copy wait is moved past the barrier after it".into(), site, |l, i| {
+                    let Some(j) = l[i..].iter().position(|s| matches!(s, KStmt::Barrier)) else { return false };
+                    let wait = l.remove(i);
+                    l.insert(i + j, wait);
+                    true
+                });
             }
             KStmt::CpAsyncCommit => {
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    l.remove(i);
-                    all.push(Mutant { operator: "missing copy commit", description: format!("{}: a commit of asynchronous copies is removed", ir.name), ir: m });
-                }
+                remove_at(&mut all, ir, "missing copy commit", "a commit of asynchronous copies is removed".into(), site);
             }
             KStmt::CpAsync { buf, .. } => {
                 let name = ir.bufs[*buf].name.clone();
@@ -351,12 +355,8 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
             KStmt::MbarWait { bar, .. } | KStmt::MbarArrive { bar, .. } | KStmt::CpAsyncArrive { bar, .. } | KStmt::MbarExpectTx { bar, .. } => {
                 let name = &ir.mbarriers[*bar].name;
                 let waits = matches!(stmt, KStmt::MbarWait { .. });
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    l.remove(i);
-                    let (operator, what) = if waits { ("missing mbarrier wait", "a wait") } else { ("missing mbarrier arrival", "an arrival") };
-                    all.push(Mutant { operator, description: format!("{}: {} on `{}` is removed", ir.name, what, name), ir: m });
-                }
+                let (operator, what) = if waits { ("missing mbarrier wait", "a wait") } else { ("missing mbarrier arrival", "an arrival") };
+                remove_at(&mut all, ir, operator, format!("{} on `{}` is removed", what, name), site);
                 if matches!(stmt, KStmt::MbarExpectTx { .. }) {
                     mutate_at(&mut all, ir, "wrong transaction bytes", format!("the arrival at `{}` expects 16 bytes fewer than its copies bring", name), &|s| match s {
                         KStmt::MbarExpectTx { bytes, .. } => {
@@ -386,16 +386,11 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
                 }, site);
             }
             KStmt::Barrier => {
-                let mut m = ir.clone();
-                if let Some((l, i)) = parent(&mut m.body, site) {
-                    l.remove(i);
-                    all.push(Mutant { operator: "missing barrier", description: format!("{}: a barrier is removed", ir.name), ir: m });
-                }
-                let mut m = ir.clone();
-                if let Some(s) = at(&mut m.body, site) {
+                remove_at(&mut all, ir, "missing barrier", "a barrier is removed".into(), site);
+                mutate_at(&mut all, ir, "misplaced barrier", "a barrier is reached by the first warp only".into(), &|s| {
                     *s = KStmt::If { cond: IExpr::Tid.lt(IExpr::c(32)), then: vec![KStmt::Barrier], els: vec![] };
-                    all.push(Mutant { operator: "misplaced barrier", description: format!("{}: a barrier is reached by the first warp only", ir.name), ir: m });
-                }
+                    true
+                }, site);
             }
             _ => {}
         }

@@ -298,7 +298,7 @@ pub(crate) fn needed(info: &KernelInfo) -> Vec<bool> {
 /// outputs, and what its outputs may be known by afterwards.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ticket {
-    pub(crate) standing: Standing,
+    standing: Standing,
     /// The launch's observation words (see `probe::Observe`), if any.
     observe: Option<probe::Observe>,
 }
@@ -316,7 +316,7 @@ impl Ticket {
 /// What a launch's outputs may be known by (see `known`): the launch's
 /// own standing when its outputs' `ensures` are recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Standing {
+enum Standing {
     /// Not monitored, unmeasured or outside its bounds: nothing follows.
     Nothing,
     /// Judged covered before it ran (its inputs were on the host).

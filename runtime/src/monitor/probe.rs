@@ -131,14 +131,10 @@ enum RangeSource {
     /// if that launch (`producer`, an earlier pending launch; `None`: one
     /// already judged) was covered.
     Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
-    /// Observed by the kernel that wrote it, in this step.
-    Observed(ObservedSlots),
-    /// Observed by the kernel that wrote it, read back with an earlier
-    /// step.
-    Seen { lo: f64, hi: f64 },
-    /// Pieces end to end, each observed by the kernel that wrote it (in
-    /// this step, or read back: `seen`).
-    Pieces { observed: Vec<ObservedSlots>, seen: Option<(f64, f64)> },
+    /// Observed by the kernels that wrote it (or its pieces, end to end):
+    /// in this step (`parts`, read with the step), or in an earlier one
+    /// (`seen`, read back then).
+    Observed { parts: Vec<ObservedSlots>, seen: Option<(f64, f64)> },
 }
 
 /// A launch whose probes are queued: judged once its slots are read.
@@ -489,15 +485,15 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
                 continue;
             }
             Some(Known::Observed(at)) => {
-                ranges.push(Some(RangeSource::Observed(at)));
+                ranges.push(Some(RangeSource::Observed { parts: vec![at], seen: None }));
                 continue;
             }
             Some(Known::Seen { lo, hi }) => {
-                ranges.push(Some(RangeSource::Seen { lo, hi }));
+                ranges.push(Some(RangeSource::Observed { parts: Vec::new(), seen: Some((lo, hi)) }));
                 continue;
             }
             Some(Known::Pieces { observed, seen }) => {
-                ranges.push(Some(RangeSource::Pieces { observed, seen }));
+                ranges.push(Some(RangeSource::Observed { parts: observed, seen }));
                 continue;
             }
             None => {}
@@ -631,7 +627,7 @@ pub fn settle() -> Result<()> {
 /// [`settle`], reading `tensors` back in the same wait (a training step's
 /// metrics): their host buffers, in order.
 pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
-    let pending = {
+    let (pending, mut values, slots_read, clear) = {
         let mut st = state()?;
         // The slots are read on the step's stream: after the probes.
         join(&mut st)?;
@@ -650,26 +646,26 @@ pub fn settle_reading(tensors: &[&Tensor]) -> Result<Vec<Buf>> {
         let start = std::time::Instant::now();
         let values = Tensor::read_all(&read);
         SETTLE_NANOS[0].fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        drop(read);
+        let slots_read = slot_views.is_some();
         // Observation words merge into what they hold: cleared for the
-        // next launches (or replay) once read. (Probe slots are written
-        // whole; clearing them too costs nothing more.)
-        let clear = match (&st.slots, st.observing) {
-            (Some(slots), true) => Some(slots.i32s.view(0, &[st.i32_used.max(1)])?),
-            _ => None,
-        };
+        // next launches (or replay) once read (read whenever any were
+        // handed out). Probe slots are written whole; clearing them too
+        // costs nothing more.
+        let clear = slot_views.filter(|_| st.observing).map(|(_, i32s)| i32s);
         st.observing = false;
         // The slots are free again unless a captured graph still writes them.
         if st.captured.is_empty() {
             st.f64_used = 0;
             st.i32_used = 0;
         }
-        (pending, values?, clear)
+        (pending, values?, slots_read, clear)
     };
-    let (pending, mut values, clear) = (pending.0, pending.1, pending.2);
     if let Some(mut words) = clear {
         words.fill_zero()?;
     }
-    if pending.is_empty() && values.len() == tensors.len() {
+    // Nothing to judge and no observation to keep: the step's values only.
+    if !slots_read {
         return Ok(values);
     }
     let start = std::time::Instant::now();
@@ -736,9 +732,13 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[i32], ranges: &mut Vec<Optio
                 }
                 (smallest(&f64s[r.lo..r.lo + r.rows]), largest(&f64s[r.hi..r.hi + r.rows]))
             }
-            RangeSource::Proved { lo, hi, .. } | RangeSource::Seen { lo, hi } => (*lo, *hi),
-            RangeSource::Observed(o) => observed_range(i32s, o).unwrap_or((f64::NAN, f64::NAN)),
-            RangeSource::Pieces { observed, seen } => observed.iter().try_fold(seen.unwrap_or((f64::INFINITY, f64::NEG_INFINITY)), |(lo, hi), o| observed_range(i32s, o).map(|(a, b)| (lo.min(a), hi.max(b)))).unwrap_or((f64::NAN, f64::NAN)),
+            RangeSource::Proved { lo, hi, .. } => (*lo, *hi),
+            // Every part's range, joined (a part that saw a NaN or nothing:
+            // unknown, so NaN).
+            RangeSource::Observed { parts, seen } => parts
+                .iter()
+                .try_fold(seen.unwrap_or((f64::INFINITY, f64::NEG_INFINITY)), |(lo, hi), o| observed_range(i32s, o).map(|(a, b)| (lo.min(a), hi.max(b))))
+                .unwrap_or((f64::NAN, f64::NAN)),
         })
     }));
     let broken = p.kernel.info.relations.iter().zip(&p.relations).find_map(|((_, _, _, text), r)| {

@@ -55,6 +55,20 @@ fn variant(k: &KernelDef, case: &Case, which: usize) -> Option<Case> {
     Some(c)
 }
 
+/// Random cases of `k` at three scales (two for a contraction, whose CPU
+/// oracle is slow), drawn from `seed` and the kernel.
+fn drawn_cases(k: &KernelDef, seed: u64) -> Vec<Case> {
+    let scales: &[i64] = if k.info.schedule == "contraction" { &[3, 61] } else { &[3, 61, 1500] };
+    scales
+        .iter()
+        .enumerate()
+        .filter_map(|(i, scale)| {
+            let mut rng = Rng::new(seed ^ ((i as u64) << 16) ^ k.info.name.len() as u64);
+            random_case(k, &mut rng, *scale).ok()
+        })
+        .collect()
+}
+
 /// The host's verdict on a case: covered?
 fn host_covered(k: &KernelDef, c: &Case) -> bool {
     let hosts: Vec<_> = c.tensors.iter().map(|t| Some(&t.1)).collect();
@@ -83,10 +97,7 @@ pub fn run(dev: &Device) -> i32 {
         if k.info.domain.is_empty() || k.info.name.starts_with("probe_") {
             continue;
         }
-        let scales: &[i64] = if k.info.schedule == "contraction" { &[3, 61] } else { &[3, 61, 1500] };
-        for (i, scale) in scales.iter().enumerate() {
-            let mut rng = Rng::new(0x3011 ^ ((i as u64) << 16) ^ k.info.name.len() as u64);
-            let Ok(drawn) = random_case(k, &mut rng, *scale) else { continue };
+        for drawn in drawn_cases(k, 0x3011) {
             for (which, what) in VARIANTS.iter().enumerate() {
                 let Some(c) = variant(k, &drawn, which) else { continue };
                 cases += 1;
@@ -140,10 +151,7 @@ pub fn observations(dev: &Device) -> (usize, usize, usize) {
         if k.observes.is_empty() {
             continue;
         }
-        let scales: &[i64] = if k.info.schedule == "contraction" { &[3, 61] } else { &[3, 61, 1500] };
-        for (i, scale) in scales.iter().enumerate() {
-            let mut rng = Rng::new(0x0b5e ^ ((i as u64) << 16) ^ k.info.name.len() as u64);
-            let Ok(drawn) = random_case(k, &mut rng, *scale) else { continue };
+        for drawn in drawn_cases(k, 0x0b5e) {
             for which in [0, 1] {
                 let Some(c) = variant(k, &drawn, which) else { continue };
                 let run = || -> tokitai_runtime::Result<Vec<Compared>> {
