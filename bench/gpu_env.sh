@@ -30,3 +30,27 @@ ws_forced_gpucheck() {
     TOKITAI_FORCE=$forms TOKITAI_CONTRACTS=off timeout 150 "$bin/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_${i}_${forms%%,*}.json" 2>&1 | tail -40
   done
 }
+
+# Issue 18's acceptance runs, binaries in $1: nano (20 steps) and tiny (5)
+# under --contracts strict with graphs and without, the runs without
+# recording a sample of real launches that tokitai-check-launches then
+# replays against the f64 oracle on the GPU and on the CPU.
+strict_runs_and_recorded_launches() {
+  local bin="$1" size steps graphs flag rec dev
+  for size in nano tiny; do
+    steps=20; [ "$size" = tiny ] && steps=5
+    for graphs in graphs no-graphs; do
+      flag=""; [ "$graphs" = no-graphs ] && flag="--no-graphs"
+      rec=""; [ "$graphs" = no-graphs ] && rec="--record-launches $OUT/rec-$size"
+      timeout 150 "$bin/tokitai-train" --size "$size" --steps "$steps" --device cuda $flag --quiet \
+        --contracts strict $rec --checkpoint-dir "$OUT/run-$size-$graphs" > "$OUT/train-$size-$graphs.txt" 2>&1
+      echo "train $size $graphs strict exit $?"; grep -A2 "CONTRACTS" "$OUT/train-$size-$graphs.txt" | head -3
+      rm -rf "$OUT/run-$size-$graphs"
+    done
+    for dev in cuda cpu; do
+      timeout 120 "$bin/tokitai-check-launches" "$OUT/rec-$size" --device "$dev" > "$OUT/check-$size-$dev.txt" 2>&1
+      echo "check $size on $dev exit $?"; tail -1 "$OUT/check-$size-$dev.txt"
+    done
+    rm -rf "$OUT/rec-$size"
+  done
+}

@@ -33,22 +33,7 @@ check)
   echo "memcheck gpucheck gelu exit $?"; tail -2 "$OUT/memcheck.txt"
   timeout 150 compute-sanitizer --tool memcheck "$BIN/tokitai-train" --size nano --steps 3 --device cuda --quiet --contracts strict --checkpoint-dir "$OUT/mc" > "$OUT/memcheck_train.txt" 2>&1
   echo "memcheck nano train exit $?"; tail -2 "$OUT/memcheck_train.txt"
-  for size in nano tiny; do
-    steps=20; [ "$size" = tiny ] && steps=5
-    for graphs in graphs no-graphs; do
-      flag=""; [ "$graphs" = no-graphs ] && flag="--no-graphs"
-      rec=""; [ "$graphs" = no-graphs ] && rec="--record-launches $OUT/rec-$size"
-      "$BIN/tokitai-train" --size "$size" --steps "$steps" --device cuda $flag --quiet \
-        --contracts strict $rec --checkpoint-dir "$OUT/run-$size-$graphs" > "$OUT/train-$size-$graphs.txt" 2>&1
-      echo "train $size $graphs strict exit $?"; grep -A2 "CONTRACTS" "$OUT/train-$size-$graphs.txt" | head -3
-      rm -f "$OUT/run-$size-$graphs/checkpoint.safetensors"
-    done
-    for dev in cuda cpu; do
-      "$BIN/tokitai-check-launches" "$OUT/rec-$size" --device "$dev" > "$OUT/check-$size-$dev.txt" 2>&1
-      echo "check $size on $dev exit $?"; tail -1 "$OUT/check-$size-$dev.txt"
-    done
-    rm -rf "$OUT/rec-$size"
-  done
+  strict_runs_and_recorded_launches "$BIN"
   ;;
 cost)
   for pass in $(seq "${PASSES:-1}"); do

@@ -180,14 +180,14 @@ pub fn compile_with(source: SourceFile, opts: &Options) -> Result<Artifacts, Bui
     let mut hip: Vec<(String, String)> = kernels.iter().map(|ir| (ir.name.clone(), hip::kernel_source(ir))).collect();
     hip.extend(variants.iter().flatten().map(|v| (v.ir.name.clone(), hip::kernel_source(&v.ir))));
     // What a tuning table is keyed by: each kernel's candidates' code (the
-    // kernel, then its variants), as printed above.
+    // kernel, then its variants but the observing twins), as printed above.
     let text = |name: &str| hip.iter().find(|(n, _)| n == name).map_or("", |(_, t)| t.as_str());
     let fingerprints: Vec<String> = program
         .kernels
         .iter()
         .zip(&kernels)
         .zip(&variants)
-        .map(|((k, ir), vs)| tokitai_contracts::tuning::fingerprint(&k.name, std::iter::once(ir.name.as_str()).chain(vs.iter().map(|v| v.ir.name.as_str())).map(|n| (n, text(n)))))
+        .map(|((k, ir), vs)| tokitai_contracts::tuning::fingerprint(&k.name, std::iter::once(ir.name.as_str()).chain(vs.iter().map(|v| v.ir.name.as_str()).filter(|n| !crate::schedule::observe::is_twin(n))).map(|n| (n, text(n)))))
         .collect();
     // Each with the kernel as it is proved (a guarded variant's `requires`
     // holds its guard).

@@ -297,12 +297,12 @@ pub enum KStmt {
     /// The contract monitor's observation of the launch's outputs
     /// (`KernelIr::observed`): each thread has folded every value it
     /// stored into one of them (smallest, largest, whether a NaN, in
-    /// registers); the warp combines its lanes' folds and its
-    /// first lane merges them, atomically, into slot `slot` of that
-    /// output's `OBSERVE_SLOTS` in the observation buffer
+    /// registers); the block combines its threads' folds (shuffles, then
+    /// barriers) and its first thread merges them, atomically, into slot
+    /// `slot` of that output's `OBSERVE_SLOTS` in the observation buffer
     /// (`KParam::Observations`; nothing where the launch passes none).
-    /// Warp-collective: every lane of the warp runs it. Atomic merges
-    /// commute, so slots shared by warps never race.
+    /// Block-collective, as a barrier: every thread of the block runs it.
+    /// Atomic merges commute, so slots shared by blocks never race.
     ObserveFlush { slot: IExpr },
     /// Set the thread's register allowance (`setmaxnreg`, sm_90a),
     /// growing it or releasing registers to the block's pool.
@@ -821,11 +821,11 @@ pub enum KParam {
     Observations,
 }
 
-/// Slots of one observed output: warps merge into slot `warp % OBSERVE_SLOTS`,
-/// so that no slot is a hot spot for the atomics.
+/// Slots of one observed output: blocks merge into slot `block %
+/// OBSERVE_SLOTS`, so that no slot is a hot spot for the atomics.
 pub const OBSERVE_SLOTS: i64 = 64;
 /// Words of one slot: the largest value's order key, the smallest's
-/// complemented key, and the count of warps that stored a NaN (all zero:
+/// complemented key, and the count of blocks that stored a NaN (all zero:
 /// nothing stored).
 pub const OBSERVE_WORDS: i64 = 3;
 

@@ -30,8 +30,10 @@ fn build_writes_kernels_bindings_and_a_manifest() {
     // reductions (router_softmax, combine2_bwd_w, combine_dense_bwd_w,
     // router_bwd), and router_softmax's row cached in registers (E <= 64:
     // one 128-thread shape; router_bwd's runs would not meet its declared
-    // tolerance, the combines' reads are indirect).
-    assert_eq!(manifest["kernels"].as_array().unwrap().len(), 19);
+    // tolerance, the combines' reads are indirect); and the observing twin
+    // of each row reduction and of each of its keyed variants (13).
+    assert_eq!(manifest["kernels"].as_array().unwrap().len(), 32);
+    assert!(manifest["kernels"].as_array().unwrap().iter().any(|k| k["name"] == "router_softmax_c128x1_obs"));
     assert!(manifest["kernels"].as_array().unwrap().iter().any(|k| k["name"] == "router_softmax_c128x1"));
     assert_eq!(manifest["source"]["sha256"].as_str().unwrap().len(), 64);
     assert!(std::fs::read_to_string(out.join("moe.rs")).unwrap().contains("pub mod top2"));

@@ -1,13 +1,16 @@
 //! The contract monitor's observation of a kernel's outputs (issue 18):
 //! the runtime trusts an observed range as the whole output's, so every
 //! store to an observed output must fold its value, every kernel of an
-//! example and all its variants must observe the same outputs (the
-//! runtime passes the words by the kernel's list), and only outputs whose
-//! every element is written (coverage proved) may be observed.
+//! example and all its variants must observe the same outputs, except a
+//! row schedule's observing twins, which all observe the same ones and
+//! stand in for a keyed variant or the kernel (the runtime passes the
+//! words by the launched variant's list), and only outputs whose every
+//! element is written (coverage proved) may be observed.
 
 use std::path::{Path, PathBuf};
 use tokitai_compiler::build::compile_source;
 use tokitai_compiler::kir::{KStmt, KernelIr};
+use tokitai_compiler::schedule::observe::TWIN_SUFFIX;
 use tokitai_compiler::span::SourceFile;
 use tokitai_compiler::target::Target;
 
@@ -64,7 +67,7 @@ fn check(ir: &KernelIr) {
 
 #[test]
 fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
-    let mut observed = 0;
+    let (mut observed, mut twins) = (0, 0);
     for target in [Target::default_cuda(), Target::default_hip()] {
         for path in examples() {
             let text = std::fs::read_to_string(&path).unwrap();
@@ -73,12 +76,36 @@ fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
                 check(ir);
                 observed += usize::from(!ir.observed.is_empty());
                 let names = |x: &KernelIr| x.observed.iter().map(|b| x.bufs[*b].name.clone()).collect::<Vec<_>>();
+                // A row schedule's observing twins (`<name>_obs`) all observe
+                // the same outputs, the rest what the kernel observes.
+                let is_twin = |x: &KernelIr| x.name.ends_with(TWIN_SUFFIX);
+                let twin_names = variants.iter().find(|v| is_twin(&v.ir)).map(|v| names(&v.ir));
                 for v in variants {
                     check(&v.ir);
-                    assert_eq!(names(&v.ir), names(ir), "{}: variant {} observes other outputs", ir.name, v.ir.name);
+                    if is_twin(&v.ir) {
+                        twins += 1;
+                        assert!(ir.observed.is_empty(), "{}: a twin of a kernel that observes itself", v.ir.name);
+                        assert_eq!(Some(names(&v.ir)), twin_names, "{}: twins observe other outputs", v.ir.name);
+                        assert!(!v.ir.observed.is_empty(), "{}: a twin that observes nothing", v.ir.name);
+                        assert!(v.keys.0 > v.keys.1, "{}: a twin is launched only in place of its original, never by its key", v.ir.name);
+                        // Its original: the kernel or a variant a launch takes by key.
+                        let original = v.ir.name.strip_suffix(TWIN_SUFFIX).unwrap();
+                        let keyed = variants.iter().any(|o| o.ir.name == original && o.keys.0 <= o.keys.1 && o.guard == v.guard);
+                        assert!(original == ir.name || keyed, "{}: no original to stand in for", v.ir.name);
+                    } else {
+                        assert_eq!(names(&v.ir), names(ir), "{}: variant {} observes other outputs", ir.name, v.ir.name);
+                    }
+                }
+                // Every keyed variant of a kernel with twins has one.
+                if twin_names.is_some() {
+                    for o in variants.iter().filter(|o| o.keys.0 <= o.keys.1) {
+                        let twin = format!("{}{}", o.ir.name, TWIN_SUFFIX);
+                        assert!(variants.iter().any(|v| v.ir.name == twin), "{}: no observing twin", o.ir.name);
+                    }
                 }
             }
         }
     }
     assert!(observed > 15, "only {} kernels observe their outputs", observed);
+    assert!(twins > 40, "only {} observing twins", twins);
 }

@@ -108,6 +108,17 @@ impl KernelDef {
             None => self.primary(),
         }
     }
+    /// What a launch takes in place of `chosen` while the monitor hands it
+    /// observation words: `chosen` where it observes its outputs, else its
+    /// observing twin (`<name>_obs`, a row schedule's, see the compiler's
+    /// `schedule::observe`) where the build emitted one, else `chosen`
+    /// (whose outputs the monitor then probes where they are read).
+    pub fn observing(&self, chosen: Chosen) -> Chosen {
+        if !chosen.observes.is_empty() {
+            return chosen;
+        }
+        self.variants.iter().find(|v| is_twin_of(v.name, chosen.name)).map(Chosen::of).unwrap_or(chosen)
+    }
     /// The kernel itself (no variant).
     pub fn primary(&self) -> Chosen {
         Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[], observes: self.observes }
@@ -118,6 +129,17 @@ impl KernelDef {
         v.extend(self.variants.iter().map(Chosen::of));
         v
     }
+}
+
+/// Is variant `name` the observing twin of `of`?
+fn is_twin_of(name: &str, of: &str) -> bool {
+    name.strip_suffix(crate::abi::tk_info::OBSERVING_TWIN_SUFFIX) == Some(of)
+}
+
+/// Is variant `name` an observing twin (launched only in place of its
+/// original while the monitor observes; never a tuning candidate)?
+pub(crate) fn is_observing_twin(name: &str) -> bool {
+    name.ends_with(crate::abi::tk_info::OBSERVING_TWIN_SUFFIX)
 }
 
 /// Are guarded variants (contractions on a matrix unit) chosen? Yes

@@ -48,9 +48,10 @@ pub fn class_text(k: &KernelDef, class: &[u8]) -> String {
 }
 
 /// Every candidate the build emitted (all of them proved): the kernel's
-/// own schedule first, then its variants in the compiler's order.
+/// own schedule first, then its variants in the compiler's order; not
+/// the observing twins (the monitor's, launched in place of a choice).
 pub fn candidates(k: &KernelDef) -> Vec<Chosen> {
-    k.all_compiled()
+    k.all_compiled().into_iter().filter(|c| !crate::call::is_observing_twin(c.name)).collect()
 }
 
 /// Does a launch with `dims` admit `name` (its guard holds)? The kernel's

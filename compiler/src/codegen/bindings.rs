@@ -15,6 +15,9 @@ pub mod tk_info {
     /// words per slot (`kir::OBSERVE_SLOTS`, `kir::OBSERVE_WORDS`).
     pub const OBSERVE_SLOTS: usize = 64;
     pub const OBSERVE_WORDS: usize = 3;
+    /// A row schedule's observing twin is its name and this suffix
+    /// (`schedule::observe::TWIN_SUFFIX`).
+    pub const OBSERVING_TWIN_SUFFIX: &str = "_obs";
     #[derive(Clone, Copy, Debug)]
     pub struct TensorParam {
         pub name: &'static str,
@@ -500,5 +503,7 @@ mod tests {
         let slots = format!("pub const OBSERVE_SLOTS: usize = {};", crate::kir::OBSERVE_SLOTS);
         let words = format!("pub const OBSERVE_WORDS: usize = {};", crate::kir::OBSERVE_WORDS);
         assert!(super::INFO_TYPES.contains(&slots) && super::INFO_TYPES.contains(&words), "tk_info's observation layout differs from kir's");
+        let twin = format!("pub const OBSERVING_TWIN_SUFFIX: &str = {:?};", crate::schedule::observe::TWIN_SUFFIX);
+        assert!(super::INFO_TYPES.contains(&twin), "tk_info names observing twins otherwise than the compiler");
     }
 }

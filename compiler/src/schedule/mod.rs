@@ -11,7 +11,7 @@
 
 mod contraction;
 mod lower;
-mod observe;
+pub mod observe;
 mod pointwise;
 mod producer_ring;
 mod row;
@@ -217,7 +217,19 @@ pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result
         let twins: Vec<Variant> = variants.iter().filter_map(intrinsic_twin).collect();
         variants.extend(twins);
     }
+    let observing = observing_twins(ir, &variants);
+    variants.extend(observing);
     Ok(Candidates { variants, rejected })
+}
+
+/// The observing twins (`observe::observing_twin`) of a row schedule and
+/// of each variant a launch takes by its key: empty keys themselves (a
+/// launch takes one only in place of its original, while the monitor
+/// observes), the original's guard. A variant only the tuner takes has
+/// none: a launch on it is probed instead.
+fn observing_twins(ir: &KernelIr, variants: &[Variant]) -> Vec<Variant> {
+    let keyed = variants.iter().filter(|v| v.keys.0 <= v.keys.1).map(|v| (&v.ir, v.guard));
+    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir).map(|ir| Variant { ir, keys: (1, 0), guard })).collect()
 }
 
 /// Does `k` get fast-intrinsic candidates (`intrinsic_twin`)? On CUDA,

@@ -6,7 +6,7 @@
 //! kernel that writes a tensor has every value in registers as it stores
 //! it, so it folds them into the tensor's range: each thread keeps the
 //! smallest and largest value it stored and whether it stored a NaN, and
-//! at the end each warp merges its lanes' folds into the launch's
+//! at the end each block merges its threads' folds into the launch's
 //! observation buffer (`KStmt::ObserveFlush`). A later launch that reads
 //! the tensor is judged by that range (an infinity in it: not finite, so
 //! not covered).
@@ -18,26 +18,30 @@
 use crate::kir::{BufId, IExpr, KParam, KStmt, KernelIr, Schedule};
 use crate::types::Dtype;
 
-/// Warps per block assumed by the slot a warp merges into: any value keeps
-/// the slot in range; this one spreads the warps of a few blocks over all
-/// the slots.
-const WARPS_SPREAD: i64 = 8;
 
 /// Do kernels of this schedule observe their outputs? Element-wise ones
 /// (pointwise, gather): memory-bound, with registers to spare, the folds
 /// cost nothing measurable (H100: gelu_fwd and adamw at 2^26 the same
-/// speed with them). Not the row schedules and contractions: their
-/// register budgets are tuned to the limit, and the folds' registers cost
-/// them even when skipped at run time (H100, monitor off: softmax_fwd and
-/// layernorm_fwd at 16384x4096 -20%, gemm_f16_ws 4096^3 -12%, the tiny
-/// MoE contractions -6 to -9%), more than the probes they save.
+/// speed with them). Not the row schedules and contractions themselves:
+/// their register budgets are tuned to the limit, and the folds'
+/// registers cost them even when skipped at run time (H100, monitor off:
+/// softmax_fwd and layernorm_fwd at 16384x4096 -20%, gemm_f16_ws 4096^3
+/// -12%, the tiny MoE contractions -6 to -9%). The row schedules observe
+/// through twins instead (`observing_twin`); the contractions' outputs
+/// are probed where they are read.
 fn observes(schedule: &Schedule) -> bool {
     matches!(schedule, Schedule::Pointwise { .. } | Schedule::Gather)
 }
 
-/// The outputs of `ir` the monitor can observe.
-fn observable(ir: &KernelIr) -> Vec<BufId> {
-    if !observes(&ir.schedule) {
+/// Do the row schedules' observing twins exist (`observing_twin`)?
+fn twin_observes(schedule: &Schedule) -> bool {
+    matches!(schedule, Schedule::RowReduction { .. } | Schedule::RowCached { .. })
+}
+
+/// The outputs of `ir` the monitor can observe (of a kernel whose
+/// schedule observes, or of a twin: `any_schedule`).
+fn observable(ir: &KernelIr, any_schedule: bool) -> Vec<BufId> {
+    if !any_schedule && !observes(&ir.schedule) {
         return Vec::new();
     }
     (0..ir.bufs.len())
@@ -46,21 +50,62 @@ fn observable(ir: &KernelIr) -> Vec<BufId> {
 }
 
 /// Observe `ir`'s observable outputs: the observation buffer as the last
-/// parameter, and the warps' merge at the end of the body, where every
-/// thread of the block arrives (the body has no early exit). Blocks of
-/// whole warps only (the merge is warp-collective); others stay as they are.
+/// parameter, and the block's merge at the end of the body, where every
+/// thread of the block arrives (the body has no early exit; the prover
+/// checks it as it checks a barrier). Blocks of whole warps only (the
+/// merge combines warps by shuffles); others stay as they are.
 pub fn instrument(ir: &mut KernelIr) {
-    let observed = observable(ir);
+    let observed = observable(ir, false);
+    observe(ir, observed);
+}
+
+/// A row schedule's observing twin (`<name>_obs`): the same kernel with
+/// its outputs observed, launched in its place only while the monitor
+/// hands the launch observation words (the runtime's
+/// `KernelDef::observing`). The row schedules do not observe themselves
+/// (see `observes`): the folds' registers would cost them with the
+/// monitor off; the twin costs only launches that the monitor would
+/// otherwise follow with a probe of every output. `None` where nothing
+/// can be observed.
+pub fn observing_twin(ir: &KernelIr) -> Option<KernelIr> {
+    if !twin_observes(&ir.schedule) || !ir.observed.is_empty() {
+        return None;
+    }
+    let observed = observable(ir, true);
+    if observed.is_empty() || !ir.block.is_multiple_of(32) {
+        return None;
+    }
+    let mut twin = ir.clone();
+    twin.name = format!("{}{}", ir.name, TWIN_SUFFIX);
+    observe(&mut twin, observed);
+    Some(twin)
+}
+
+/// The suffix of an observing twin's name (no other variant's name ends
+/// so: theirs end in their shape, `_b128`, `_c256x2`, `_wg4`).
+pub const TWIN_SUFFIX: &str = "_obs";
+
+/// Is variant `name` an observing twin? Not a tuning candidate: the
+/// tuner times the originals, and a launch takes a twin in its
+/// original's place.
+pub fn is_twin(name: &str) -> bool {
+    name.ends_with(TWIN_SUFFIX)
+}
+
+fn observe(ir: &mut KernelIr, observed: Vec<BufId>) {
     if observed.is_empty() || !ir.block.is_multiple_of(32) {
         return;
     }
     ir.observed = observed;
     ir.params.push(KParam::Observations);
-    let warp = IExpr::Tid.div(IExpr::c(32));
-    let mut block = IExpr::BlockIdx(0).mul(IExpr::c(WARPS_SPREAD));
+    // `(bid.x + 3 bid.y) % 64`, each block index first taken mod 64 (the
+    // same slot): no product that could leave 32 bits, which would cost
+    // the kernel its 32-bit indexing.
+    let slots = crate::kir::OBSERVE_SLOTS;
+    let mut slot = IExpr::BlockIdx(0).rem(IExpr::c(slots));
     if ir.grid.len() > 1 {
-        block = block.add(IExpr::BlockIdx(1).mul(IExpr::c(3 * WARPS_SPREAD)));
+        slot = slot.add(IExpr::BlockIdx(1).rem(IExpr::c(slots)).mul(IExpr::c(3)));
     }
-    let slot = block.add(warp).rem(IExpr::c(crate::kir::OBSERVE_SLOTS));
+    let slot = slot.rem(IExpr::c(slots));
     ir.body.push(KStmt::ObserveFlush { slot });
 }

@@ -939,14 +939,16 @@ impl<'a> Exec<'a> {
             KStmt::WgmmaFence | KStmt::WgmmaWait { .. } => self.warp_collective(128),
             KStmt::ProxyFence => self.warp_collective(32),
             KStmt::ObserveFlush { slot } => {
-                // Every lane combines (a warp-collective shuffle); the
-                // first lane merges each observed output's three words.
-                self.collective(32, "warp reduction of the monitor's observation");
+                // Every thread of the block combines (shuffles, then
+                // barriers: reached by all, as a barrier is); the first
+                // thread merges each observed output's three words.
+                let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
+                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "block merge of the monitor's observation", group: None });
                 let slot = self.iterm(slot);
                 let saved = (self.path.len(), self.cover_path.len());
-                let first_lane = Term::var(TID).rem(Term::c(32)).eq(Term::c(0));
-                self.path.push(first_lane.clone());
-                self.cover_path.push(first_lane);
+                let first_thread = Term::var(TID).eq(Term::c(0));
+                self.path.push(first_thread.clone());
+                self.cover_path.push(first_thread);
                 for j in 0..self.ir.observed.len() as i64 {
                     let at = Term::c(j * OBSERVE_SLOTS * OBSERVE_WORDS).add(slot.clone().mul(Term::c(OBSERVE_WORDS)));
                     self.record(Target::Observations, true, at, OBSERVE_WORDS as u32, None, None);

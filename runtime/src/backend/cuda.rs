@@ -303,7 +303,9 @@ impl CudaBackend {
     /// `observe`: the device address of the launch's observation words
     /// for the contract monitor (0: none; see `monitor::observe`).
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
-        self.launch_chosen(&self.stream, k, bound, args, self.chosen(k, &bound.dims), observe)
+        let chosen = self.chosen(k, &bound.dims);
+        let chosen = if observe != 0 { k.observing(chosen) } else { chosen };
+        self.launch_chosen(&self.stream, k, bound, args, chosen, observe)
     }
 
     /// Launch one of the contract monitor's probes on the probe stream

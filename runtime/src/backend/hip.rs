@@ -231,6 +231,7 @@ impl HipBackend {
     /// `monitor::observe`).
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
         let chosen = k.choose(&bound.dims);
+        let chosen = if observe != 0 { k.observing(chosen) } else { chosen };
         if !chosen.tensor_maps.is_empty() {
             // Bulk tensor copies are NVIDIA's (sm_90); no HIP target
             // schedules them.

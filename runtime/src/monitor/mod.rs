@@ -378,7 +378,7 @@ pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
             Standing::Pending(i) => Some(Some(i)),
         };
         let ensures = k.info.ensures.iter().find(|e| e.0 == param.name);
-        let observed = ticket.observe.and_then(|o| k.observes.iter().position(|p| *p == position).map(|j| o.slots(j)));
+        let observed = ticket.observe.and_then(|o| o.slots_of(position));
         // An observation first: measured, it is tighter than the proved
         // range and holds whatever the launch's verdict.
         match (observed, producer, ensures) {

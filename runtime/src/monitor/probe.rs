@@ -362,12 +362,26 @@ pub(super) enum Queued {
     Unmeasured(String),
 }
 
-/// Do kernels observe their outputs for the monitor? Yes unless
-/// `TOKITAI_OBSERVE=off`: an ablation switch, so that a benchmark can time
-/// the monitor probing every input instead, on one build. Read once.
-fn observing_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TOKITAI_OBSERVE").map_or(true, |v| v != "off"))
+/// Where kernels observe their outputs for the monitor
+/// (`TOKITAI_OBSERVE`, read once): an ablation switch, so that a
+/// benchmark can time the choices on one build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Observing {
+    /// Nowhere (`off`): the monitor probes every input.
+    Off,
+    /// Outside captured steps (`eager`, the default).
+    Eager,
+    /// Everywhere (`all`).
+    All,
+}
+
+fn observing() -> Observing {
+    static AT: std::sync::OnceLock<Observing> = std::sync::OnceLock::new();
+    *AT.get_or_init(|| match std::env::var("TOKITAI_OBSERVE").as_deref() {
+        Ok("off") => Observing::Off,
+        Ok("all") => Observing::All,
+        _ => Observing::Eager,
+    })
 }
 
 /// A launch's observation words: their device address, and where the
@@ -376,12 +390,16 @@ fn observing_on() -> bool {
 pub(crate) struct Observe {
     pub(crate) address: u64,
     first: usize,
+    /// The outputs it observes (positions among the tensor parameters),
+    /// in the order of their words.
+    observes: &'static [usize],
 }
 
 impl Observe {
-    /// The slots of the `j`-th output the launch observes.
-    pub(super) fn slots(&self, j: usize) -> ObservedSlots {
-        ObservedSlots { at: self.first + j * OBSERVED_WORDS }
+    /// The slots of the launch's observation of tensor parameter
+    /// `position`, where it observes that one.
+    pub(super) fn slots_of(&self, position: usize) -> Option<ObservedSlots> {
+        self.observes.iter().position(|p| *p == position).map(|j| ObservedSlots { at: self.first + j * OBSERVED_WORDS })
     }
 }
 
@@ -424,14 +442,21 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         want_i32 += rows(tt.len());
         relations.push((kernel, tt, st, *factor as f32));
     }
-    // Not in a captured step: its probes run beside it, off the critical
-    // path, while each observing kernel's merge lengthens its own tail
-    // (H100, dense graphs: nano +32% against +24% probing everything,
-    // tiny +17.5% against +16%); its parameters are probed anyway (each
-    // replay starts with no facts). Eager steps gain (tiny sparse +23%
-    // against +29%).
+    // Not in a captured step (unless `TOKITAI_OBSERVE=all`): its probes
+    // run beside it, off the critical path, while an observing kernel
+    // lengthens its own (H100, dense graphs, one merge a block: tiny
+    // +14.5% and +13.5% observing against +13.4% and +13.6% probing, 69
+    // probe launches a step against 251; nano +32% and +34% against +25%
+    // and +26%). Eager steps gain (tiny sparse +11% to +14% against +23%
+    // to +25% probing every row kernel's output).
     let capturing = Device::capturing();
-    let observed_words = if observing_on() && !capturing { k.observes.len() * OBSERVED_WORDS } else { 0 };
+    // What the launch will observe: its choice's outputs, or its observing
+    // twin's (the backend launches the twin when handed words).
+    let observes = match (observing(), capturing) {
+        (Observing::Off, _) | (Observing::Eager, true) => &[][..],
+        _ => k.observing(dev.chosen(k, &bound.dims)).observes,
+    };
+    let observed_words = observes.len() * OBSERVED_WORDS;
     want_i32 += observed_words;
     if want_f64 > F64_SLOTS || want_i32 > I32_SLOTS {
         return Ok(Queued::Unmeasured(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
@@ -457,7 +482,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         st.i32_used += observed_words;
         st.observing = true;
         let address = slots.i32s.view(first, &[observed_words])?.device_span().map(|s| s.start);
-        address.map(|address| Observe { address, first })
+        address.map(|address| Observe { address, first, observes })
     } else {
         None
     };
@@ -876,7 +901,7 @@ mod tests {
     }
 
     /// The words a kernel's observation leaves for `values`, spread over
-    /// the slots as warps would merge them (prelude.hip: `tk_observe`,
+    /// the slots as blocks would merge them (prelude.hip: `tk_observe`,
     /// `tk_observe_flush`: NaNs counted, other values, infinities too,
     /// merged by key), from word `at` of `words`.
     fn observe_on_host(values: &[f32], words: &mut [i32], at: usize) {
