@@ -19,7 +19,7 @@ WG_FORMS=gemm_f16_wg4,gemm_bf16_wg4,linear_fwd_wg4,linear_bwd_x_wg4,linear_bwd_w
 # gpucheck with every warp-specialised form (or the forms in $2) forced:
 # random and ragged shapes of both gemms (`--small`: no 8192^3 CPU
 # oracle), the linear layers with their 1024^3 workloads, gemm 4096^3.
-# Binaries in $1.
+# Binaries in $1; the monitor off unless WS_CONTRACTS says otherwise.
 ws_forced_gpucheck() {
   local bin="$1" forms="${2:-$WS_FORMS}" i=0 only flags
   for only in "gemm --small" "linear" "gemm_f16 wg 4096^3"; do
@@ -27,7 +27,7 @@ ws_forced_gpucheck() {
     echo "## gpucheck --only $only, forced: $forms"
     set -- $only
     if [ "${2:-}" = "--small" ]; then flags=(--only "$1" --small); else flags=(--only "$only"); fi
-    TOKITAI_FORCE=$forms TOKITAI_CONTRACTS=off timeout 150 "$bin/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_${i}_${forms%%,*}.json" 2>&1 | tail -40
+    TOKITAI_FORCE=$forms TOKITAI_CONTRACTS="${WS_CONTRACTS:-off}" timeout 150 "$bin/tokitai-gpucheck" "${flags[@]}" --json "$OUT/gpucheck_${i}_${forms%%,*}.json" 2>&1 | tail -40
   done
 }
 

@@ -42,5 +42,8 @@ check)
   TOKITAI_CONTRACTS=warn timeout 120 compute-sanitizer --tool memcheck "$BIN/tokitai-gpucheck" --only layernorm --small > "$OUT/memcheck.txt" 2>&1
   echo "memcheck gpucheck layernorm exit $?"; tail -2 "$OUT/memcheck.txt"
   strict_runs_and_recorded_launches "$BIN"
+  # The warp-specialised contractions forced (their observing twins run
+  # while the monitor is on).
+  WS_CONTRACTS=warn ws_forced_gpucheck "$BIN" > "$OUT/ws_forced.txt" 2>&1; grep -E "passed|failed|FAIL" "$OUT/ws_forced.txt" | tail -6
   ;;
 esac

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use tokitai_compiler::build::compile_source;
 use tokitai_compiler::kir::{KStmt, KernelIr};
-use tokitai_compiler::schedule::observe::TWIN_SUFFIX;
+use tokitai_compiler::schedule::observe::{observing_twin, TWIN_SUFFIX};
 use tokitai_compiler::span::SourceFile;
 use tokitai_compiler::target::Target;
 
@@ -96,12 +96,13 @@ fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
                         assert_eq!(names(&v.ir), names(ir), "{}: variant {} observes other outputs", ir.name, v.ir.name);
                     }
                 }
-                // Every keyed variant of a kernel with twins has one.
-                if twin_names.is_some() {
-                    for o in variants.iter().filter(|o| o.keys.0 <= o.keys.1) {
-                        let twin = format!("{}{}", o.ir.name, TWIN_SUFFIX);
-                        assert!(variants.iter().any(|v| v.ir.name == twin), "{}: no observing twin", o.ir.name);
-                    }
+                // Every keyed variant that can have a twin has one (the
+                // warp-specialised contractions have none: `_ws`).
+                for o in variants.iter().filter(|o| o.keys.0 <= o.keys.1) {
+                    let twin = format!("{}{}", o.ir.name, TWIN_SUFFIX);
+                    let has = variants.iter().any(|v| v.ir.name == twin);
+                    assert_eq!(has, observing_twin(&o.ir).is_some(), "{}: its observing twin", o.ir.name);
+                    assert!(!(has && o.ir.name.ends_with("_ws")), "{}: a warp-specialised form with a twin", o.ir.name);
                 }
             }
         }

@@ -26,16 +26,17 @@ use crate::types::Dtype;
 /// their register budgets are tuned to the limit, and the folds'
 /// registers cost them even when skipped at run time (H100, monitor off:
 /// softmax_fwd and layernorm_fwd at 16384x4096 -20%, gemm_f16_ws 4096^3
-/// -12%, the tiny MoE contractions -6 to -9%). The row schedules observe
-/// through twins instead (`observing_twin`); the contractions' outputs
-/// are probed where they are read.
+/// -12%, the tiny MoE contractions -6 to -9%). They observe through twins
+/// instead (`observing_twin`).
 fn observes(schedule: &Schedule) -> bool {
     matches!(schedule, Schedule::Pointwise { .. } | Schedule::Gather)
 }
 
-/// Do the row schedules' observing twins exist (`observing_twin`)?
+/// Do observing twins (`observing_twin`) exist for this schedule? For the
+/// row reductions and the contractions (each output element stored once
+/// from registers in the epilogue).
 fn twin_observes(schedule: &Schedule) -> bool {
-    matches!(schedule, Schedule::RowReduction { .. } | Schedule::RowCached { .. })
+    matches!(schedule, Schedule::RowReduction { .. } | Schedule::RowCached { .. } | Schedule::Contraction { .. } | Schedule::TensorCore { .. } | Schedule::Warpgroup { .. })
 }
 
 /// The outputs of `ir` the monitor can observe (of a kernel whose
@@ -59,16 +60,16 @@ pub fn instrument(ir: &mut KernelIr) {
     observe(ir, observed);
 }
 
-/// A row schedule's observing twin (`<name>_obs`): the same kernel with
-/// its outputs observed, launched in its place only while the monitor
-/// hands the launch observation words (the runtime's
-/// `KernelDef::observing`). The row schedules do not observe themselves
-/// (see `observes`): the folds' registers would cost them with the
-/// monitor off; the twin costs only launches that the monitor would
-/// otherwise follow with a probe of every output. `None` where nothing
-/// can be observed.
+/// A row schedule's or a contraction's observing twin (`<name>_obs`): the
+/// same kernel with its outputs observed, launched in its place only
+/// while the monitor hands the launch observation words (the runtime's
+/// `KernelDef::observing`). They do not observe themselves (see
+/// `observes`): the folds' registers would cost them with the monitor
+/// off; the twin costs only launches that the monitor would otherwise
+/// follow with a probe of every output. `None` where nothing can be
+/// observed.
 pub fn observing_twin(ir: &KernelIr) -> Option<KernelIr> {
-    if !twin_observes(&ir.schedule) || !ir.observed.is_empty() {
+    if !twin_observes(&ir.schedule) || !ir.observed.is_empty() || sets_registers(&ir.body) {
         return None;
     }
     let observed = observable(ir, true);
@@ -79,6 +80,21 @@ pub fn observing_twin(ir: &KernelIr) -> Option<KernelIr> {
     twin.name = format!("{}{}", ir.name, TWIN_SUFFIX);
     observe(&mut twin, observed);
     Some(twin)
+}
+
+/// Does `body` move registers between warpgroups (`setmaxnreg`: the
+/// warp-specialised contractions)? Their consumers run at the register
+/// limit with the epilogue as the bottleneck, and a twin's folds there
+/// cost them 12-19% (H100, tiny MoE step, Nsight Compute: linear_fwd_ws
+/// 62 -> 74 us a launch): more than the probe of their output, which runs
+/// at about 7 us. So they have none.
+fn sets_registers(body: &[KStmt]) -> bool {
+    body.iter().any(|s| match s {
+        KStmt::SetMaxRegisters { .. } => true,
+        KStmt::For { body, .. } => sets_registers(body),
+        KStmt::If { then, els, .. } => sets_registers(then) || sets_registers(els),
+        _ => false,
+    })
 }
 
 /// The suffix of an observing twin's name (no other variant's name ends
