@@ -18,7 +18,6 @@
 use crate::kir::{BufId, IExpr, KParam, KStmt, KernelIr, Schedule};
 use crate::types::Dtype;
 
-
 /// Do kernels of this schedule observe their outputs? Element-wise ones
 /// (pointwise, gather): memory-bound, with registers to spare, the folds
 /// cost nothing measurable (H100: gelu_fwd and adamw at 2^26 the same
@@ -67,7 +66,7 @@ pub fn instrument(ir: &mut KernelIr) {
 /// `observes`): the folds' registers would cost them with the monitor
 /// off; the twin costs only launches that the monitor would otherwise
 /// follow with a probe of every output. `None` where nothing can be
-/// observed.
+/// observed, and for the warp-specialised contractions (`sets_registers`).
 pub fn observing_twin(ir: &KernelIr) -> Option<KernelIr> {
     if !twin_observes(&ir.schedule) || !ir.observed.is_empty() || sets_registers(&ir.body) {
         return None;
