@@ -89,6 +89,15 @@ pub struct Chosen {
     pub observes: &'static [usize],
 }
 
+/// A launch the contract monitor observes: what it runs (`chosen`, which
+/// observes its outputs: see [`KernelDef::observing`]) and the device
+/// address of its observation words.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed {
+    pub chosen: Chosen,
+    pub words: u64,
+}
+
 impl Chosen {
     pub(crate) fn of(v: &Variant) -> Chosen {
         Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared, tensor_maps: v.tensor_maps, observes: v.observes }

@@ -2,7 +2,7 @@
 //! from the tensors' shapes, check dtypes, shapes, devices and `requires`,
 //! then hand the call to the device's backend.
 
-use crate::call::{Arg, Bound, KernelDef};
+use crate::call::{Arg, Bound, KernelDef, Observed};
 use crate::{Device, Error, Result};
 
 /// Bind and check everything about a call that does not need a device.
@@ -61,7 +61,7 @@ pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     let bound = checked(dev, k, args)?;
     let ticket = crate::monitor::before_launch(dev, k, &bound, args)?;
     crate::record::before_launch(k, &bound, args);
-    dispatch(dev, k, &bound, args, ticket.observe_address())?;
+    dispatch(dev, k, &bound, args, ticket.observed())?;
     crate::monitor::after_launch(k, args, ticket);
     Ok(())
 }
@@ -74,7 +74,7 @@ pub(crate) fn launch_probe(dev: &Device, k: &KernelDef, args: &mut [Arg], beside
     match dev {
         #[cfg(feature = "cuda")]
         Device::Cuda(c) if beside => c.launch_probe(k, &bound, args),
-        _ => dispatch(dev, k, &bound, args, 0),
+        _ => dispatch(dev, k, &bound, args, None),
     }
 }
 
@@ -89,10 +89,9 @@ pub(crate) fn checked(dev: &Device, k: &KernelDef, args: &[Arg]) -> Result<Bound
     Ok(bound)
 }
 
-/// `observe`: the device address of the launch's observation words for
-/// the contract monitor (0: none).
-fn dispatch(dev: &Device, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
-    dev.backend().run(k, bound, args, observe)
+/// `observed`: what the contract monitor runs observing, and its words.
+fn dispatch(dev: &Device, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
+    dev.backend().run(k, bound, args, observed)
 }
 
 #[cfg(test)]

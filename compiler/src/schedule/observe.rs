@@ -38,10 +38,10 @@ fn twin_observes(schedule: &Schedule) -> bool {
     matches!(schedule, Schedule::RowReduction { .. } | Schedule::RowCached { .. } | Schedule::Contraction { .. } | Schedule::TensorCore { .. } | Schedule::Warpgroup { .. })
 }
 
-/// The outputs of `ir` the monitor can observe (of a kernel whose
-/// schedule observes, or of a twin: `any_schedule`).
-fn observable(ir: &KernelIr, any_schedule: bool) -> Vec<BufId> {
-    if !any_schedule && !observes(&ir.schedule) {
+/// The outputs of `ir` the monitor can observe: float ones written whole.
+/// None in blocks of partial warps (the merge combines warps by shuffles).
+fn observable(ir: &KernelIr) -> Vec<BufId> {
+    if !ir.block.is_multiple_of(32) {
         return Vec::new();
     }
     (0..ir.bufs.len())
@@ -49,14 +49,16 @@ fn observable(ir: &KernelIr, any_schedule: bool) -> Vec<BufId> {
         .collect()
 }
 
-/// Observe `ir`'s observable outputs: the observation buffer as the last
-/// parameter, and the block's merge at the end of the body, where every
-/// thread of the block arrives (the body has no early exit; the prover
-/// checks it as it checks a barrier). Blocks of whole warps only (the
-/// merge combines warps by shuffles); others stay as they are.
+/// Observe `ir`'s observable outputs where its schedule observes itself
+/// (see `observe`); other kernels stay as they are.
 pub fn instrument(ir: &mut KernelIr) {
-    let observed = observable(ir, false);
-    observe(ir, observed);
+    if !observes(&ir.schedule) {
+        return;
+    }
+    let observed = observable(ir);
+    if !observed.is_empty() {
+        observe(ir, observed);
+    }
 }
 
 /// A row schedule's or a contraction's observing twin (`<name>_obs`): the
@@ -71,8 +73,8 @@ pub fn observing_twin(ir: &KernelIr) -> Option<KernelIr> {
     if !twin_observes(&ir.schedule) || !ir.observed.is_empty() || sets_registers(&ir.body) {
         return None;
     }
-    let observed = observable(ir, true);
-    if observed.is_empty() || !ir.block.is_multiple_of(32) {
+    let observed = observable(ir);
+    if observed.is_empty() {
         return None;
     }
     let mut twin = ir.clone();
@@ -107,10 +109,11 @@ pub fn is_twin(name: &str) -> bool {
     name.ends_with(TWIN_SUFFIX)
 }
 
+/// Observe `observed` (some outputs): the observation buffer as the last
+/// parameter, and the block's merge at the end of the body, where every
+/// thread of the block arrives (the body has no early exit; the prover
+/// checks it as it checks a barrier).
 fn observe(ir: &mut KernelIr, observed: Vec<BufId>) {
-    if observed.is_empty() || !ir.block.is_multiple_of(32) {
-        return;
-    }
     ir.observed = observed;
     ir.params.push(KParam::Observations);
     // `(bid.x + 3 bid.y) % 64`, each block index first taken mod 64 (the

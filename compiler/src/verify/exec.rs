@@ -825,8 +825,7 @@ impl<'a> Exec<'a> {
             }
             KStmt::Barrier => {
                 self.lists[list].barriers.push(index);
-                let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
-                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "barrier", group: None });
+                self.block_collective("barrier");
             }
             KStmt::FragmentLoad { shape, which, src, dst, dst_at, rows } => {
                 use crate::schedule::tensor_core::{element, loads_rows, registers, tile};
@@ -942,8 +941,7 @@ impl<'a> Exec<'a> {
                 // Every thread of the block combines (shuffles, then
                 // barriers: reached by all, as a barrier is); the first
                 // thread merges each observed output's three words.
-                let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
-                self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "block merge of the monitor's observation", group: None });
+                self.block_collective("block merge of the monitor's observation");
                 let slot = self.iterm(slot);
                 let saved = (self.path.len(), self.cover_path.len());
                 let first_thread = Term::var(TID).eq(Term::c(0));
@@ -1072,19 +1070,20 @@ impl<'a> Exec<'a> {
         Some(self.path.iter().filter(|f| tid_only(f)).cloned().collect())
     }
 
+    /// A statement every thread of the block must reach (`what`: a
+    /// barrier, or one that holds barriers).
+    fn block_collective(&mut self, what: &'static str) {
+        let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
+        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what, group: None });
+    }
+
     /// A warp-collective instruction: every lane must reach it (asked as
     /// of a barrier: every thread of the block, which is stronger).
     fn warp_collective(&mut self, group: u32) {
-        self.collective(group, "matrix-unit instruction");
-    }
-
-    /// An instruction every thread of a group of `group` consecutive
-    /// threads must reach together (`what`).
-    fn collective(&mut self, group: u32, what: &'static str) {
         let bad = self.cond_stack.iter().find(|(u, ..)| !u).map(|(_, w, _)| w.clone());
         let conds: Option<Vec<Formula>> = self.cond_stack.iter().filter(|(u, ..)| !u).map(|(_, _, f)| f.clone()).collect();
         let group = conds.filter(|c| !c.is_empty()).map(|c| (group, c, self.path.clone()));
-        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what, group });
+        self.barriers.push(Barrier { uniform: bad.is_none(), why_not: bad.unwrap_or_default(), what: "matrix-unit instruction", group });
     }
 
     /// A read of register array `arr`: the thread-only conditions it is

@@ -3,7 +3,7 @@
 //! parallel on rayon's threads when there is enough work.
 
 use crate::abi::tk_rt::{Arg as MirrorArg, Buf};
-use crate::call::{Arg, Bound, KernelDef};
+use crate::call::{Arg, Bound, KernelDef, Observed};
 use crate::{Error, Result};
 
 /// The generated code's parallel loops run on rayon's pool.
@@ -46,7 +46,7 @@ pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
 pub struct Cpu;
 
 impl super::Backend for Cpu {
-    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], _observe: u64) -> Result<()> {
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], _observed: Option<Observed>) -> Result<()> {
         run(k, bound, args)
     }
 }

@@ -7,7 +7,7 @@
 use super::bytes::{decode, launch_values, to_bytes, ArgValue, TensorMapBytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
-use crate::call::{Arg, Bound, Chosen, KernelDef};
+use crate::call::{Arg, Bound, Chosen, KernelDef, Observed};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr};
@@ -300,12 +300,11 @@ impl CudaBackend {
         }
     }
 
-    /// `observe`: the device address of the launch's observation words
-    /// for the contract monitor (0: none; see `monitor::observe`).
-    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
-        let chosen = self.chosen(k, &bound.dims);
-        let chosen = if observe != 0 { k.observing(chosen) } else { chosen };
-        self.launch_chosen(&self.stream, k, bound, args, chosen, observe)
+    /// `observed`: what the contract monitor chose to run, observing, and
+    /// its words; else the launch's own choice, with null words.
+    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
+        let (chosen, words) = observed.map_or_else(|| (self.chosen(k, &bound.dims), 0), |o| (o.chosen, o.words));
+        self.launch_chosen(&self.stream, k, bound, args, chosen, words)
     }
 
     /// Launch one of the contract monitor's probes on the probe stream
@@ -655,7 +654,7 @@ impl CudaBackend {
 }
 
 impl super::Backend for CudaBackend {
-    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
-        self.launch(k, bound, args, observe)
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
+        self.launch(k, bound, args, observed)
     }
 }

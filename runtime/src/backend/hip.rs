@@ -7,7 +7,7 @@
 use super::bytes::{decode, launch_values, to_bytes};
 use crate::abi::tk_rt::Buf;
 use crate::cache::DiskCache;
-use crate::call::{Arg, Bound, Chosen, KernelDef};
+use crate::call::{Arg, Bound, Chosen, KernelDef, Observed};
 use crate::tensor::Storage;
 use crate::{DType, Error, Result};
 use libloading::Library;
@@ -227,11 +227,10 @@ impl HipBackend {
         Ok(f)
     }
 
-    /// `observe`: the launch's observation words (0: none; see
-    /// `monitor::observe`).
-    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
-        let chosen = k.choose(&bound.dims);
-        let chosen = if observe != 0 { k.observing(chosen) } else { chosen };
+    /// `observed`: what the contract monitor chose to run, observing, and
+    /// its words; else the launch's own choice, with null words.
+    pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
+        let (chosen, observe) = observed.map_or_else(|| (k.choose(&bound.dims), 0), |o| (o.chosen, o.words));
         if !chosen.tensor_maps.is_empty() {
             // Bulk tensor copies are NVIDIA's (sm_90); no HIP target
             // schedules them.
@@ -285,7 +284,7 @@ impl DeviceBuf {
 }
 
 impl super::Backend for HipBackend {
-    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()> {
-        self.launch(k, bound, args, observe)
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
+        self.launch(k, bound, args, observed)
     }
 }

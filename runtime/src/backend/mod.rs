@@ -2,15 +2,16 @@
 //! through one trait, which `launch` calls (`Device::backend`); a backend
 //! knows the call's types (`call`), never the launch path.
 
-use crate::call::{Arg, Bound, KernelDef};
+use crate::call::{Arg, Bound, KernelDef, Observed};
 use crate::Result;
 
 /// What runs a checked call on a device.
 pub trait Backend {
-    /// Run `k` on `args` as `bound` checked it. `observe`: the device
-    /// address of the launch's observation words for the contract monitor
-    /// (0: none; only GPU backends have device memory to pass).
-    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observe: u64) -> Result<()>;
+    /// Run `k` on `args` as `bound` checked it. `observed`: where the
+    /// contract monitor observes the launch, what it runs and the words
+    /// it merges into (the monitor chose; only GPU backends have device
+    /// memory to pass); else the backend chooses.
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()>;
 }
 
 pub mod arena;

@@ -5,7 +5,7 @@
 //! against it.
 
 use crate::abi::tk_rt::Buf;
-use crate::call::{Arg, Bound, KernelDef};
+use crate::call::{Arg, Bound, KernelDef, Observed};
 use crate::tensor::DType;
 use crate::{Error, Result};
 
@@ -49,7 +49,7 @@ pub fn reference_buf(dtype: DType, values: &[f64]) -> Buf {
 pub struct Reference;
 
 impl super::Backend for Reference {
-    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], _observe: u64) -> Result<()> {
+    fn run(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], _observed: Option<Observed>) -> Result<()> {
         run(k, bound, args)
     }
 }

@@ -307,9 +307,10 @@ impl Ticket {
     fn of(standing: Standing) -> Ticket {
         Ticket { standing, observe: None }
     }
-    /// The device address the kernel merges its observation into (0: none).
-    pub(crate) fn observe_address(&self) -> u64 {
-        self.observe.map_or(0, |o| o.address)
+    /// What the launch runs observing its outputs, and the words it
+    /// merges into (`None`: the backend chooses, with no words).
+    pub(crate) fn observed(&self) -> Option<crate::call::Observed> {
+        self.observe.map(|o| crate::call::Observed { chosen: o.chosen, words: o.address })
     }
 }
 

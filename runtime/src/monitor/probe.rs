@@ -29,7 +29,7 @@ use super::known::{self, Known, MemSpan};
 use super::judge::{Judge, Verdict};
 use super::count_all;
 use crate::kernels::probe::{probe_range_bf16, probe_range_f16, probe_range_f32, probe_relation_f16_one, probe_relation_f32};
-use crate::call::{Arg, Bound, KernelDef};
+use crate::call::{Arg, Bound, Chosen, KernelDef};
 use crate::launch::launch_probe;
 use crate::abi::tk_info::{OBSERVE_SLOTS, OBSERVE_WORDS};
 use crate::abi::tk_rt::Buf;
@@ -384,22 +384,21 @@ fn observing() -> Observing {
     })
 }
 
-/// A launch's observation words: their device address, and where the
-/// first output's lie among the i32 slots (the next outputs' follow).
+/// A launch's observation: what it runs (which observes its outputs),
+/// its words' device address, and where the first output's lie among the
+/// i32 slots (the next outputs' follow, in `chosen.observes`' order).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Observe {
-    pub(crate) address: u64,
+    pub(super) chosen: Chosen,
+    pub(super) address: u64,
     first: usize,
-    /// The outputs it observes (positions among the tensor parameters),
-    /// in the order of their words.
-    observes: &'static [usize],
 }
 
 impl Observe {
     /// The slots of the launch's observation of tensor parameter
     /// `position`, where it observes that one.
     pub(super) fn slots_of(&self, position: usize) -> Option<ObservedSlots> {
-        self.observes.iter().position(|p| *p == position).map(|j| ObservedSlots { at: self.first + j * OBSERVED_WORDS })
+        self.chosen.observes.iter().position(|p| *p == position).map(|j| ObservedSlots { at: self.first + j * OBSERVED_WORDS })
     }
 }
 
@@ -450,13 +449,13 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     // and +26%). Eager steps gain (tiny sparse +11% to +14% against +23%
     // to +25% probing every row kernel's output).
     let capturing = Device::capturing();
-    // What the launch will observe: its choice's outputs, or its observing
-    // twin's (the backend launches the twin when handed words).
-    let observes = match (observing(), capturing) {
-        (Observing::Off, _) | (Observing::Eager, true) => &[][..],
-        _ => k.observing(dev.chosen(k, &bound.dims)).observes,
+    // What the launch runs to observe: its choice, or the choice's
+    // observing twin (handed to the backend with the words).
+    let chosen = match (observing(), capturing) {
+        (Observing::Off, _) | (Observing::Eager, true) => None,
+        _ => Some(k.observing(dev.chosen(k, &bound.dims))),
     };
-    let observed_words = observes.len() * OBSERVED_WORDS;
+    let observed_words = chosen.map_or(0, |c| c.observes.len() * OBSERVED_WORDS);
     want_i32 += observed_words;
     if want_f64 > F64_SLOTS || want_i32 > I32_SLOTS {
         return Ok(Queued::Unmeasured(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
@@ -482,7 +481,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         st.i32_used += observed_words;
         st.observing = true;
         let address = slots.i32s.view(first, &[observed_words])?.device_span().map(|s| s.start);
-        address.map(|address| Observe { address, first, observes })
+        address.zip(chosen).map(|(address, chosen)| Observe { chosen, address, first })
     } else {
         None
     };
