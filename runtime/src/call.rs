@@ -17,6 +17,12 @@ pub type RequiresFn = fn(&[i64], &[f64]) -> std::result::Result<(), String>;
 pub struct KernelDef {
     pub info: &'static KernelInfo,
     pub mirror: MirrorFn,
+    /// What the CPU backend runs (`codegen::cpu`): the mirror's values in
+    /// a form for a CPU, or the mirror itself.
+    pub cpu: MirrorFn,
+    /// The CPU schedule's family, in words (`"mirror"` where it is the
+    /// mirror).
+    pub cpu_schedule: &'static str,
     pub exact: ExactFn,
     pub requires: RequiresFn,
     pub grid: fn(&[i64], i64) -> [u32; 2],

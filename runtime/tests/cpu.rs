@@ -43,7 +43,7 @@ fn an_unwritten_output_fails_the_check() {
     fn no_op(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Arg<'_>]) -> Result<(), String> {
         Ok(())
     }
-    broken.mirror = no_op;
+    broken.cpu = no_op;
     let out = check(&Device::Cpu, &broken, &case).unwrap();
     assert!(!out.passed(), "a kernel that writes nothing passed: {:?}", out);
 }

@@ -2,6 +2,7 @@
 //! bindings and the manifest.
 
 pub mod bindings;
+pub mod cpu;
 pub mod hip;
 pub mod launch;
 pub mod manifest;

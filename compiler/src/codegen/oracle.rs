@@ -22,7 +22,7 @@ use std::fmt::Write;
 pub const RUNTIME: &str = include_str!("oracle_rt.rs.txt");
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(super) enum Mode {
     Exact,
     Mirror,
 }
@@ -41,6 +41,7 @@ pub fn kernel_oracles(k: &Kernel, ir: &KernelIr) -> String {
     s.push_str(&oracle_fn(k, ir, Mode::Mirror));
     s.push_str(MIRROR_ON_BUFFERS);
     s.push_str(&oracle_fn(k, ir, Mode::Exact));
+    s.push_str(&super::cpu::cpu_fn(k, ir));
     s.push_str("}\n");
     s
 }
@@ -60,7 +61,7 @@ const MIRROR_ON_BUFFERS: &str = "    /// The mirror oracle on owned buffers, eve
     }
 ";
 
-fn value_type(d: Dtype, mode: Mode) -> &'static str {
+pub(super) fn value_type(d: Dtype, mode: Mode) -> &'static str {
     match (mode, d) {
         (_, Dtype::Bool) => "bool",
         (Mode::Exact, d) if d.is_float() => "f64",
@@ -73,7 +74,7 @@ fn value_type(d: Dtype, mode: Mode) -> &'static str {
     }
 }
 
-fn dims_prologue(k: &Kernel) -> String {
+pub(super) fn dims_prologue(k: &Kernel) -> String {
     let mut s = format!(
         "        if dims.len() != {} {{ return Err(format!(\"expected {} dims ({}), got {{}}\", dims.len())); }}\n",
         k.dims.len(),
@@ -102,7 +103,7 @@ fn check_requires_fn(k: &Kernel) -> String {
     let _ = writeln!(s, "        for (name, d) in [{}] {{ if d < 1 {{ return Err(format!(\"dimension {{}} = {{}} must be at least 1\", name, d)); }} }}", k.dims.iter().map(|d| format!("(\"{}\", d_{})", d.name, d.name)).collect::<Vec<_>>().join(", "));
     for c in &k.requires {
         if let Contract::Pred { expr, text, .. } = c {
-            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default() };
+            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default(), loads: Vec::new() };
             let _ = writeln!(s, "        if !({}) {{ return Err(\"requires {} violated\".to_string()); }}", g.expr(expr), text.replace('"', "\\\""));
         }
     }
@@ -129,16 +130,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
     s.push_str(&dims_prologue(k));
     let tensors: Vec<usize> = k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).collect();
     let _ = writeln!(s, "        if args.len() != {} {{ return Err(format!(\"expected {} tensors, got {{}}\", args.len())); }}", tensors.len(), tensors.len());
-    for (i, sc) in k.scalars.iter().enumerate() {
-        let vt = value_type(sc.dtype, mode);
-        let conv = match (mode, sc.dtype) {
-            (Mode::Mirror, Dtype::F16) => format!("tk_rt::rf16(scalars[{}] as f32)", i),
-            (Mode::Mirror, Dtype::Bf16) => format!("tk_rt::rbf16(scalars[{}] as f32)", i),
-            (_, Dtype::Bool) => format!("scalars[{}] != 0.0", i),
-            _ => format!("scalars[{}] as {}", i, vt),
-        };
-        let _ = writeln!(s, "        let sc_{}: {} = {};", sc.name, vt, conv);
-    }
+    s.push_str(&scalars_prologue(k, mode));
     // Every tensor as a vector of value-typed elements.
     for (ai, t) in tensors.iter().enumerate() {
         let info = &k.tensors[*t];
@@ -171,7 +163,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
         };
         let _ = writeln!(s, "        let mut t_{}: Vec<{}> = {};", info.name, vt, init);
         if let Some(r) = &info.value_range {
-            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default() };
+            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default(), loads: Vec::new() };
             let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
             let lo_op = if r.lo_closed { "<" } else { "<=" };
             let hi_op = if r.hi_closed { ">" } else { ">=" };
@@ -193,7 +185,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
             let _ = t;
         }
     }
-    let g = Gen { k, ir: Some(ir), mode, subst: Default::default() };
+    let g = Gen { k, ir: Some(ir), mode, subst: Default::default(), loads: Vec::new() };
     for st in &k.stmts {
         s.push_str(&g.statement(st));
     }
@@ -241,35 +233,65 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
     s
 }
 
-fn len_expr(k: &Kernel, shape: &[Dim]) -> String {
+/// Each scalar as a value of the type `mode` computes it in (`sc_NAME`).
+pub(super) fn scalars_prologue(k: &Kernel, mode: Mode) -> String {
+    let mut s = String::new();
+    for (i, sc) in k.scalars.iter().enumerate() {
+        let vt = value_type(sc.dtype, mode);
+        let conv = match (mode, sc.dtype) {
+            (Mode::Mirror, Dtype::F16) => format!("tk_rt::rf16(scalars[{}] as f32)", i),
+            (Mode::Mirror, Dtype::Bf16) => format!("tk_rt::rbf16(scalars[{}] as f32)", i),
+            (_, Dtype::Bool) => format!("scalars[{}] != 0.0", i),
+            _ => format!("scalars[{}] as {}", i, vt),
+        };
+        let _ = writeln!(s, "        let sc_{}: {} = {};", sc.name, vt, conv);
+    }
+    s
+}
+
+pub(super) fn len_expr(k: &Kernel, shape: &[Dim]) -> String {
     if shape.is_empty() {
         return "1i64".into();
     }
     shape.iter().map(|d| dim_expr(k, *d)).collect::<Vec<_>>().join(" * ")
 }
 
-fn dim_expr(k: &Kernel, d: Dim) -> String {
+pub(super) fn dim_expr(k: &Kernel, d: Dim) -> String {
     match d {
         Dim::Sym(id) => format!("d_{}", k.dims[id].name),
         Dim::Lit(v) => format!("{}i64", v),
     }
 }
 
-struct Gen<'a> {
-    k: &'a Kernel,
-    ir: Option<&'a KernelIr>,
-    mode: Mode,
+pub(super) struct Gen<'a> {
+    pub(super) k: &'a Kernel,
+    pub(super) ir: Option<&'a KernelIr>,
+    pub(super) mode: Mode,
     /// Expressions printed as a given text instead (by node address): a
     /// contraction's sum, read from its accumulator.
-    subst: std::cell::RefCell<Vec<(usize, String)>>,
+    pub(super) subst: std::cell::RefCell<Vec<(usize, String)>>,
+    /// How the CPU schedule reads a tensor instead of the mirror's vector
+    /// (`codegen::cpu`): by tensor id.
+    pub(super) loads: Vec<(tir::TensorId, LoadAs)>,
+}
+
+/// A tensor read in the CPU schedule (`codegen::cpu`).
+#[derive(Clone, Debug)]
+pub(super) enum LoadAs {
+    /// From a typed slice (`tk_rt::cpu::ld`): the slice's expression and
+    /// what its index is relative to (`base`: a chunk's piece), if any.
+    Slice { slice: String, base: Option<String> },
+    /// A local holding the element the statement computes (an
+    /// intermediate, or an output read at its own element).
+    Local(String),
 }
 
 impl<'a> Gen<'a> {
-    fn var(&self, v: tir::VarId) -> String {
+    pub(super) fn var(&self, v: tir::VarId) -> String {
         format!("v_{}_{}", self.k.vars[v].name, v)
     }
 
-    fn flat(&self, t: usize, index: &[String]) -> String {
+    pub(super) fn flat(&self, t: usize, index: &[String]) -> String {
         let shape = &self.k.tensors[t].shape;
         if shape.is_empty() {
             return "0i64".into();
@@ -401,7 +423,7 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn vt(&self, d: Dtype) -> &'static str {
+    pub(super) fn vt(&self, d: Dtype) -> &'static str {
         value_type(d, self.mode)
     }
 
@@ -425,7 +447,7 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn expr(&self, e: &TExpr) -> String {
+    pub(super) fn expr(&self, e: &TExpr) -> String {
         if let Some((_, text)) = self.subst.borrow().iter().find(|(addr, _)| *addr == e as *const TExpr as usize) {
             return text.clone();
         }
@@ -436,7 +458,12 @@ impl<'a> Gen<'a> {
             TExprKind::Load { tensor, index } => {
                 let idx: Vec<String> = index.iter().map(|i| format!("(({}) as i64)", self.expr(i))).collect();
                 let n = &self.k.tensors[*tensor].name;
-                format!("tk_rt::get(&t_{}, {}, \"{}\")?", n, self.flat(*tensor, &idx), n)
+                match self.loads.iter().find(|(t, _)| t == tensor).map(|(_, l)| l) {
+                    Some(LoadAs::Local(name)) => name.clone(),
+                    Some(LoadAs::Slice { slice, base: None }) => format!("tk_rt::cpu::ld({}, {}, \"{}\")?", slice, self.flat(*tensor, &idx), n),
+                    Some(LoadAs::Slice { slice, base: Some(base) }) => format!("tk_rt::cpu::ld({}, {} - {}, \"{}\")?", slice, self.flat(*tensor, &idx), base, n),
+                    None => format!("tk_rt::get(&t_{}, {}, \"{}\")?", n, self.flat(*tensor, &idx), n),
+                }
             }
             TExprKind::Scalar(s) => format!("sc_{}", self.k.scalars[*s].name),
             TExprKind::Dim(d) => format!("(d_{} as {})", self.k.dims[*d].name, vt),
@@ -510,7 +537,7 @@ impl<'a> Gen<'a> {
         }
     }
 
-    fn identity(&self, op: RedOp, ty: Dtype) -> String {
+    pub(super) fn identity(&self, op: RedOp, ty: Dtype) -> String {
         let vt = self.vt(ty);
         match (op, ty.is_float()) {
             (RedOp::Sum, true) => format!("(0.0{})", vt),

@@ -1,6 +1,7 @@
-//! The CPU backend: the kernel's generated mirror code (its dtypes, fmas
-//! and reduction order), on host tensors; its statement loops run in
-//! parallel on rayon's threads when there is enough work.
+//! The CPU backend: the kernel's generated CPU schedule (`cpu_args`: the
+//! mirror's dtypes, fmas and reduction order in a form for a CPU, or the
+//! mirror itself), on host tensors, in parallel on rayon's threads when
+//! there is enough work.
 
 use crate::abi::tk_rt::{Arg as MirrorArg, Buf};
 use crate::call::{Arg, Bound, KernelDef, Observed};
@@ -30,7 +31,7 @@ pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
             Arg::Scalar(_) => {}
         }
     }
-    let result = (k.mirror)(&bound.dims, &bound.scalars, &mut bufs);
+    let result = (k.cpu)(&bound.dims, &bound.scalars, &mut bufs);
     // The owned buffers, in the outputs' order: borrowed inputs end here.
     let back: Vec<Buf> = bufs.into_iter().filter_map(|b| if let MirrorArg::Own(x) = b { Some(x) } else { None }).collect();
     let mut back = back.into_iter();

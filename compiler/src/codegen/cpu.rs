@@ -1,0 +1,358 @@
+//! The CPU schedule (issue 22): what the CPU backend runs, printed beside
+//! the oracles from the same typed IR, for the schedule families where the
+//! mirror's form costs the most:
+//!
+//! - **element-wise** (`Pointwise`, `Gather`): every statement of an
+//!   element computed in one pass, intermediates in locals, inputs read in
+//!   place from the call's buffers (no f32 copies), outputs and inouts
+//!   written in place; the outermost axis split into chunks on the
+//!   executor, each chunk writing its own piece of every output;
+//! - **contractions** summed in k order (the SIMT schedule's
+//!   `Sequential`): B packed once into f32 strips, a register tile of
+//!   `MR x NR` fused multiply-add chains (`tk_rt::cpu::gemm_rows`), the
+//!   rest of the statement applied per element as the mirror does.
+//!
+//! Every other kernel's CPU schedule is its mirror.
+//!
+//! Why its bounds are the proved ones: the CPU schedule computes each
+//! value with the mirror's expressions (the same roundings, fused
+//! multiply-adds and library calls) and sums in the order the primary
+//! `KernelIr` records (`Sequential` for the contractions it takes), the
+//! order the accuracy analysis derived the kernel's bound for. So its
+//! results are the mirror's bits, which `runtime/tests/cpu_schedule.rs`
+//! checks on every kernel with a schedule of its own. Its accesses: an
+//! input is read through the checked accessor (an index out of bounds is
+//! an error, never a read), an output written at its statement's own
+//! element (the race rule), and a contraction's operands checked once a
+//! call against their strides (`Operand::covers`).
+
+use super::oracle::{dim_expr, dims_prologue, len_expr, scalars_prologue, value_type, Gen, LoadAs, Mode};
+use crate::kir::{KernelIr, ReductionOrder, Schedule};
+use crate::syntax::ast::RedOp;
+use crate::tir::{self, Dim, Kernel, Param, TExpr, TExprKind, TensorId, TensorRole, VarId};
+use crate::types::Dtype;
+use std::fmt::Write;
+
+/// The Rust element type of a buffer of `d`.
+fn elem_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::F16 => "half::f16",
+        Dtype::Bf16 => "half::bf16",
+        Dtype::F32 => "f32",
+        Dtype::F64 => "f64",
+        Dtype::I32 => "i32",
+        Dtype::U32 => "u32",
+        Dtype::I64 => "i64",
+        Dtype::Bool => "bool",
+    }
+}
+
+/// Which CPU schedule a kernel gets.
+enum Form<'k> {
+    Elementwise,
+    Contraction(Gemm<'k>),
+    Mirror,
+}
+
+/// A contraction the packed register tile computes: `y[i, j] = f(sum(k)
+/// a[i, k] * b[k, j])` with both operands plain loads of input tensors
+/// (widened to f32, or f32), at strides read off their shapes.
+struct Gemm<'k> {
+    reduce: &'k TExpr,
+    k: VarId,
+    a: (TensorId, String, String),
+    b: (TensorId, String, String),
+}
+
+/// The name of the CPU schedule a kernel gets, for its `CPU_SCHEDULE`.
+pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
+    match form(k, ir) {
+        Form::Elementwise => "element-wise, fused, in place",
+        Form::Contraction(_) => "contraction, packed f32 panels, 4 x 16 register tile, k in order",
+        Form::Mirror => "mirror",
+    }
+}
+
+fn form<'k>(k: &'k Kernel, ir: &KernelIr) -> Form<'k> {
+    match ir.schedule {
+        Schedule::Pointwise { .. } | Schedule::Gather if elementwise(k) => Form::Elementwise,
+        Schedule::Contraction { .. } => gemm(k, ir).map_or(Form::Mirror, Form::Contraction),
+        _ => Form::Mirror,
+    }
+}
+
+/// Is `index` exactly the statement's variables, in order (the element
+/// the statement writes)?
+fn own_element(index: &[TExpr], vars: &[VarId]) -> bool {
+    index.len() == vars.len() && index.iter().zip(vars).all(|(i, v)| i.as_var() == Some(*v))
+}
+
+/// Can every statement run per element in one pass? All statements range
+/// over the same extents, none reduces, and every read of a tensor the
+/// kernel writes (output, inout, intermediate) is of the reading
+/// statement's own element, so that the statements of one element need
+/// nothing from another.
+fn elementwise(k: &Kernel) -> bool {
+    let Some(first) = k.stmts.first() else { return false };
+    let extents = |s: &tir::Stmt| s.vars.iter().map(|v| k.vars[*v].extent).collect::<Vec<Dim>>();
+    let shape = extents(first);
+    if shape.is_empty() {
+        return false;
+    }
+    k.stmts.iter().all(|s| {
+        let mut ok = extents(s) == shape && k.tensors[s.target].shape == shape;
+        s.value.walk(&mut |e| match &e.kind {
+            TExprKind::Reduce { .. } => ok = false,
+            TExprKind::Load { tensor, index } if k.tensors[*tensor].role != TensorRole::Input => ok &= own_element(index, &s.vars),
+            _ => {}
+        });
+        ok
+    })
+}
+
+/// `e` as a plain load of an input tensor of a float dtype read in f32
+/// (`f32(x[..])` of a half, or an f32 `x[..]`), indexed by two variables.
+fn plain_operand(k: &Kernel, e: &TExpr) -> Option<(TensorId, VarId, VarId)> {
+    let load = match &e.kind {
+        TExprKind::Cast(a) if e.ty == Dtype::F32 && matches!(a.ty, Dtype::F16 | Dtype::Bf16 | Dtype::F32) => a,
+        _ if e.ty == Dtype::F32 => e,
+        _ => return None,
+    };
+    let TExprKind::Load { tensor, index } = &load.kind else { return None };
+    if k.tensors[*tensor].role != TensorRole::Input || index.len() != 2 {
+        return None;
+    }
+    Some((*tensor, index[0].as_var()?, index[1].as_var()?))
+}
+
+/// A contraction of the form [`Gemm`] summed in k order.
+fn gemm<'k>(k: &'k Kernel, ir: &KernelIr) -> Option<Gemm<'k>> {
+    let [s] = k.stmts.as_slice() else { return None };
+    let [i, j] = s.vars.as_slice() else { return None };
+    let reds = tir::top_reductions(&s.value);
+    let [reduce] = reds.as_slice() else { return None };
+    let TExprKind::Reduce { op: RedOp::Sum, var: kv, body } = &reduce.kind else { return None };
+    if body.ty != Dtype::F32 || !matches!(ir.reduction_order.get(kv).copied().unwrap_or(ReductionOrder::Sequential), ReductionOrder::Sequential) {
+        return None;
+    }
+    let (x, y) = tir::fma_operands(body)?;
+    // The operand reading (i, k) is A, the one reading (k, j) is B: strides
+    // of a row-major [d0, d1] tensor are (d1, 1).
+    let strides = |(t, v0, v1): (TensorId, VarId, VarId), row: VarId| -> Option<(TensorId, String, String)> {
+        let inner = dim_expr(k, k.tensors[t].shape[1]);
+        if v0 == row && v1 == *kv {
+            Some((t, inner, "1i64".into()))
+        } else if v0 == *kv && v1 == row {
+            Some((t, "1i64".into(), inner))
+        } else {
+            None
+        }
+    };
+    let (ox, oy) = (plain_operand(k, x)?, plain_operand(k, y)?);
+    let (a, b) = match (strides(ox, *i), strides(oy, *j)) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (strides(oy, *i)?, strides(ox, *j)?),
+    };
+    Some(Gemm { reduce, k: *kv, a, b })
+}
+
+/// `pub fn cpu_args(..)`: the kernel's CPU schedule, with the mirror's
+/// signature (`tk_rt::Arg`s in signature order, outputs owned).
+pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
+    let form = form(k, ir);
+    let mut s = String::new();
+    let _ = writeln!(s, "    /// CPU schedule: {}.", schedule_name(k, ir));
+    let _ = writeln!(s, "    pub const CPU_SCHEDULE: &str = \"{}\";", schedule_name(k, ir));
+    let _ = writeln!(s, "    /// What the CPU backend runs: the mirror's values and order (the same bits), in a form for a CPU (`codegen::cpu`).");
+    let _ = writeln!(s, "    pub fn cpu_args(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {{");
+    let body = match form {
+        Form::Mirror => {
+            s.push_str("        mirror_args(dims, scalars, args)\n    }\n");
+            return s;
+        }
+        Form::Elementwise => elementwise_body(k, ir),
+        Form::Contraction(g) => contraction_body(k, ir, &g),
+    };
+    s.push_str("        check_requires(dims, scalars)?;\n");
+    s.push_str(&dims_prologue(k));
+    s.push_str(&scalars_prologue(k, Mode::Mirror));
+    s.push_str(&views(k));
+    s.push_str(&body);
+    s.push_str("    }\n");
+    s
+}
+
+/// Each tensor parameter as a typed slice: `t_NAME` for inputs, `o_NAME`
+/// for outputs and inouts; index tensors' value contracts checked.
+fn views(k: &Kernel) -> String {
+    let mut s = String::new();
+    let tensors: Vec<TensorId> = k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).collect();
+    let _ = writeln!(s, "        if args.len() != {n} {{ return Err(format!(\"expected {n} tensors, got {{}}\", args.len())); }}", n = tensors.len());
+    let _ = writeln!(s, "        let mut views = tk_rt::cpu::views(args);");
+    for t in tensors {
+        let info = &k.tensors[t];
+        let (et, len) = (elem_type(info.dtype), len_expr(k, &info.shape));
+        match info.role {
+            TensorRole::Input => {
+                let _ = writeln!(s, "        let t_{n}: &[{et}] = tk_rt::cpu::input(views.next(), \"{n}\", {len})?;", n = info.name, et = et, len = len);
+            }
+            role => {
+                let _ = writeln!(s, "        let o_{n}: &mut [{et}] = tk_rt::cpu::output(views.next(), \"{n}\", {len}, {resize})?;", n = info.name, et = et, len = len, resize = role == TensorRole::Output);
+            }
+        }
+        if let Some(r) = &info.value_range {
+            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default(), loads: Vec::new() };
+            let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
+            let lo_op = if r.lo_closed { "<" } else { "<=" };
+            let hi_op = if r.hi_closed { ">" } else { ">=" };
+            let _ = writeln!(
+                s,
+                "        for (i, x) in t_{n}.iter().enumerate() {{ let x = *x as f64; if x {lo_op} ({lo}) as f64 || x {hi_op} ({hi}) as f64 {{ return Err(format!(\"requires {text} violated: `{n}`[{{}}] = {{}}\", i, x)); }} }}",
+                n = info.name,
+                lo_op = lo_op,
+                hi_op = hi_op,
+                lo = lo,
+                hi = hi,
+                text = r.text.replace('"', "\\\"")
+            );
+        }
+    }
+    s
+}
+
+/// Tensors the kernel writes through its parameters, in signature order.
+fn written(k: &Kernel) -> Vec<TensorId> {
+    k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).filter(|t| k.tensors[*t].role != TensorRole::Input).collect()
+}
+
+/// Split every written tensor into the chunks' pieces (`p_NAME`), `inner`
+/// elements an outer index, and open the chunk loop: inside, `lo..hi` is
+/// the chunk's outer range, `base` its first element and `c_NAME` its
+/// pieces.
+fn chunks_open(k: &Kernel, outer: &str, inner: &str, work: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "        let inner: i64 = {};", inner);
+    let _ = writeln!(s, "        let ranges = tk_rt::chunk_ranges({}, {});", outer, work);
+    for t in written(k) {
+        let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner));", n = k.tensors[t].name);
+    }
+    let _ = writeln!(s, "        let errors = tk_rt::cpu::FirstError::default();");
+    let _ = writeln!(s, "        tk_rt::run_jobs(ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
+    let _ = writeln!(s, "            let (lo, hi) = ranges[c];");
+    let _ = writeln!(s, "            let base = lo * inner;");
+    for t in written(k) {
+        let _ = writeln!(s, "            let c_{n} = tk_rt::cpu::take(&p_{n}, c)?;", n = k.tensors[t].name);
+    }
+    s
+}
+
+fn chunks_close() -> String {
+    "            Ok(())\n        })()));\n        errors.result()\n".to_string()
+}
+
+/// Loop headers over `vars` (the first over `lo..hi`), the element's flat
+/// index as `flat`; returns the text and the indentation inside.
+fn element_loops(k: &Kernel, vars: &[VarId], names: &[String]) -> (String, String) {
+    let mut s = String::new();
+    let mut indent = String::from("            ");
+    for (j, v) in vars.iter().enumerate() {
+        let range = if j == 0 { "lo..hi".to_string() } else { format!("0..{}", dim_expr(k, k.vars[*v].extent)) };
+        let _ = writeln!(s, "{}for {} in {} {{", indent, names[j], range);
+        indent.push_str("    ");
+    }
+    let mut flat = String::new();
+    for (j, v) in vars.iter().enumerate() {
+        flat = if j == 0 { names[0].clone() } else { format!("({} * {} + {})", flat, dim_expr(k, k.vars[*v].extent), names[j]) };
+    }
+    let _ = writeln!(s, "{}let flat: i64 = {};", indent, flat);
+    (s, indent)
+}
+
+fn element_loops_close(rank: usize) -> String {
+    let mut s = String::new();
+    for j in (0..rank).rev() {
+        let _ = writeln!(s, "            {}}}", "    ".repeat(j));
+    }
+    s
+}
+
+/// The element-wise form: per element, each statement in order.
+fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
+    let first = &k.stmts[0];
+    let rank = first.vars.len();
+    let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
+    let inner = if rank > 1 { exts[1..].join(" * ") } else { "1i64".into() };
+    let work = format!("{} * {} * {}", exts[0], inner, k.stmts.len());
+    let mut s = chunks_open(k, &exts[0], &inner, &work);
+    let names: Vec<String> = (0..rank).map(|j| format!("e{}", j)).collect();
+    let (loops, indent) = element_loops(k, &first.vars, &names);
+    s.push_str(&loops);
+    // Reads: inputs from their slices; what the kernel writes, from the
+    // element's local once a statement has computed it, else (an inout
+    // before its first write) from the chunk's piece.
+    let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
+    for (t, info) in k.tensors.iter().enumerate() {
+        match info.role {
+            TensorRole::Input => loads.push((t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })),
+            TensorRole::Inout => loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some("base".into()) })),
+            _ => {}
+        }
+    }
+    for st in &k.stmts {
+        let g = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads: loads.clone() };
+        let info = &k.tensors[st.target];
+        let vt = value_type(info.dtype, Mode::Mirror);
+        let _ = writeln!(s, "{}// {}", indent, info.name);
+        let aliases: Vec<String> = st.vars.iter().zip(&names).map(|(v, e)| format!("let {}: i64 = {};", g.var(*v), e)).collect();
+        let local = format!("l_t_{}", info.name);
+        let _ = writeln!(s, "{}let {}: {} = {{ {} {} }};", indent, local, vt, aliases.join(" "), g.expr(&st.value));
+        if info.role != TensorRole::Intermediate {
+            let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - base, {l}, \"{n}\")?;", indent, n = info.name, l = local);
+        }
+        loads.retain(|(t, _)| *t != st.target);
+        loads.push((st.target, LoadAs::Local(local)));
+    }
+    s.push_str(&element_loops_close(rank));
+    s.push_str(&chunks_close());
+    s
+}
+
+/// The contraction form: B packed once; per chunk of output rows, the
+/// register tile's sums, then the rest of the statement per element.
+fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
+    let st = &k.stmts[0];
+    let (i, j) = (st.vars[0], st.vars[1]);
+    let (me, ne, ke) = (dim_expr(k, k.vars[i].extent), dim_expr(k, k.vars[j].extent), dim_expr(k, k.vars[g.k].extent));
+    let (ta, sai, sak) = &g.a;
+    let (tb, sbj, sbk) = &g.b;
+    let (an, bn) = (&k.tensors[*ta].name, &k.tensors[*tb].name);
+    let mut s = String::new();
+    let _ = writeln!(s, "        let op_a = tk_rt::cpu::Operand {{ data: t_{}, si: {}, sk: {} }};", an, sai, sak);
+    let _ = writeln!(s, "        let op_b = tk_rt::cpu::Operand {{ data: t_{}, si: {}, sk: {} }};", bn, sbj, sbk);
+    let _ = writeln!(s, "        op_a.covers({me}, {ke}, \"{an}\")?;", me = me, ke = ke, an = an);
+    let _ = writeln!(s, "        op_b.covers({ne}, {ke}, \"{bn}\")?;", ne = ne, ke = ke, bn = bn);
+    let _ = writeln!(s, "        let packed_b = tk_rt::cpu::pack_b(op_b, {}, {});", ne, ke);
+    s.push_str(&chunks_open(k, &me, &ne, &format!("{} * {} * {}", me, ne, ke)));
+    let _ = writeln!(s, "            let mut accs = vec![0.0f32; ((hi - lo) * {}) as usize];", ne);
+    let _ = writeln!(s, "            tk_rt::cpu::gemm_rows(op_a, &packed_b, lo, hi, {}, {}, &mut accs);", ne, ke);
+    let names = vec!["e0".to_string(), "e1".to_string()];
+    let (loops, indent) = element_loops(k, &st.vars, &names);
+    s.push_str(&loops);
+    let loads: Vec<(TensorId, LoadAs)> = k.tensors.iter().enumerate().filter(|(_, t)| t.role == TensorRole::Input).map(|(t, info)| (t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })).collect();
+    let gen = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads };
+    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "accs[(flat - base) as usize]".to_string()));
+    let info = &k.tensors[st.target];
+    let _ = writeln!(
+        s,
+        "{}let value: {} = {{ let {}: i64 = e0; let {}: i64 = e1; {} }};",
+        indent,
+        value_type(info.dtype, Mode::Mirror),
+        gen.var(i),
+        gen.var(j),
+        gen.expr(&st.value)
+    );
+    let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - base, value, \"{n}\")?;", indent, n = info.name);
+    s.push_str(&element_loops_close(2));
+    s.push_str(&chunks_close());
+    s
+}
