@@ -50,6 +50,7 @@ fn elem_type(d: Dtype) -> &'static str {
 /// Which CPU schedule a kernel gets.
 enum Form<'k> {
     Elementwise,
+    Rows,
     Contraction(Gemm<'k>),
     Mirror,
 }
@@ -68,6 +69,7 @@ struct Gemm<'k> {
 pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
     match form(k, ir) {
         Form::Elementwise => "element-wise, fused, in place",
+        Form::Rows => "rows, every statement of a row in turn, in place",
         Form::Contraction(_) => "contraction, packed f32 panels, 4 x 16 register tile, k in order",
         Form::Mirror => "mirror",
     }
@@ -76,6 +78,7 @@ pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
 fn form<'k>(k: &'k Kernel, ir: &KernelIr) -> Form<'k> {
     match ir.schedule {
         Schedule::Pointwise { .. } | Schedule::Gather if elementwise(k) => Form::Elementwise,
+        Schedule::RowReduction { .. } | Schedule::RowCached { .. } if rows(k) => Form::Rows,
         Schedule::Contraction { .. } => gemm(k, ir).map_or(Form::Mirror, Form::Contraction),
         _ => Form::Mirror,
     }
@@ -105,6 +108,36 @@ fn elementwise(k: &Kernel) -> bool {
             TExprKind::Reduce { .. } => ok = false,
             TExprKind::Load { tensor, index } if k.tensors[*tensor].role != TensorRole::Input => ok &= own_element(index, &s.vars),
             _ => {}
+        });
+        ok
+    })
+}
+
+/// Can the statements run a row at a time? Every statement ranges over
+/// the same first axis (the rows) and at most one more, the same for all
+/// (the columns); every read of a tensor the kernel writes is of the
+/// reading statement's own row, so a row needs nothing from another, and
+/// an earlier statement has computed the whole row before a later one
+/// reads it (statements run in order, each over the whole row).
+fn rows(k: &Kernel) -> bool {
+    let Some(first) = k.stmts.first() else { return false };
+    let Some(&r0) = first.vars.first() else { return false };
+    let rows = k.vars[r0].extent;
+    let mut cols: Option<Dim> = None;
+    k.stmts.iter().all(|s| {
+        let mut ok = !s.vars.is_empty() && s.vars.len() <= 2 && k.vars[s.vars[0]].extent == rows;
+        if let Some(&c) = s.vars.get(1) {
+            let e = k.vars[c].extent;
+            ok &= *cols.get_or_insert(e) == e;
+        }
+        let exts: Vec<Dim> = s.vars.iter().map(|v| k.vars[*v].extent).collect();
+        ok &= k.tensors[s.target].shape == exts;
+        s.value.walk(&mut |e| {
+            if let TExprKind::Load { tensor, index } = &e.kind {
+                if k.tensors[*tensor].role != TensorRole::Input {
+                    ok &= index.first().and_then(|i| i.as_var()) == Some(s.vars[0]) && index.len() <= 2;
+                }
+            }
         });
         ok
     })
@@ -171,6 +204,7 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
             return s;
         }
         Form::Elementwise => elementwise_body(k, ir),
+        Form::Rows => rows_body(k, ir),
         Form::Contraction(g) => contraction_body(k, ir, &g),
     };
     s.push_str("        check_requires(dims, scalars)?;\n");
@@ -225,25 +259,33 @@ fn written(k: &Kernel) -> Vec<TensorId> {
     k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).filter(|t| k.tensors[*t].role != TensorRole::Input).collect()
 }
 
-/// Split every written tensor into the chunks' pieces (`p_NAME`), `inner`
-/// elements an outer index, and open the chunk loop: inside, `lo..hi` is
-/// the chunk's outer range, `base` its first element and `c_NAME` its
-/// pieces.
-fn chunks_open(k: &Kernel, outer: &str, inner: &str, work: &str) -> String {
+/// Split every written tensor into the chunks' pieces (`p_NAME`), each
+/// chunk an outer range of its rows (`inner_NAME` elements a row), and
+/// open the chunk loop: inside, `lo..hi` is the chunk's outer range and
+/// `c_NAME` its piece of each written tensor, whose first element is
+/// `lo * inner_NAME`.
+fn chunks_open(k: &Kernel, outer: &str, work: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "        let inner: i64 = {};", inner);
     let _ = writeln!(s, "        let ranges = tk_rt::chunk_ranges({}, {});", outer, work);
     for t in written(k) {
-        let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner));", n = k.tensors[t].name);
+        let info = &k.tensors[t];
+        let inner = if info.shape.len() > 1 { len_expr(k, &info.shape[1..]) } else { "1i64".into() };
+        let _ = writeln!(s, "        let inner_{n}: i64 = {inner};", n = info.name, inner = inner);
+        let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner_{n}));", n = info.name);
     }
     let _ = writeln!(s, "        let errors = tk_rt::cpu::FirstError::default();");
     let _ = writeln!(s, "        tk_rt::run_jobs(ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
     let _ = writeln!(s, "            let (lo, hi) = ranges[c];");
-    let _ = writeln!(s, "            let base = lo * inner;");
     for t in written(k) {
         let _ = writeln!(s, "            let c_{n} = tk_rt::cpu::take(&p_{n}, c)?;", n = k.tensors[t].name);
     }
     s
+}
+
+/// Where a chunk's piece of written tensor `t` starts, as an element
+/// index of the whole tensor.
+fn piece_base(k: &Kernel, t: TensorId) -> String {
+    format!("(lo * inner_{})", k.tensors[t].name)
 }
 
 fn chunks_close() -> String {
@@ -281,9 +323,8 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rank = first.vars.len();
     let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
-    let inner = if rank > 1 { exts[1..].join(" * ") } else { "1i64".into() };
-    let work = format!("{} * {} * {}", exts[0], inner, k.stmts.len());
-    let mut s = chunks_open(k, &exts[0], &inner, &work);
+    let work = format!("{} * {}", exts.join(" * "), cost(k));
+    let mut s = chunks_open(k, &exts[0], &work);
     let names: Vec<String> = (0..rank).map(|j| format!("e{}", j)).collect();
     let (loops, indent) = element_loops(k, &first.vars, &names);
     s.push_str(&loops);
@@ -294,7 +335,7 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     for (t, info) in k.tensors.iter().enumerate() {
         match info.role {
             TensorRole::Input => loads.push((t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })),
-            TensorRole::Inout => loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some("base".into()) })),
+            TensorRole::Inout => loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, t)) })),
             _ => {}
         }
     }
@@ -307,7 +348,7 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
         let local = format!("l_t_{}", info.name);
         let _ = writeln!(s, "{}let {}: {} = {{ {} {} }};", indent, local, vt, aliases.join(" "), g.expr(&st.value));
         if info.role != TensorRole::Intermediate {
-            let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - base, {l}, \"{n}\")?;", indent, n = info.name, l = local);
+            let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - {b}, {l}, \"{n}\")?;", indent, n = info.name, b = piece_base(k, st.target), l = local);
         }
         loads.retain(|(t, _)| *t != st.target);
         loads.push((st.target, LoadAs::Local(local)));
@@ -332,7 +373,7 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     let _ = writeln!(s, "        op_a.covers({me}, {ke}, \"{an}\")?;", me = me, ke = ke, an = an);
     let _ = writeln!(s, "        op_b.covers({ne}, {ke}, \"{bn}\")?;", ne = ne, ke = ke, bn = bn);
     let _ = writeln!(s, "        let packed_b = tk_rt::cpu::pack_b(op_b, {}, {});", ne, ke);
-    s.push_str(&chunks_open(k, &me, &ne, &format!("{} * {} * {}", me, ne, ke)));
+    s.push_str(&chunks_open(k, &me, &format!("{} * {} * {}", me, ne, ke)));
     let _ = writeln!(s, "            let mut accs = vec![0.0f32; ((hi - lo) * {}) as usize];", ne);
     let _ = writeln!(s, "            tk_rt::cpu::gemm_rows(op_a, &packed_b, lo, hi, {}, {}, &mut accs);", ne, ke);
     let names = vec!["e0".to_string(), "e1".to_string()];
@@ -340,7 +381,7 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     s.push_str(&loops);
     let loads: Vec<(TensorId, LoadAs)> = k.tensors.iter().enumerate().filter(|(_, t)| t.role == TensorRole::Input).map(|(t, info)| (t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })).collect();
     let gen = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads };
-    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "accs[(flat - base) as usize]".to_string()));
+    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, format!("accs[(flat - {}) as usize]", piece_base(k, st.target))));
     let info = &k.tensors[st.target];
     let _ = writeln!(
         s,
@@ -351,8 +392,90 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
         gen.var(j),
         gen.expr(&st.value)
     );
-    let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - base, value, \"{n}\")?;", indent, n = info.name);
+    let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - {b}, value, \"{n}\")?;", indent, n = info.name, b = piece_base(k, st.target));
     s.push_str(&element_loops_close(2));
+    s.push_str(&chunks_close());
+    s
+}
+
+/// A statement's cost in elements' work, for the split into chunks: one
+/// a statement, sixteen more a library call (a `tanhf` costs about as much
+/// as sixteen multiply-adds), so that a kernel of few but costly elements
+/// (GELU's 32k) runs on every thread.
+fn cost(k: &Kernel) -> String {
+    let mut calls = 0;
+    for s in &k.stmts {
+        s.value.walk(&mut |e| {
+            if let TExprKind::Call(f, _) = &e.kind {
+                calls += matches!(f, tir::Builtin::Exp | tir::Builtin::Log | tir::Builtin::Tanh) as usize;
+            }
+        });
+    }
+    format!("{}i64", k.stmts.len() + 16 * calls)
+}
+
+/// The row form: per row, each statement in turn; a statement over the
+/// columns fills the row (an intermediate's row in a buffer of the chunk,
+/// an output's in its piece), a statement of the row alone a local.
+/// Reductions are the mirror's (`Gen::reduce`: the block's order).
+fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
+    let first = &k.stmts[0];
+    let rows = dim_expr(k, k.vars[first.vars[0]].extent);
+    let cols = k.stmts.iter().find_map(|s| s.vars.get(1)).map(|c| dim_expr(k, k.vars[*c].extent));
+    let width = cols.clone().unwrap_or_else(|| "1i64".into());
+    let work = format!("{} * {} * {}", rows, width, cost(k));
+    let mut s = chunks_open(k, &rows, &work);
+    // A row of each intermediate over the columns, reused row after row.
+    for st in &k.stmts {
+        let info = &k.tensors[st.target];
+        if info.role == TensorRole::Intermediate && st.vars.len() == 2 {
+            let _ = writeln!(s, "            let mut rb_{}: Vec<{}> = vec![Default::default(); ({}) as usize];", info.name, value_type(info.dtype, Mode::Mirror), width);
+        }
+    }
+    let _ = writeln!(s, "            for e0 in lo..hi {{");
+    let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
+    for (t, info) in k.tensors.iter().enumerate() {
+        match info.role {
+            TensorRole::Input => loads.push((t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })),
+            TensorRole::Inout => loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, t)) })),
+            _ => {}
+        }
+    }
+    for st in &k.stmts {
+        let info = &k.tensors[st.target];
+        let g = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads: loads.clone() };
+        let vt = value_type(info.dtype, Mode::Mirror);
+        let _ = writeln!(s, "                // {}", info.name);
+        let row_alias = format!("let {}: i64 = e0;", g.var(st.vars[0]));
+        let written_at = |flat: &str| -> String {
+            match info.role {
+                TensorRole::Intermediate if st.vars.len() == 2 => format!("rb_{n}[(e1) as usize] = value;", n = info.name),
+                TensorRole::Intermediate => String::new(),
+                _ => format!("tk_rt::cpu::st(c_{n}, {f} - {b}, value, \"{n}\")?;", n = info.name, f = flat, b = piece_base(k, st.target)),
+            }
+        };
+        let next = if st.vars.len() == 2 {
+            let c = &cols.as_ref().expect("a statement over two axes has columns");
+            let _ = writeln!(s, "                for e1 in 0..{} {{", c);
+            let _ = writeln!(s, "                    let value: {} = {{ {} let {}: i64 = e1; {} }};", vt, row_alias, g.var(st.vars[1]), g.expr(&st.value));
+            let _ = writeln!(s, "                    {}", written_at(&format!("(e0 * {} + e1)", c)));
+            let _ = writeln!(s, "                }}");
+            match info.role {
+                TensorRole::Intermediate => LoadAs::Slice { slice: format!("&rb_{}", info.name), base: Some(format!("(e0 * {})", c)) },
+                _ => LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, st.target)) },
+            }
+        } else {
+            let local = format!("l_t_{}", info.name);
+            let _ = writeln!(s, "                let {}: {} = {{ {} {} }};", local, vt, row_alias, g.expr(&st.value));
+            if info.role != TensorRole::Intermediate {
+                let _ = writeln!(s, "                {{ let value = {}; {} }}", local, written_at("e0"));
+            }
+            LoadAs::Local(local)
+        };
+        loads.retain(|(t, _)| *t != st.target);
+        loads.push((st.target, next));
+    }
+    let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
     s
 }
