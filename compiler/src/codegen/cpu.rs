@@ -49,6 +49,7 @@ fn elem_type(d: Dtype) -> &'static str {
 
 /// Which CPU schedule a kernel gets.
 enum Form<'k> {
+    Staged,
     Elementwise,
     Rows,
     Contraction(Gemm<'k>),
@@ -68,6 +69,7 @@ struct Gemm<'k> {
 /// The name of the CPU schedule a kernel gets, for its `CPU_SCHEDULE`.
 pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
     match form(k, ir) {
+        Form::Staged => "element-wise, fused, in blocks widened to f32 (vectorised)",
         Form::Elementwise => "element-wise, fused, in place",
         Form::Rows => "rows, every statement of a row in turn, in place",
         Form::Contraction(_) => "contraction, packed f32 panels, 4 x 16 register tile, k in order",
@@ -77,6 +79,7 @@ pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
 
 fn form<'k>(k: &'k Kernel, ir: &KernelIr) -> Form<'k> {
     match ir.schedule {
+        Schedule::Pointwise { .. } | Schedule::Gather if elementwise(k) && staged(k) => Form::Staged,
         Schedule::Pointwise { .. } | Schedule::Gather if elementwise(k) => Form::Elementwise,
         Schedule::RowReduction { .. } | Schedule::RowCached { .. } if rows(k) => Form::Rows,
         Schedule::Contraction { .. } => gemm(k, ir).map_or(Form::Mirror, Form::Contraction),
@@ -136,6 +139,48 @@ fn rows(k: &Kernel) -> bool {
             if let TExprKind::Load { tensor, index } = &e.kind {
                 if k.tensors[*tensor].role != TensorRole::Input {
                     ok &= index.first().and_then(|i| i.as_var()) == Some(s.vars[0]) && index.len() <= 2;
+                }
+            }
+        });
+        ok
+    })
+}
+
+/// How the staged form reads a tensor that statement `s` loads at `index`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StagedRead {
+    /// The element the statement computes, from a block widened to f32.
+    Own,
+    /// One value for the whole call (a tensor of no axes).
+    Call,
+    /// One value a row (indexed by the row alone, of a statement over two
+    /// axes).
+    Row,
+}
+
+fn staged_read(k: &Kernel, s: &tir::Stmt, tensor: TensorId, index: &[TExpr]) -> Option<StagedRead> {
+    let info = &k.tensors[tensor];
+    if own_element(index, &s.vars) {
+        return matches!(info.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32).then_some(StagedRead::Own);
+    }
+    if index.is_empty() {
+        return Some(StagedRead::Call);
+    }
+    (s.vars.len() == 2 && info.role == TensorRole::Input && index.len() == 1 && index[0].as_var() == Some(s.vars[0])).then_some(StagedRead::Row)
+}
+
+/// Can the element-wise form run in blocks widened to f32, with an inner
+/// loop of plain arithmetic the compiler vectorises? One or two axes;
+/// every tensor read at the statement's own element (a float, widened a
+/// block at a time), or once a call (no axes), or once a row; every
+/// tensor written a float (narrowed a block at a time).
+fn staged(k: &Kernel) -> bool {
+    k.stmts.iter().all(|s| {
+        let mut ok = s.vars.len() <= 2 && matches!(k.tensors[s.target].dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32);
+        s.value.walk(&mut |e| {
+            if let TExprKind::Load { tensor, index } = &e.kind {
+                if matches!(k.tensors[*tensor].role, TensorRole::Input | TensorRole::Inout) {
+                    ok &= staged_read(k, s, *tensor, index).is_some();
                 }
             }
         });
@@ -203,6 +248,7 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
             s.push_str("        mirror_args(dims, scalars, args)\n    }\n");
             return s;
         }
+        Form::Staged => staged_body(k, ir),
         Form::Elementwise => elementwise_body(k, ir),
         Form::Rows => rows_body(k, ir),
         Form::Contraction(g) => contraction_body(k, ir, &g),
@@ -323,7 +369,7 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rank = first.vars.len();
     let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
-    let work = format!("{} * {}", exts.join(" * "), cost(k));
+    let work = format!("{} * {}", exts[0], row_cost(k));
     let mut s = chunks_open(k, &exts[0], &work);
     let names: Vec<String> = (0..rank).map(|j| format!("e{}", j)).collect();
     let (loops, indent) = element_loops(k, &first.vars, &names);
@@ -398,20 +444,26 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     s
 }
 
-/// A statement's cost in elements' work, for the split into chunks: one
-/// a statement, sixteen more a library call (a `tanhf` costs about as much
-/// as sixteen multiply-adds), so that a kernel of few but costly elements
-/// (GELU's 32k) runs on every thread.
-fn cost(k: &Kernel) -> String {
-    let mut calls = 0;
+/// A row's cost in elements' work, for the split into chunks: per
+/// statement, its elements in a row (the extents past the first) times
+/// the length of each reduction it runs (a reduction per element runs per
+/// element), plus sixteen an element for each library call (a `tanhf`
+/// costs about as much as sixteen multiply-adds), so that a kernel of few
+/// but costly elements (GELU's 32k) runs on every thread.
+fn row_cost(k: &Kernel) -> String {
+    let mut terms = Vec::new();
     for s in &k.stmts {
-        s.value.walk(&mut |e| {
-            if let TExprKind::Call(f, _) = &e.kind {
-                calls += matches!(f, tir::Builtin::Exp | tir::Builtin::Log | tir::Builtin::Tanh) as usize;
-            }
+        let mut factors: Vec<String> = s.vars.iter().skip(1).map(|v| dim_expr(k, k.vars[*v].extent)).collect();
+        let mut calls = 0;
+        s.value.walk(&mut |e| match &e.kind {
+            TExprKind::Call(tir::Builtin::Exp | tir::Builtin::Log | tir::Builtin::Tanh, _) => calls += 1,
+            TExprKind::Reduce { var, .. } => factors.push(dim_expr(k, k.vars[*var].extent)),
+            _ => {}
         });
+        factors.push(format!("{}i64", 1 + 16 * calls));
+        terms.push(factors.join(" * "));
     }
-    format!("{}i64", k.stmts.len() + 16 * calls)
+    format!("({})", terms.join(" + "))
 }
 
 /// The row form: per row, each statement in turn; a statement over the
@@ -423,7 +475,7 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
     let rows = dim_expr(k, k.vars[first.vars[0]].extent);
     let cols = k.stmts.iter().find_map(|s| s.vars.get(1)).map(|c| dim_expr(k, k.vars[*c].extent));
     let width = cols.clone().unwrap_or_else(|| "1i64".into());
-    let work = format!("{} * {} * {}", rows, width, cost(k));
+    let work = format!("{} * {}", rows, row_cost(k));
     let mut s = chunks_open(k, &rows, &work);
     // A row of each intermediate over the columns, reused row after row.
     for st in &k.stmts {
@@ -475,6 +527,119 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
         loads.retain(|(t, _)| *t != st.target);
         loads.push((st.target, next));
     }
+    let _ = writeln!(s, "            }}");
+    s.push_str(&chunks_close());
+    s
+}
+
+/// Elements a block of the staged form (its buffers: 2 KB each).
+const BLOCK: usize = 512;
+
+/// The staged element-wise form: rows (one, the chunk, for one axis) in
+/// blocks of [`BLOCK`]; each block's own-element reads widened to f32
+/// first, the values computed by a loop of plain arithmetic (vectorised:
+/// no call, no branch, no failure path inside), each written tensor's
+/// block narrowed after. Once-a-call and once-a-row reads are read before
+/// the loops.
+fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
+    let first = &k.stmts[0];
+    let rank = first.vars.len();
+    let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
+    let work = format!("{} * {}", exts[0], row_cost(k));
+    let mut s = chunks_open(k, &exts[0], &work);
+    // What is read how: own-element reads of inputs and inouts (staged),
+    // once-a-call and once-a-row reads (hoisted), by tensor.
+    let mut own: Vec<TensorId> = Vec::new();
+    let mut call: Vec<TensorId> = Vec::new();
+    let mut row: Vec<TensorId> = Vec::new();
+    for st in &k.stmts {
+        st.value.walk(&mut |e| {
+            if let TExprKind::Load { tensor, index } = &e.kind {
+                if matches!(k.tensors[*tensor].role, TensorRole::Input | TensorRole::Inout) {
+                    let list = match staged_read(k, st, *tensor, index) {
+                        Some(StagedRead::Own) => &mut own,
+                        Some(StagedRead::Call) => &mut call,
+                        _ => &mut row,
+                    };
+                    if !list.contains(tensor) {
+                        list.push(*tensor);
+                    }
+                }
+            }
+        });
+    }
+    for t in &own {
+        let _ = writeln!(s, "            let mut in_{}: Vec<f32> = vec![0.0; {}];", k.tensors[*t].name, BLOCK);
+    }
+    for t in &written(k) {
+        let _ = writeln!(s, "            let mut out_{}: Vec<f32> = vec![0.0; {}];", k.tensors[*t].name, BLOCK);
+    }
+    let name = |t: &TensorId| k.tensors[*t].name.clone();
+    let hoist = |t: &TensorId, index: &str| -> String {
+        let info = &k.tensors[*t];
+        let slice = if info.role == TensorRole::Input { format!("t_{}", info.name) } else { format!("&*c_{}", info.name) };
+        let at = if info.role == TensorRole::Input { index.to_string() } else { format!("{} - {}", index, piece_base(k, *t)) };
+        format!("let h_{n}: {vt} = tk_rt::cpu::ld({slice}, {at}, \"{n}\")?;", n = info.name, vt = value_type(info.dtype, Mode::Mirror), slice = slice, at = at)
+    };
+    for t in &call {
+        let _ = writeln!(s, "            {}", hoist(t, "0i64"));
+    }
+    let (row_loop, col_lo, col_hi, flat0, e_outer) = if rank == 2 {
+        ("for e0 in lo..hi {".to_string(), "0i64".to_string(), exts[1].clone(), format!("e0 * {} + b0", exts[1]), "let e1: i64 = b0 + i as i64;".to_string())
+    } else {
+        ("{".to_string(), "lo".to_string(), "hi".to_string(), "b0".to_string(), "let e0: i64 = b0 + i as i64;".to_string())
+    };
+    let _ = writeln!(s, "            {}", row_loop);
+    for t in &row {
+        let _ = writeln!(s, "                {}", hoist(t, "e0"));
+    }
+    let _ = writeln!(s, "                let mut b0: i64 = {};", col_lo);
+    let _ = writeln!(s, "                while b0 < {} {{", col_hi);
+    let _ = writeln!(s, "                    let n = (({} - b0) as usize).min({});", col_hi, BLOCK);
+    let _ = writeln!(s, "                    let flat0: i64 = {};", flat0);
+    for t in &own {
+        let info = &k.tensors[*t];
+        let (slice, at) = if info.role == TensorRole::Input { (format!("t_{}", info.name), "flat0".to_string()) } else { (format!("&*c_{}", info.name), format!("flat0 - {}", piece_base(k, *t))) };
+        let _ = writeln!(s, "                    let s_{n}: &[f32] = tk_rt::cpu::stage({slice}, {at}, n, &mut in_{n}, \"{n}\")?;", n = info.name, slice = slice, at = at);
+    }
+    let outs = written(k);
+    // The loop: reads are locals and block elements; values into blocks.
+    let _ = writeln!(s, "                    {{");
+    for t in &outs {
+        let _ = writeln!(s, "                        let w_{n}: &mut [f32] = &mut out_{n}[..n];", n = name(t));
+    }
+    let _ = writeln!(s, "                        for i in 0..n {{");
+    let _ = writeln!(s, "                            {}", e_outer);
+    let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
+    for t in &own {
+        loads.push((*t, LoadAs::Local(format!("s_{}[i]", name(t)))));
+    }
+    for t in call.iter().chain(&row) {
+        loads.push((*t, LoadAs::Local(format!("h_{}", name(t)))));
+    }
+    // An inout read both at its own element and hoisted cannot be: a row
+    // or call read of a tensor written per element would read the block
+    // being written. `staged` admits row reads of inputs only, and a
+    // tensor of no axes has no element statement.
+    for st in &k.stmts {
+        let info = &k.tensors[st.target];
+        let g = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads: loads.clone() };
+        let aliases: Vec<String> = st.vars.iter().enumerate().map(|(j, v)| format!("let {}: i64 = e{};", g.var(*v), j)).collect();
+        let local = format!("l_t_{}", info.name);
+        let _ = writeln!(s, "                            let {}: {} = {{ {} {} }};", local, value_type(info.dtype, Mode::Mirror), aliases.join(" "), g.expr(&st.value));
+        if info.role != TensorRole::Intermediate {
+            let _ = writeln!(s, "                            w_{}[i] = {};", info.name, local);
+        }
+        loads.retain(|(t, _)| *t != st.target);
+        loads.push((st.target, LoadAs::Local(local)));
+    }
+    let _ = writeln!(s, "                        }}");
+    let _ = writeln!(s, "                    }}");
+    for t in &outs {
+        let _ = writeln!(s, "                    tk_rt::cpu::unstage(&out_{n}[..n], c_{n}, flat0 - {b}, \"{n}\")?;", n = name(t), b = piece_base(k, *t));
+    }
+    let _ = writeln!(s, "                    b0 += n as i64;");
+    let _ = writeln!(s, "                }}");
     let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
     s

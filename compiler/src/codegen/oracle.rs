@@ -493,6 +493,8 @@ impl<'a> Gen<'a> {
                 let r = match f {
                     Builtin::Exp => format!("({}).exp()", a[0]),
                     Builtin::Log => format!("({}).ln()", a[0]),
+                    // f32: the runtime's own (no library call; within 1 ulp).
+                    Builtin::Tanh if vt == "f32" => format!("tk_rt::tanh_f32({})", a[0]),
                     Builtin::Tanh => format!("({}).tanh()", a[0]),
                     Builtin::Sqrt => format!("({}).sqrt()", a[0]),
                     Builtin::Rsqrt => format!("(1.0 / ({}).sqrt())", a[0]),
