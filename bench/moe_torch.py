@@ -4,7 +4,12 @@ with torch.compile. Same model as ours: router Linear(96, 4), softmax, top-2
 probabilities as weights (not renormalised); experts Linear(96, h) +
 LayerNorm + GELU(tanh), n_hidden x [Linear(h, h) + LayerNorm + GELU],
 Linear(h, 20); MSE loss; global gradient clipping; fused AdamW. Experts run
-on the whole batch (the dense form, as the old crate and perf.md's figures).
+on the whole batch (the dense form, as the old crate and perf.md's figures),
+or, with `--dispatch sparse`, on the rows routed to them (top-2 dispatch
+with index_select and index_add_, the way a PyTorch user writes it).
+
+`--cpu` times the CPU instead: fp32 eager and fp32 with torch.compile, on
+`--threads` threads (torch.set_num_threads), both dispatches.
 
 Prints one JSON object: {"<size> <batch> <mode>": ms_per_step, ...}.
 """
@@ -30,27 +35,37 @@ class Expert(nn.Module):
 
 
 class MoE(nn.Module):
-    def __init__(self, size):
+    def __init__(self, size, sparse=False):
         super().__init__()
         h, n = SIZES[size]
         self.router = nn.Linear(96, 4)
         self.experts = nn.ModuleList(Expert(h, n) for _ in range(4))
+        self.sparse = sparse
 
     def forward(self, x):
         p = torch.softmax(self.router(x).float(), dim=-1)
         top, idx = torch.topk(p, 2, dim=-1)
+        if self.sparse:
+            y = torch.zeros(x.shape[0], 20, device=x.device, dtype=torch.float32)
+            for e, expert in enumerate(self.experts):
+                rows, slot = (idx == e).nonzero(as_tuple=True)
+                if rows.numel() == 0:
+                    continue
+                h = expert(x.index_select(0, rows)).float()
+                y = y.index_add(0, rows, h * top[rows, slot].unsqueeze(-1))
+            return y
         w = torch.zeros_like(p).scatter(-1, idx, top)
         outs = torch.stack([e(x).float() for e in self.experts], dim=1)
         return (w.unsqueeze(-1) * outs).sum(dim=1)
 
 
-def time_mode(size, batch, mode, steps, warmup, device="cuda"):
+def time_mode(size, batch, mode, steps, warmup, device="cuda", sparse=False):
     torch.manual_seed(0)
-    model = MoE(size).to(device)
+    model = MoE(size, sparse).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=device == "cuda")
     x = torch.rand(batch, 96, device=device)
     t = torch.rand(batch, 20, device=device)
-    amp = mode != "fp32"
+    amp = mode not in ("fp32", "fp32+compile")
     scaler = torch.amp.GradScaler(device, enabled=amp)
 
     def step():
@@ -65,7 +80,7 @@ def time_mode(size, batch, mode, steps, warmup, device="cuda"):
         scaler.update()
         return loss
 
-    if mode == "fp16+compile":
+    if mode.endswith("+compile"):
         step = torch.compile(step)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(warmup):
@@ -86,13 +101,22 @@ def main():
     ap.add_argument("--configs", default="nano:128,nano:4096,tiny:4096")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--cpu", action="store_true", help="time fp32 eager on the CPU instead (perf.md's CPU target)")
+    ap.add_argument("--cpu", action="store_true", help="time the CPU instead: fp32 eager and fp32+compile, dense and sparse dispatch")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     args = ap.parse_args()
     out = {}
     if args.cpu:
+        if args.threads > 0:
+            torch.set_num_threads(args.threads)
         for cfg in args.configs.split(","):
             size, batch = cfg.split(":")
-            out[f"{size} {batch} cpu-fp32 ({torch.get_num_threads()} threads)"] = time_mode(size, int(batch), "fp32", args.steps, args.warmup, "cpu")
+            for mode in ["fp32", "fp32+compile"]:
+                for sparse in [False, True]:
+                    key = f"{size} {batch} cpu-{mode}-{'sparse' if sparse else 'dense'} ({torch.get_num_threads()} threads)"
+                    try:
+                        out[key] = time_mode(size, int(batch), mode, args.steps, args.warmup if mode == "fp32" else args.warmup + 5, "cpu", sparse)
+                    except Exception as e:  # a mode that fails is recorded, not fatal
+                        out[key] = f"failed: {type(e).__name__}: {e}"[:200]
         print(json.dumps(out))
         return
     for cfg in args.configs.split(","):

@@ -9,7 +9,7 @@
 //!   executor, each chunk writing its own piece of every output;
 //! - **contractions** summed in k order (the SIMT schedule's
 //!   `Sequential`): B packed once into f32 strips, a register tile of
-//!   `MR x NR` fused multiply-add chains (`tk_rt::cpu::gemm_rows`), the
+//!   `MR x NR` fused multiply-add chains (`tk_rt::cpu::gemm`), the
 //!   rest of the statement applied per element as the mirror does.
 //!
 //! Every other kernel's CPU schedule is its mirror.
@@ -404,8 +404,9 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     s
 }
 
-/// The contraction form: B packed once; per chunk of output rows, the
-/// register tile's sums, then the rest of the statement per element.
+/// The contraction form: both operands packed once, the sums by the
+/// register tile in tiles on the executor, then the rest of the statement
+/// per element, in chunks of rows.
 fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     let st = &k.stmts[0];
     let (i, j) = (st.vars[0], st.vars[1]);
@@ -418,16 +419,169 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     let _ = writeln!(s, "        let op_b = tk_rt::cpu::Operand {{ data: t_{}, si: {}, sk: {} }};", bn, sbj, sbk);
     let _ = writeln!(s, "        op_a.covers({me}, {ke}, \"{an}\")?;", me = me, ke = ke, an = an);
     let _ = writeln!(s, "        op_b.covers({ne}, {ke}, \"{bn}\")?;", ne = ne, ke = ke, bn = bn);
-    let _ = writeln!(s, "        let packed_b = tk_rt::cpu::pack_b(op_b, {}, {});", ne, ke);
-    s.push_str(&chunks_open(k, &me, &format!("{} * {} * {}", me, ne, ke)));
-    let _ = writeln!(s, "            let mut accs = vec![0.0f32; ((hi - lo) * {}) as usize];", ne);
-    let _ = writeln!(s, "            tk_rt::cpu::gemm_rows(op_a, &packed_b, lo, hi, {}, {}, &mut accs);", ne, ke);
+    let _ = writeln!(s, "        let packed_a = tk_rt::cpu::pack::<_, {{ tk_rt::cpu::MR }}>(op_a, {}, {});", me, ke);
+    let _ = writeln!(s, "        let packed_b = tk_rt::cpu::pack::<_, {{ tk_rt::cpu::NR }}>(op_b, {}, {});", ne, ke);
+    let _ = writeln!(s, "        let accs = tk_rt::cpu::gemm(&packed_a, &packed_b, {}, {}, {});", me, ne, ke);
+    match epilogue_reads(k, st, g.reduce) {
+        Some(reads) => s.push_str(&staged_epilogue(k, ir, g, &reads, (&me, &ne))),
+        None => s.push_str(&plain_epilogue(k, ir, g, &me, &ne)),
+    }
+    s
+}
+
+/// How the epilogue of a contraction (the statement outside its sum)
+/// reads a tensor, in the staged form.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EpilogueRead {
+    /// `t[i, j]`, a row at a time, widened.
+    Own,
+    /// `t[j]` (a bias), widened once a call.
+    Col,
+    /// `t[i]`, once a row.
+    Row,
+    /// `t[]`, once a call.
+    Call,
+}
+
+/// Every read of the epilogue (outside the sum) as an [`EpilogueRead`] of
+/// a float input; `None` when one is not such.
+fn epilogue_reads(k: &Kernel, st: &tir::Stmt, reduce: &TExpr) -> Option<Vec<(TensorId, EpilogueRead)>> {
+    fn go(k: &Kernel, st: &tir::Stmt, reduce: &TExpr, e: &TExpr, out: &mut Vec<(TensorId, EpilogueRead)>, ok: &mut bool) {
+        if std::ptr::eq(e, reduce) {
+            return;
+        }
+        match &e.kind {
+            TExprKind::Load { tensor, index } => {
+                let info = &k.tensors[*tensor];
+                let vars: Vec<Option<VarId>> = index.iter().map(|x| x.as_var()).collect();
+                let read = match vars.as_slice() {
+                    [] => Some(EpilogueRead::Call),
+                    [Some(a)] if *a == st.vars[1] => Some(EpilogueRead::Col),
+                    [Some(a)] if *a == st.vars[0] => Some(EpilogueRead::Row),
+                    [Some(a), Some(b)] if *a == st.vars[0] && *b == st.vars[1] => Some(EpilogueRead::Own),
+                    _ => None,
+                };
+                match read {
+                    Some(r) if info.role == TensorRole::Input && matches!(info.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32) => {
+                        if !out.iter().any(|(t, _)| t == tensor) {
+                            out.push((*tensor, r));
+                        } else if !out.contains(&(*tensor, r)) {
+                            *ok = false;
+                        }
+                    }
+                    _ => *ok = false,
+                }
+            }
+            TExprKind::Reduce { .. } => *ok = false,
+            TExprKind::Unary(_, a) | TExprKind::Cast(a) => go(k, st, reduce, a, out, ok),
+            TExprKind::Binary(_, a, b) => {
+                go(k, st, reduce, a, out, ok);
+                go(k, st, reduce, b, out, ok);
+            }
+            TExprKind::Call(_, args) => args.iter().for_each(|x| go(k, st, reduce, x, out, ok)),
+            TExprKind::Let { value, body, .. } => {
+                go(k, st, reduce, value, out, ok);
+                go(k, st, reduce, body, out, ok);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut ok = matches!(k.tensors[st.target].dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32);
+    go(k, st, reduce, &st.value, &mut out, &mut ok);
+    ok.then_some(out)
+}
+
+/// The epilogue a row at a time: the row's sums, its own-element reads
+/// widened, a bias widened once a call, then a loop of plain arithmetic
+/// (vectorised) into a row narrowed after.
+fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, EpilogueRead)], (me, ne): (&str, &str)) -> String {
+    let st = &k.stmts[0];
+    let info = &k.tensors[st.target];
+    let name = |t: &TensorId| k.tensors[*t].name.clone();
+    let mut s = String::new();
+    let _ = writeln!(s, "        let nn = ({}) as usize;", ne);
+    for (t, r) in reads {
+        match r {
+            EpilogueRead::Col => {
+                let _ = writeln!(s, "        let mut colv_{n}: Vec<f32> = vec![0.0; nn];", n = name(t));
+                let _ = writeln!(s, "        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, nn, &mut colv_{n}, \"{n}\")?;", n = name(t));
+            }
+            EpilogueRead::Call => {
+                let _ = writeln!(s, "        let h_{n}: f32 = tk_rt::cpu::ld(t_{n}, 0i64, \"{n}\")?;", n = name(t));
+            }
+            _ => {}
+        }
+    }
+    s.push_str(&chunks_open(k, me, &format!("{} * {}", me, ne)));
+    for (t, r) in reads {
+        if *r == EpilogueRead::Own {
+            let _ = writeln!(s, "            let mut in_{}: Vec<f32> = vec![0.0; nn];", name(t));
+        }
+    }
+    let _ = writeln!(s, "            let mut out_row: Vec<f32> = vec![0.0; nn];");
+    let _ = writeln!(s, "            for e0 in lo..hi {{");
+    let _ = writeln!(s, "                let first = (e0 * {}) as usize;", ne);
+    let _ = writeln!(s, "                let sums: &[f32] = accs.get(first..first + nn).ok_or_else(|| \"the sums are short\".to_string())?;");
+    let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
+    for (t, r) in reads {
+        let n = name(t);
+        match r {
+            EpilogueRead::Own => {
+                let _ = writeln!(s, "                let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, e0 * {ne}, nn, &mut in_{n}, \"{n}\")?;", n = n, ne = ne);
+                loads.push((*t, LoadAs::Local(format!("s_{}[c]", n))));
+            }
+            EpilogueRead::Row => {
+                let _ = writeln!(s, "                let h_{n}: f32 = tk_rt::cpu::ld(t_{n}, e0, \"{n}\")?;", n = n);
+                loads.push((*t, LoadAs::Local(format!("h_{}", n))));
+            }
+            EpilogueRead::Col => loads.push((*t, LoadAs::Local(format!("col_{}[c]", n)))),
+            EpilogueRead::Call => loads.push((*t, LoadAs::Local(format!("h_{}", n)))),
+        }
+    }
+    let gen = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads };
+    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "sums[c]".to_string()));
+    let _ = writeln!(s, "                {{");
+    let _ = writeln!(s, "                    let w = &mut out_row[..nn];");
+    for (t, r) in reads {
+        match r {
+            EpilogueRead::Own => {
+                let _ = writeln!(s, "                    let s_{n} = &s_{n}[..nn];", n = name(t));
+            }
+            EpilogueRead::Col => {
+                let _ = writeln!(s, "                    let col_{n} = &col_{n}[..nn];", n = name(t));
+            }
+            _ => {}
+        }
+    }
+    let _ = writeln!(s, "                    let sums = &sums[..nn];");
+    let _ = writeln!(s, "                    for c in 0..nn {{");
+    let _ = writeln!(
+        s,
+        "                        w[c] = {{ let {}: i64 = e0; let {}: i64 = c as i64; {} }};",
+        gen.var(st.vars[0]),
+        gen.var(st.vars[1]),
+        gen.expr(&st.value)
+    );
+    let _ = writeln!(s, "                    }}");
+    let _ = writeln!(s, "                }}");
+    let _ = writeln!(s, "                tk_rt::cpu::unstage(&out_row[..nn], c_{n}, e0 * {ne} - {b}, \"{n}\")?;", n = info.name, ne = ne, b = piece_base(k, st.target));
+    let _ = writeln!(s, "            }}");
+    s.push_str(&chunks_close());
+    s
+}
+
+/// The epilogue per element, reads checked one by one.
+fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, me: &str, ne: &str) -> String {
+    let st = &k.stmts[0];
+    let (i, j) = (st.vars[0], st.vars[1]);
+    let mut s = chunks_open(k, me, &format!("{} * {}", me, ne));
     let names = vec!["e0".to_string(), "e1".to_string()];
     let (loops, indent) = element_loops(k, &st.vars, &names);
     s.push_str(&loops);
     let loads: Vec<(TensorId, LoadAs)> = k.tensors.iter().enumerate().filter(|(_, t)| t.role == TensorRole::Input).map(|(t, info)| (t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })).collect();
     let gen = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads };
-    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, format!("accs[(flat - {}) as usize]", piece_base(k, st.target))));
+    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "tk_rt::get(&accs, flat, \"the sums\")?".to_string()));
     let info = &k.tensors[st.target];
     let _ = writeln!(
         s,

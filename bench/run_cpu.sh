@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Issue 22: the CPU backend against PyTorch on the same CPU, one device
+# call: the GPU host's 16 threads, then two cores of it (taskset), ours
+# (`tokitai-bench-moe --device cpu`, contracts off and warn) and PyTorch
+# (fp32 eager and torch.compile, dense and top-2 sparse dispatch) at
+# nano b128, nano b4096 and tiny b128.
+#
+#   BIN=target/cpu-bench bash bench/run_cpu.sh     (BIN: our release binaries)
+set -u
+BIN=${BIN:-target/release}
+CONFIGS=${CONFIGS:-nano:128,nano:4096,tiny:128}
+STEPS=${STEPS:-20}
+OUT=${OUT:-/tmp}
+export TOKITAI_CACHE_DIR=${TOKITAI_CACHE_DIR:-$PWD/target/tokitai-cache}
+lscpu | grep -E "Model name|^CPU\(s\)" || true
+python3 -c "import torch; print('torch', torch.__version__)" || true
+for spec in "16 0-15" "2 0-1"; do
+    set -- $spec
+    threads=$1 cores=$2
+    echo "== $threads threads (cores $cores)"
+    taskset -c "$cores" env RAYON_NUM_THREADS="$threads" "$BIN/tokitai-bench-moe" --device cpu --configs "$CONFIGS" --steps "$STEPS" --curve-steps 1 --contracts off,warn --json "$OUT/ours_$threads.json" 2>&1 | grep -E "ms/step|device"
+    taskset -c "$cores" python3 bench/moe_torch.py --cpu --threads "$threads" --configs "$CONFIGS" --steps "$STEPS" --warmup 3 | tee "$OUT/torch_$threads.json"
+done
