@@ -134,11 +134,17 @@ fn rows(k: &Kernel) -> bool {
             ok &= *cols.get_or_insert(e) == e;
         }
         let exts: Vec<Dim> = s.vars.iter().map(|v| k.vars[*v].extent).collect();
-        ok &= k.tensors[s.target].shape == exts;
+        let target = &k.tensors[s.target];
+        ok &= target.shape == exts;
+        // A row over the columns lives in an f32 buffer.
+        ok &= s.vars.len() == 1 || matches!(target.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32);
         s.value.walk(&mut |e| {
             if let TExprKind::Load { tensor, index } = &e.kind {
-                if k.tensors[*tensor].role != TensorRole::Input {
+                let info = &k.tensors[*tensor];
+                if info.role != TensorRole::Input {
                     ok &= index.first().and_then(|i| i.as_var()) == Some(s.vars[0]) && index.len() <= 2;
+                    // Read from its row buffer by a variable over its length.
+                    ok &= index.len() < 2 || var_over(k, &index[1], info.shape[1]);
                 }
             }
         });
@@ -281,7 +287,7 @@ fn views(k: &Kernel) -> String {
             }
         }
         if let Some(r) = &info.value_range {
-            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default(), loads: Vec::new() };
+            let g = Gen::new(k, None, Mode::Exact);
             let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
             let lo_op = if r.lo_closed { "<" } else { "<=" };
             let hi_op = if r.hi_closed { ">" } else { ">=" };
@@ -386,7 +392,7 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
         }
     }
     for st in &k.stmts {
-        let g = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads: loads.clone() };
+        let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads.clone());
         let info = &k.tensors[st.target];
         let vt = value_type(info.dtype, Mode::Mirror);
         let _ = writeln!(s, "{}// {}", indent, info.name);
@@ -539,7 +545,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
             EpilogueRead::Call => loads.push((*t, LoadAs::Local(format!("h_{}", n)))),
         }
     }
-    let gen = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads };
+    let gen = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
     gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "sums[c]".to_string()));
     let _ = writeln!(s, "                {{");
     let _ = writeln!(s, "                    let w = &mut out_row[..nn];");
@@ -580,7 +586,7 @@ fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, me: &str, ne: &str) -> St
     let (loops, indent) = element_loops(k, &st.vars, &names);
     s.push_str(&loops);
     let loads: Vec<(TensorId, LoadAs)> = k.tensors.iter().enumerate().filter(|(_, t)| t.role == TensorRole::Input).map(|(t, info)| (t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })).collect();
-    let gen = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads };
+    let gen = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
     gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "tk_rt::get(&accs, flat, \"the sums\")?".to_string()));
     let info = &k.tensors[st.target];
     let _ = writeln!(
@@ -620,61 +626,146 @@ fn row_cost(k: &Kernel) -> String {
     format!("({})", terms.join(" + "))
 }
 
+/// How the row form reads an input tensor (every read of it alike).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum RowsRead {
+    /// `t[r, v]`: the row widened to f32 once a row, indexed by a
+    /// variable over the row's length.
+    Row,
+    /// `t[r]`: once a row.
+    PerRow,
+    /// `t[v]`: widened once a call, indexed by a variable over its length.
+    Columns,
+    /// `t[]`: once a call.
+    Call,
+    /// Anything else: each read checked.
+    Checked,
+}
+
+/// Is `e` a variable ranging over exactly `extent` (an index in bounds of
+/// an axis of that length)?
+fn var_over(k: &Kernel, e: &TExpr, extent: Dim) -> bool {
+    e.as_var().is_some_and(|v| k.vars[v].extent == extent)
+}
+
+fn rows_read(k: &Kernel, t: TensorId) -> RowsRead {
+    let info = &k.tensors[t];
+    let float = matches!(info.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32);
+    let mut class: Option<RowsRead> = None;
+    for s in &k.stmts {
+        s.value.walk(&mut |e| {
+            let TExprKind::Load { tensor, index } = &e.kind else { return };
+            if *tensor != t {
+                return;
+            }
+            let this = match index.as_slice() {
+                [] => RowsRead::Call,
+                [r] if r.as_var() == Some(s.vars[0]) => RowsRead::PerRow,
+                [c] if float && var_over(k, c, info.shape[0]) => RowsRead::Columns,
+                [r, c] if float && r.as_var() == Some(s.vars[0]) && var_over(k, c, info.shape[1]) => RowsRead::Row,
+                _ => RowsRead::Checked,
+            };
+            class = Some(match class {
+                None => this,
+                Some(c) if c == this => c,
+                _ => RowsRead::Checked,
+            });
+        });
+    }
+    class.unwrap_or(RowsRead::Checked)
+}
+
 /// The row form: per row, each statement in turn; a statement over the
-/// columns fills the row (an intermediate's row in a buffer of the chunk,
-/// an output's in its piece), a statement of the row alone a local.
-/// Reductions are the mirror's (`Gen::reduce`: the block's order).
+/// columns fills the row (an intermediate's or an output's, in an f32 row
+/// buffer; an output's narrowed into its piece after), a statement of the
+/// row alone a local. Inputs read a row at a time are widened once a row,
+/// those read by column once a call, those read once a row or a call
+/// hoisted, so that the loops over a row read buffers and locals only.
+/// Reductions are the mirror's (the block's order), printed with each
+/// thread's partial over blocks of consecutive indices (`Gen::blocked`).
 fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rows = dim_expr(k, k.vars[first.vars[0]].extent);
-    let cols = k.stmts.iter().find_map(|s| s.vars.get(1)).map(|c| dim_expr(k, k.vars[*c].extent));
+    let cols_dim = k.stmts.iter().find_map(|s| s.vars.get(1)).map(|c| k.vars[*c].extent);
+    let cols = cols_dim.map(|d| dim_expr(k, d));
     let width = cols.clone().unwrap_or_else(|| "1i64".into());
     let work = format!("{} * {}", rows, row_cost(k));
-    let mut s = chunks_open(k, &rows, &work);
-    // A row of each intermediate over the columns, reused row after row.
+    let name = |t: TensorId| k.tensors[t].name.clone();
+    let inputs: Vec<(TensorId, RowsRead)> = k.tensors.iter().enumerate().filter(|(_, i)| i.role == TensorRole::Input).map(|(t, _)| (t, rows_read(k, t))).collect();
+    let mut s = String::new();
+    let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
+    for (t, r) in &inputs {
+        let info = &k.tensors[*t];
+        match r {
+            RowsRead::Columns => {
+                let len = dim_expr(k, info.shape[0]);
+                let _ = writeln!(s, "        let mut colv_{n}: Vec<f32> = vec![0.0; ({len}) as usize];", n = info.name, len = len);
+                let _ = writeln!(s, "        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, ({len}) as usize, &mut colv_{n}, \"{n}\")?;", n = info.name, len = len);
+                loads.push((*t, LoadAs::Row(format!("col_{}", info.name))));
+            }
+            RowsRead::Call => {
+                let _ = writeln!(s, "        let h_{n}: {vt} = tk_rt::cpu::ld(t_{n}, 0i64, \"{n}\")?;", n = info.name, vt = value_type(info.dtype, Mode::Mirror));
+                loads.push((*t, LoadAs::Local(format!("h_{}", info.name))));
+            }
+            RowsRead::Row => loads.push((*t, LoadAs::Row(format!("srow_{}", info.name)))),
+            RowsRead::PerRow => loads.push((*t, LoadAs::Local(format!("h_{}", info.name)))),
+            RowsRead::Checked => loads.push((*t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })),
+        }
+    }
+    for (t, info) in k.tensors.iter().enumerate() {
+        if info.role == TensorRole::Inout {
+            loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, t)) }));
+        }
+    }
+    s.push_str(&chunks_open(k, &rows, &work));
+    for (t, r) in &inputs {
+        if *r == RowsRead::Row {
+            let _ = writeln!(s, "            let mut in_{n}: Vec<f32> = vec![0.0; ({len}) as usize];", n = name(*t), len = dim_expr(k, k.tensors[*t].shape[1]));
+        }
+    }
+    // A row of each tensor the statements write over the columns.
     for st in &k.stmts {
-        let info = &k.tensors[st.target];
-        if info.role == TensorRole::Intermediate && st.vars.len() == 2 {
-            let _ = writeln!(s, "            let mut rb_{}: Vec<{}> = vec![Default::default(); ({}) as usize];", info.name, value_type(info.dtype, Mode::Mirror), width);
+        if st.vars.len() == 2 {
+            let _ = writeln!(s, "            let mut rb_{}: Vec<f32> = vec![0.0; ({}) as usize];", name(st.target), width);
         }
     }
     let _ = writeln!(s, "            for e0 in lo..hi {{");
-    let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
-    for (t, info) in k.tensors.iter().enumerate() {
-        match info.role {
-            TensorRole::Input => loads.push((t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })),
-            TensorRole::Inout => loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, t)) })),
+    for (t, r) in &inputs {
+        let info = &k.tensors[*t];
+        match r {
+            RowsRead::Row => {
+                let len = dim_expr(k, info.shape[1]);
+                let _ = writeln!(s, "                let srow_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, e0 * {len}, ({len}) as usize, &mut in_{n}, \"{n}\")?;", n = info.name, len = len);
+            }
+            RowsRead::PerRow => {
+                let _ = writeln!(s, "                let h_{n}: {vt} = tk_rt::cpu::ld(t_{n}, e0, \"{n}\")?;", n = info.name, vt = value_type(info.dtype, Mode::Mirror));
+            }
             _ => {}
         }
     }
     for st in &k.stmts {
         let info = &k.tensors[st.target];
-        let g = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads: loads.clone() };
+        let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads.clone()).blocked();
         let vt = value_type(info.dtype, Mode::Mirror);
         let _ = writeln!(s, "                // {}", info.name);
         let row_alias = format!("let {}: i64 = e0;", g.var(st.vars[0]));
-        let written_at = |flat: &str| -> String {
-            match info.role {
-                TensorRole::Intermediate if st.vars.len() == 2 => format!("rb_{n}[(e1) as usize] = value;", n = info.name),
-                TensorRole::Intermediate => String::new(),
-                _ => format!("tk_rt::cpu::st(c_{n}, {f} - {b}, value, \"{n}\")?;", n = info.name, f = flat, b = piece_base(k, st.target)),
-            }
-        };
         let next = if st.vars.len() == 2 {
-            let c = &cols.as_ref().expect("a statement over two axes has columns");
-            let _ = writeln!(s, "                for e1 in 0..{} {{", c);
-            let _ = writeln!(s, "                    let value: {} = {{ {} let {}: i64 = e1; {} }};", vt, row_alias, g.var(st.vars[1]), g.expr(&st.value));
-            let _ = writeln!(s, "                    {}", written_at(&format!("(e0 * {} + e1)", c)));
+            let c = cols.as_ref().expect("a statement over two axes has columns");
+            let _ = writeln!(s, "                {{");
+            let _ = writeln!(s, "                    let row = &mut rb_{}[..];", info.name);
+            let _ = writeln!(s, "                    for e1 in 0..{} {{", c);
+            let _ = writeln!(s, "                        row[e1 as usize] = {{ {} let {}: i64 = e1; {} }};", row_alias, g.var(st.vars[1]), g.expr(&st.value));
+            let _ = writeln!(s, "                    }}");
             let _ = writeln!(s, "                }}");
-            match info.role {
-                TensorRole::Intermediate => LoadAs::Slice { slice: format!("&rb_{}", info.name), base: Some(format!("(e0 * {})", c)) },
-                _ => LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, st.target)) },
+            if info.role != TensorRole::Intermediate {
+                let _ = writeln!(s, "                tk_rt::cpu::unstage(&rb_{n}, c_{n}, e0 * {c} - {b}, \"{n}\")?;", n = info.name, c = c, b = piece_base(k, st.target));
             }
+            LoadAs::Row(format!("rb_{}", info.name))
         } else {
             let local = format!("l_t_{}", info.name);
             let _ = writeln!(s, "                let {}: {} = {{ {} {} }};", local, vt, row_alias, g.expr(&st.value));
             if info.role != TensorRole::Intermediate {
-                let _ = writeln!(s, "                {{ let value = {}; {} }}", local, written_at("e0"));
+                let _ = writeln!(s, "                tk_rt::cpu::st(c_{n}, e0 - {b}, {l}, \"{n}\")?;", n = info.name, b = piece_base(k, st.target), l = local);
             }
             LoadAs::Local(local)
         };
@@ -777,7 +868,7 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     // tensor of no axes has no element statement.
     for st in &k.stmts {
         let info = &k.tensors[st.target];
-        let g = Gen { k, ir: Some(ir), mode: Mode::Mirror, subst: Default::default(), loads: loads.clone() };
+        let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads.clone());
         let aliases: Vec<String> = st.vars.iter().enumerate().map(|(j, v)| format!("let {}: i64 = e{};", g.var(*v), j)).collect();
         let local = format!("l_t_{}", info.name);
         let _ = writeln!(s, "                            let {}: {} = {{ {} {} }};", local, value_type(info.dtype, Mode::Mirror), aliases.join(" "), g.expr(&st.value));

@@ -103,7 +103,7 @@ fn check_requires_fn(k: &Kernel) -> String {
     let _ = writeln!(s, "        for (name, d) in [{}] {{ if d < 1 {{ return Err(format!(\"dimension {{}} = {{}} must be at least 1\", name, d)); }} }}", k.dims.iter().map(|d| format!("(\"{}\", d_{})", d.name, d.name)).collect::<Vec<_>>().join(", "));
     for c in &k.requires {
         if let Contract::Pred { expr, text, .. } = c {
-            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default(), loads: Vec::new() };
+            let g = Gen::new(k, None, Mode::Exact);
             let _ = writeln!(s, "        if !({}) {{ return Err(\"requires {} violated\".to_string()); }}", g.expr(expr), text.replace('"', "\\\""));
         }
     }
@@ -163,7 +163,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
         };
         let _ = writeln!(s, "        let mut t_{}: Vec<{}> = {};", info.name, vt, init);
         if let Some(r) = &info.value_range {
-            let g = Gen { k, ir: None, mode: Mode::Exact, subst: Default::default(), loads: Vec::new() };
+            let g = Gen::new(k, None, Mode::Exact);
             let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
             let lo_op = if r.lo_closed { "<" } else { "<=" };
             let hi_op = if r.hi_closed { ">" } else { ">=" };
@@ -185,7 +185,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
             let _ = t;
         }
     }
-    let g = Gen { k, ir: Some(ir), mode, subst: Default::default(), loads: Vec::new() };
+    let g = Gen::new(k, Some(ir), mode);
     for st in &k.stmts {
         s.push_str(&g.statement(st));
     }
@@ -273,6 +273,11 @@ pub(super) struct Gen<'a> {
     /// How the CPU schedule reads a tensor instead of the mirror's vector
     /// (`codegen::cpu`): by tensor id.
     pub(super) loads: Vec<(tir::TensorId, LoadAs)>,
+    /// Print a block order's per-thread partials as blocks of consecutive
+    /// indices, one a thread (the CPU schedule's row form: the same terms
+    /// in the same order per thread, a loop over the threads that
+    /// vectorises), instead of each thread's strided walk.
+    pub(super) blocked: bool,
 }
 
 /// A tensor read in the CPU schedule (`codegen::cpu`).
@@ -284,9 +289,24 @@ pub(super) enum LoadAs {
     /// A local holding the element the statement computes (an
     /// intermediate, or an output read at its own element).
     Local(String),
+    /// A row in an f32 buffer of the row's length, indexed by the load's
+    /// last index (a variable ranging over that length: in bounds).
+    Row(String),
 }
 
 impl<'a> Gen<'a> {
+    pub(super) fn new(k: &'a Kernel, ir: Option<&'a KernelIr>, mode: Mode) -> Gen<'a> {
+        Gen { k, ir, mode, subst: Default::default(), loads: Vec::new(), blocked: false }
+    }
+    /// Read these tensors as given (`LoadAs`).
+    pub(super) fn reading(mut self, loads: Vec<(tir::TensorId, LoadAs)>) -> Gen<'a> {
+        self.loads = loads;
+        self
+    }
+    pub(super) fn blocked(mut self) -> Gen<'a> {
+        self.blocked = true;
+        self
+    }
     pub(super) fn var(&self, v: tir::VarId) -> String {
         format!("v_{}_{}", self.k.vars[v].name, v)
     }
@@ -460,6 +480,7 @@ impl<'a> Gen<'a> {
                 let n = &self.k.tensors[*tensor].name;
                 match self.loads.iter().find(|(t, _)| t == tensor).map(|(_, l)| l) {
                     Some(LoadAs::Local(name)) => name.clone(),
+                    Some(LoadAs::Row(buf)) => format!("{}[({}) as usize]", buf, idx.last().map(String::as_str).unwrap_or("0")),
                     Some(LoadAs::Slice { slice, base: None }) => format!("tk_rt::cpu::ld({}, {}, \"{}\")?", slice, self.flat(*tensor, &idx), n),
                     Some(LoadAs::Slice { slice, base: Some(base) }) => format!("tk_rt::cpu::ld({}, {} - {}, \"{}\")?", slice, self.flat(*tensor, &idx), base, n),
                     None => format!("tk_rt::get(&t_{}, {}, \"{}\")?", n, self.flat(*tensor, &idx), n),
@@ -589,6 +610,37 @@ impl<'a> Gen<'a> {
                 } else {
                     format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b"))
                 };
+                if self.blocked && op != RedOp::Argmax && width == 1 {
+                    return format!(
+                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ let len = (({ext}) - q0).min({threads}) as usize; for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                        init = init,
+                        threads = threads,
+                        ext = ext,
+                        v = v,
+                        step = step("parts[t]"),
+                        warp = warp,
+                        f = f,
+                        res = result("acc")
+                    );
+                }
+                if self.blocked && op != RedOp::Argmax {
+                    // Thread t's terms in order: the runs of `width` at
+                    // (j * threads + t) * width for j = 0, 1, ..., as its
+                    // walk below takes them; one block of `threads` runs
+                    // at a time.
+                    return format!(
+                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ for t in 0..{threads}usize {{ for u in 0..{w}i64 {{ let {v}: i64 = q0 + t as i64 * {w} + u; if {v} < {ext} {{ {step} }} }} }} q0 += {threads} * {w}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                        init = init,
+                        threads = threads,
+                        ext = ext,
+                        w = width,
+                        v = v,
+                        step = step("parts[t]"),
+                        warp = warp,
+                        f = f,
+                        res = result("acc")
+                    );
+                }
                 format!(
                     "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {walk} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
                     walk = if width == 1 {
