@@ -26,26 +26,12 @@
 //! element (the race rule), and a contraction's operands checked once a
 //! call against their strides (`Operand::covers`).
 
-use super::oracle::{dim_expr, dims_prologue, len_expr, scalars_prologue, value_type, Gen, LoadAs, Mode};
+use super::oracle::{dim_expr, dims_prologue, len_expr, scalars_prologue, value_range_check, value_type, Gen, LoadAs, Mode};
 use crate::kir::{KernelIr, ReductionOrder, Schedule};
 use crate::syntax::ast::RedOp;
 use crate::tir::{self, Dim, Kernel, Param, TExpr, TExprKind, TensorId, TensorRole, VarId};
 use crate::types::Dtype;
 use std::fmt::Write;
-
-/// The Rust element type of a buffer of `d`.
-fn elem_type(d: Dtype) -> &'static str {
-    match d {
-        Dtype::F16 => "half::f16",
-        Dtype::Bf16 => "half::bf16",
-        Dtype::F32 => "f32",
-        Dtype::F64 => "f64",
-        Dtype::I32 => "i32",
-        Dtype::U32 => "u32",
-        Dtype::I64 => "i64",
-        Dtype::Bool => "bool",
-    }
-}
 
 /// Which CPU schedule a kernel gets.
 enum Form<'k> {
@@ -277,7 +263,7 @@ fn views(k: &Kernel) -> String {
     let _ = writeln!(s, "        let mut views = tk_rt::cpu::views(args);");
     for t in tensors {
         let info = &k.tensors[t];
-        let (et, len) = (elem_type(info.dtype), len_expr(k, &info.shape));
+        let (et, len) = (info.dtype.rust_type(), len_expr(k, &info.shape));
         match info.role {
             TensorRole::Input => {
                 let _ = writeln!(s, "        let t_{n}: &[{et}] = tk_rt::cpu::input(views.next(), \"{n}\", {len})?;", n = info.name, et = et, len = len);
@@ -286,22 +272,7 @@ fn views(k: &Kernel) -> String {
                 let _ = writeln!(s, "        let o_{n}: &mut [{et}] = tk_rt::cpu::output(views.next(), \"{n}\", {len}, {resize})?;", n = info.name, et = et, len = len, resize = role == TensorRole::Output);
             }
         }
-        if let Some(r) = &info.value_range {
-            let g = Gen::new(k, None, Mode::Exact);
-            let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
-            let lo_op = if r.lo_closed { "<" } else { "<=" };
-            let hi_op = if r.hi_closed { ">" } else { ">=" };
-            let _ = writeln!(
-                s,
-                "        for (i, x) in t_{n}.iter().enumerate() {{ let x = *x as f64; if x {lo_op} ({lo}) as f64 || x {hi_op} ({hi}) as f64 {{ return Err(format!(\"requires {text} violated: `{n}`[{{}}] = {{}}\", i, x)); }} }}",
-                n = info.name,
-                lo_op = lo_op,
-                hi_op = hi_op,
-                lo = lo,
-                hi = hi,
-                text = r.text.replace('"', "\\\"")
-            );
-        }
+        s.push_str(&value_range_check(k, info));
     }
     s
 }

@@ -162,22 +162,7 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
             }
         };
         let _ = writeln!(s, "        let mut t_{}: Vec<{}> = {};", info.name, vt, init);
-        if let Some(r) = &info.value_range {
-            let g = Gen::new(k, None, Mode::Exact);
-            let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
-            let lo_op = if r.lo_closed { "<" } else { "<=" };
-            let hi_op = if r.hi_closed { ">" } else { ">=" };
-            let _ = writeln!(
-                s,
-                "        for (i, x) in t_{n}.iter().enumerate() {{ let x = *x as f64; if x {lo_op} ({lo}) as f64 || x {hi_op} ({hi}) as f64 {{ return Err(format!(\"requires {text} violated: `{n}`[{{}}] = {{}}\", i, x)); }} }}",
-                n = info.name,
-                lo_op = lo_op,
-                hi_op = hi_op,
-                lo = lo,
-                hi = hi,
-                text = r.text.replace('"', "\\\"")
-            );
-        }
+        s.push_str(&value_range_check(k, info));
     }
     for (t, info) in k.tensors.iter().enumerate() {
         if info.role == TensorRole::Intermediate {
@@ -231,6 +216,25 @@ fn oracle_fn(k: &Kernel, ir: &KernelIr, mode: Mode) -> String {
     }
     s.push_str("    }\n");
     s
+}
+
+/// The check of an index tensor's value contract (`requires idx in [lo,
+/// hi)`) over `t_NAME`, a line; empty where it has none.
+pub(super) fn value_range_check(k: &Kernel, info: &tir::TensorInfo) -> String {
+    let Some(r) = &info.value_range else { return String::new() };
+    let g = Gen::new(k, None, Mode::Exact);
+    let (lo, hi) = (g.expr(&r.lo), g.expr(&r.hi));
+    let lo_op = if r.lo_closed { "<" } else { "<=" };
+    let hi_op = if r.hi_closed { ">" } else { ">=" };
+    format!(
+        "        for (i, x) in t_{n}.iter().enumerate() {{ let x = *x as f64; if x {lo_op} ({lo}) as f64 || x {hi_op} ({hi}) as f64 {{ return Err(format!(\"requires {text} violated: `{n}`[{{}}] = {{}}\", i, x)); }} }}\n",
+        n = info.name,
+        lo_op = lo_op,
+        hi_op = hi_op,
+        lo = lo,
+        hi = hi,
+        text = r.text.replace('"', "\\\"")
+    )
 }
 
 /// Each scalar as a value of the type `mode` computes it in (`sc_NAME`).
