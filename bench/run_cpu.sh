@@ -6,7 +6,8 @@
 # nano b128, nano b4096 and tiny b128.
 #
 #   BIN=target/cpu-bench bash bench/run_cpu.sh     (BIN: our release binaries)
-#   SPECS="16:0-15 2:0-1" (threads:cores), TORCH="16 2" (where PyTorch runs)
+#   SPECS="16:0-15 2:0-1" (threads:cores), TORCH="16 2" (where PyTorch runs),
+#   TORCH_CONFIGS (PyTorch's configurations; default CONFIGS)
 set -u
 BIN=${BIN:-target/release}
 CONFIGS=${CONFIGS:-nano:128,nano:4096,tiny:128}
@@ -22,5 +23,5 @@ for spec in $SPECS; do
     echo "== $threads threads (cores $cores)"
     taskset -c "$cores" env RAYON_NUM_THREADS="$threads" "$BIN/tokitai-bench-moe" --device cpu --configs "$CONFIGS" --steps "$STEPS" --curve-steps 1 --contracts off,warn --json "$OUT/ours_$threads.json" 2>&1 | grep -E "ms/step|device"
     case " $TORCH " in *" $threads "*) ;; *) continue ;; esac
-    taskset -c "$cores" python3 bench/moe_torch.py --cpu --threads "$threads" --configs "$CONFIGS" --steps "$STEPS" --warmup 3 | tee "$OUT/torch_$threads.json"
+    taskset -c "$cores" python3 bench/moe_torch.py --cpu --threads "$threads" --configs "${TORCH_CONFIGS:-$CONFIGS}" --steps "$STEPS" --warmup 3 | tee "$OUT/torch_$threads.json"
 done
