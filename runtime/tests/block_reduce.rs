@@ -59,11 +59,40 @@ fn the_lane_zero_reduction_has_the_whole_butterflys_bits() {
                 .collect();
             for (f, ident) in [(&sum as &dyn Fn(f32, f32) -> f32, -0.0f32), (&sum, 0.0), (&max, f32::NEG_INFINITY), (&lopsided, 0.0)] {
                 let want = reference(&parts, warp, ident, f);
-                let got = block_reduce(&mut parts.clone(), warp, ident, &f);
+                let got = block_reduce(&mut parts.clone(), warp, threads, ident, &f);
                 assert_eq!(got.to_bits(), want.to_bits(), "{} threads, warp {}: {:e} against {:e}", threads, warp, got, want);
                 checked += 1;
             }
         }
     }
     assert_eq!(checked, 6 * 200 * 4);
+}
+
+/// Lanes from `live` on hold the identity (threads past a row's length):
+/// skipping their warps gives the whole butterfly's bits, for every
+/// `live`, signed zeros and NaNs among the live lanes included. A wrong
+/// `live` (a live lane skipped) is seen.
+#[test]
+fn warps_of_identities_are_skipped_with_the_same_bits() {
+    let sum = |a: f32, b: f32| a + b;
+    let max = |a: f32, b: f32| if b > a { b } else { a };
+    let specials = [-0.0f32, 0.0, f32::NAN, 1.5, -2.25, f32::INFINITY];
+    let mut wrong_seen = false;
+    for (threads, warp) in [(256usize, 32usize), (256, 64), (1024, 32)] {
+        for live in [0usize, 1, 31, 32, 33, 100, 128, 200, threads] {
+            for (f, ident) in [(&sum as &dyn Fn(f32, f32) -> f32, 0.0f32), (&sum, -0.0), (&max, f32::NEG_INFINITY)] {
+                let parts: Vec<f32> = (0..threads).map(|t| if t < live { specials[t % specials.len()] * (1.0 + t as f32) } else { ident }).collect();
+                let want = reference(&parts, warp, ident, f);
+                let got = block_reduce(&mut parts.clone(), warp, live, ident, &f);
+                assert_eq!(got.to_bits(), want.to_bits(), "{} threads, warp {}, live {}", threads, warp, live);
+                if live > warp {
+                    // Skipping a live warp of finite values: they are lost.
+                    let plain: Vec<f32> = (0..threads).map(|t| if t < live { 1.0 + t as f32 } else { ident }).collect();
+                    let short = block_reduce(&mut plain.clone(), warp, live - warp, ident, &f);
+                    wrong_seen |= short.to_bits() != reference(&plain, warp, ident, f).to_bits();
+                }
+            }
+        }
+    }
+    assert!(wrong_seen, "a `live` too small is never seen");
 }

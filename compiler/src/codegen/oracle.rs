@@ -616,7 +616,7 @@ impl<'a> Gen<'a> {
                 };
                 if self.blocked && op != RedOp::Argmax && width == 1 {
                     return format!(
-                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ let len = (({ext}) - q0).min({threads}) as usize; for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ let len = (({ext}) - q0).min({threads}) as usize; for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min({ext}) as usize, {init}, {f}); {res} }}",
                         init = init,
                         threads = threads,
                         ext = ext,
@@ -633,7 +633,7 @@ impl<'a> Gen<'a> {
                     // walk below takes them; one block of `threads` runs
                     // at a time.
                     return format!(
-                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ for t in 0..{threads}usize {{ for u in 0..{w}i64 {{ let {v}: i64 = q0 + t as i64 * {w} + u; if {v} < {ext} {{ {step} }} }} }} q0 += {threads} * {w}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ for t in 0..{threads}usize {{ for u in 0..{w}i64 {{ let {v}: i64 = q0 + t as i64 * {w} + u; if {v} < {ext} {{ {step} }} }} }} q0 += {threads} * {w}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min((({ext}) + {w} - 1) / {w}) as usize, {init}, {f}); {res} }}",
                         init = init,
                         threads = threads,
                         ext = ext,
@@ -646,7 +646,7 @@ impl<'a> Gen<'a> {
                     );
                 }
                 format!(
-                    "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {walk} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, {init}, {f}); {res} }}",
+                    "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {walk} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min({live}) as usize, {init}, {f}); {res} }}",
                     walk = if width == 1 {
                         format!("let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }}", v = v, ext = ext, step = step("acc"), threads = threads)
                     } else {
@@ -655,6 +655,7 @@ impl<'a> Gen<'a> {
                     init = init,
                     threads = threads,
                     ext = ext,
+                    live = format!("((({}) + {w} - 1) / {w})", ext, w = width),
                     warp = warp,
                     f = f,
                     res = result("acc")
