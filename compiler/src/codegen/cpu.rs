@@ -35,6 +35,7 @@ use std::fmt::Write;
 
 /// Which CPU schedule a kernel gets.
 enum Form<'k> {
+    Columns,
     Staged,
     Elementwise,
     Rows,
@@ -55,6 +56,7 @@ struct Gemm<'k> {
 /// The name of the CPU schedule a kernel gets, for its `CPU_SCHEDULE`.
 pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
     match form(k, ir) {
+        Form::Columns => "column reductions, a block of columns a row at a time (vectorised)",
         Form::Staged => "element-wise, fused, in blocks widened to f32 (vectorised)",
         Form::Elementwise => "element-wise, fused, in place",
         Form::Rows => "rows, every statement of a row in turn, in place",
@@ -67,6 +69,7 @@ fn form<'k>(k: &'k Kernel, ir: &KernelIr) -> Form<'k> {
     match ir.schedule {
         Schedule::Pointwise { .. } | Schedule::Gather if elementwise(k) && staged(k) => Form::Staged,
         Schedule::Pointwise { .. } | Schedule::Gather if elementwise(k) => Form::Elementwise,
+        Schedule::RowReduction { .. } if column_reductions(k, ir).is_some() => Form::Columns,
         Schedule::RowReduction { .. } | Schedule::RowCached { .. } if rows(k) => Form::Rows,
         Schedule::Contraction { .. } => gemm(k, ir).map_or(Form::Mirror, Form::Contraction),
         _ => Form::Mirror,
@@ -240,6 +243,7 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
             s.push_str("        mirror_args(dims, scalars, args)\n    }\n");
             return s;
         }
+        Form::Columns => columns_body(k, ir),
         Form::Staged => staged_body(k, ir),
         Form::Elementwise => elementwise_body(k, ir),
         Form::Rows => rows_body(k, ir),
@@ -856,6 +860,183 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     }
     let _ = writeln!(s, "                    b0 += n as i64;");
     let _ = writeln!(s, "                }}");
+    let _ = writeln!(s, "            }}");
+    s.push_str(&chunks_close());
+    s
+}
+
+/// A reduction of a column reduction: the statement it is in, the
+/// reduction node, its variable (over the rows) and the block order's
+/// threads and warp.
+struct ColumnSum<'k> {
+    stmt: usize,
+    node: &'k TExpr,
+    op: RedOp,
+    var: VarId,
+    body: &'k TExpr,
+    threads: u32,
+    warp: u32,
+}
+
+/// Column reductions (`gb[c] = sum(r) f(x[r, c], ..)`): every statement is
+/// over one axis (the columns), its reductions are top-level sums, maxima
+/// or minima in the block order over a row variable, and everything read
+/// is a float input `t[r, c]` inside a reduction (`r` its variable, `c`
+/// the statement's); nothing is read outside them.
+fn column_reductions<'k>(k: &'k Kernel, ir: &KernelIr) -> Option<Vec<ColumnSum<'k>>> {
+    let cols = k.vars[*k.stmts.first()?.vars.first()?].extent;
+    let mut rows: Option<Dim> = None;
+    let mut out = Vec::new();
+    for (si, s) in k.stmts.iter().enumerate() {
+        let [c] = s.vars.as_slice() else { return None };
+        let target = &k.tensors[s.target];
+        if k.vars[*c].extent != cols || target.role == TensorRole::Intermediate || !matches!(target.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32) {
+            return None;
+        }
+        let reds = tir::top_reductions(&s.value);
+        if reds.is_empty() {
+            return None;
+        }
+        for node in reds {
+            let TExprKind::Reduce { op, var, body } = &node.kind else { return None };
+            let Some(ReductionOrder::Block { threads, warp }) = ir.reduction_order.get(var).copied() else { return None };
+            if *op == RedOp::Argmax || *rows.get_or_insert(k.vars[*var].extent) != k.vars[*var].extent {
+                return None;
+            }
+            let mut ok = true;
+            body.walk(&mut |e| match &e.kind {
+                TExprKind::Load { tensor, index } => {
+                    let info = &k.tensors[*tensor];
+                    ok &= info.role == TensorRole::Input
+                        && matches!(info.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32)
+                        && index.len() == 2
+                        && index[0].as_var() == Some(*var)
+                        && index[1].as_var() == Some(*c)
+                        && info.shape[1] == cols;
+                }
+                TExprKind::Reduce { .. } => ok = false,
+                _ => {}
+            });
+            if !ok {
+                return None;
+            }
+            out.push(ColumnSum { stmt: si, node, op: *op, var: *var, body, threads, warp });
+        }
+        // Nothing read outside the reductions.
+        let mut outside = false;
+        fn loads_outside(e: &TExpr, reds: &[&TExpr], found: &mut bool) {
+            if reds.iter().any(|r| std::ptr::eq(*r, e)) {
+                return;
+            }
+            match &e.kind {
+                TExprKind::Load { .. } | TExprKind::Reduce { .. } => *found = true,
+                TExprKind::Unary(_, a) | TExprKind::Cast(a) => loads_outside(a, reds, found),
+                TExprKind::Binary(_, a, b) => {
+                    loads_outside(a, reds, found);
+                    loads_outside(b, reds, found);
+                }
+                TExprKind::Call(_, args) => args.iter().for_each(|x| loads_outside(x, reds, found)),
+                TExprKind::Let { value, body, .. } => {
+                    loads_outside(value, reds, found);
+                    loads_outside(body, reds, found);
+                }
+                _ => {}
+            }
+        }
+        loads_outside(&s.value, &tir::top_reductions(&s.value), &mut outside);
+        if outside {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// Columns a block of the column form.
+const COLUMNS: usize = 64;
+
+/// The column form: a block of columns at a time, the rows in order, each
+/// row's block of every read tensor widened once; thread `t`'s partial of
+/// column `j` (the rows `t, t + threads, ...` in order, as the kernel's
+/// thread sums them) held at `[t][j]`, so that a row's step runs over
+/// contiguous columns (vectorised); then each column's partials reduced
+/// as the block does.
+fn columns_body(k: &Kernel, ir: &KernelIr) -> String {
+    let sums = column_reductions(k, ir).expect("checked by `form`");
+    let cols = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
+    let rows = dim_expr(k, k.vars[sums[0].var].extent);
+    let mut read: Vec<TensorId> = Vec::new();
+    for c in &sums {
+        c.body.walk(&mut |e| {
+            if let TExprKind::Load { tensor, .. } = &e.kind {
+                if !read.contains(tensor) {
+                    read.push(*tensor);
+                }
+            }
+        });
+    }
+    let name = |t: &TensorId| k.tensors[*t].name.clone();
+    let mut s = chunks_open(k, &cols, &format!("{} * {} * {}", cols, rows, sums.len()));
+    for t in &read {
+        let _ = writeln!(s, "            let mut in_{}: Vec<f32> = vec![0.0; {}];", name(t), COLUMNS);
+    }
+    let loads: Vec<(TensorId, LoadAs)> = read.iter().map(|t| (*t, LoadAs::Local(format!("s_{}[j]", name(t))))).collect();
+    let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
+    // Threads past the rows hold the identity throughout (`block_reduce`
+    // skips their warps and never reads their lanes): only the live ones'
+    // partials are kept, cleared and gathered.
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(s, "            let live_{i}: usize = ({t}i64).min({rows}) as usize;", i = i, t = c.threads, rows = rows);
+        let _ = writeln!(s, "            let lanes_{i}_live: usize = live_{i}.div_ceil({w}) * {w};", i = i, w = c.warp);
+        let _ = writeln!(s, "            let mut parts_{}: Vec<f32> = vec![{}; lanes_{}_live * {}];", i, init, i, COLUMNS);
+        let _ = writeln!(s, "            let mut lanes_{}: [f32; {}] = [{}; {}];", i, c.threads, init, c.threads);
+    }
+    let _ = writeln!(s, "            let mut cb0 = lo;");
+    let _ = writeln!(s, "            while cb0 < hi {{");
+    let _ = writeln!(s, "                let cbn = ((hi - cb0) as usize).min({});", COLUMNS);
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(s, "                parts_{}.fill({});", i, init);
+    }
+    let _ = writeln!(s, "                for r in 0..{} {{", rows);
+    for t in &read {
+        let _ = writeln!(s, "                    let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, r * {cols} + cb0, cbn, &mut in_{n}, \"{n}\")?;", n = name(t), cols = cols);
+    }
+    for (i, c) in sums.iter().enumerate() {
+        let (step, _, _) = g.partial_pieces(c.op, c.body, "p[j]");
+        let stv = k.stmts[c.stmt].vars[0];
+        let _ = writeln!(s, "                    {{");
+        let _ = writeln!(s, "                        let t = (r % {}) as usize;", c.threads);
+        let _ = writeln!(s, "                        let p = &mut parts_{}[t * {cb}..t * {cb} + cbn];", i, cb = COLUMNS);
+        let _ = writeln!(s, "                        for j in 0..cbn {{ let {}: i64 = r; let {}: i64 = cb0 + j as i64; {} }}", g.var(c.var), g.var(stv), step);
+        let _ = writeln!(s, "                    }}");
+    }
+    let _ = writeln!(s, "                }}");
+    let _ = writeln!(s, "                for j in 0..cbn {{");
+    let _ = writeln!(s, "                    let e0: i64 = cb0 + j as i64;");
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, f) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(
+            s,
+            "                    let red_{i}: f32 = {{ for (l, lane) in lanes_{i}[..lanes_{i}_live].iter_mut().enumerate() {{ *lane = parts_{i}[l * {cb} + j]; }} tk_rt::block_reduce(&mut lanes_{i}, {w}, live_{i}, {init}, {f}) }};",
+            i = i,
+            init = init,
+            cb = COLUMNS,
+            w = c.warp,
+            f = f
+        );
+    }
+    for (si, st) in k.stmts.iter().enumerate() {
+        let gen = Gen::new(k, Some(ir), Mode::Mirror);
+        for (i, c) in sums.iter().enumerate().filter(|(_, c)| c.stmt == si) {
+            gen.subst.borrow_mut().push((c.node as *const TExpr as usize, format!("red_{}", i)));
+        }
+        let info = &k.tensors[st.target];
+        let _ = writeln!(s, "                    let value: {} = {{ let {}: i64 = e0; {} }};", value_type(info.dtype, Mode::Mirror), gen.var(st.vars[0]), gen.expr(&st.value));
+        let _ = writeln!(s, "                    tk_rt::cpu::st(c_{n}, e0 - {b}, value, \"{n}\")?;", n = info.name, b = piece_base(k, st.target));
+    }
+    let _ = writeln!(s, "                }}");
+    let _ = writeln!(s, "                cb0 += cbn as i64;");
     let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
     s

@@ -576,6 +576,19 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// A reduction's pieces as `reduce` prints them for a block order (not
+    /// argmax): the step adding the term to `acc`, the identity, and the
+    /// combining closure for `tk_rt::block_reduce`.
+    pub(super) fn partial_pieces(&self, op: RedOp, body: &TExpr, acc: &str) -> (String, String, String) {
+        let bt = body.ty;
+        let bvt = self.vt(bt);
+        let step = match (self.mode, op, tir::fma_operands(body)) {
+            (Mode::Mirror, RedOp::Sum, Some((a, b))) => format!("{acc} = ({a}).mul_add({b}, {acc});", acc = acc, a = self.expr(a), b = self.expr(b)),
+            _ => format!("let term: {} = {}; {} = {};", bvt, self.expr(body), acc, self.combine(op, bt, acc, "term")),
+        };
+        (step, self.identity(op, bt), format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b")))
+    }
+
     fn reduce(&self, op: RedOp, var: tir::VarId, body: &TExpr, ty: Dtype) -> String {
         let bt = body.ty;
         let bvt = self.vt(bt);
@@ -645,6 +658,8 @@ impl<'a> Gen<'a> {
                         res = result("acc")
                     );
                 }
+                // Threads whose first run starts inside the range.
+                let live = format!("((({}) + {w} - 1) / {w})", ext, w = width);
                 format!(
                     "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {walk} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min({live}) as usize, {init}, {f}); {res} }}",
                     walk = if width == 1 {
@@ -655,7 +670,7 @@ impl<'a> Gen<'a> {
                     init = init,
                     threads = threads,
                     ext = ext,
-                    live = format!("((({}) + {w} - 1) / {w})", ext, w = width),
+                    live = live,
                     warp = warp,
                     f = f,
                     res = result("acc")
