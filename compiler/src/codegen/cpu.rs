@@ -281,6 +281,16 @@ fn views(k: &Kernel) -> String {
     s
 }
 
+/// An input of one axis widened to f32 once a call, as `col_NAME` (`len`
+/// elements, a `usize` expression).
+fn widened_once(n: &str, len: &str) -> String {
+    format!(
+        "        let mut colv_{n}: Vec<f32> = vec![0.0; {len}];\n        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, {len}, &mut colv_{n}, \"{n}\")?;\n",
+        n = n,
+        len = len
+    )
+}
+
 /// Tensors the kernel writes through its parameters, in signature order.
 fn written(k: &Kernel) -> Vec<TensorId> {
     k.params.iter().filter_map(|p| if let Param::Tensor(t) = p { Some(*t) } else { None }).filter(|t| k.tensors[*t].role != TensorRole::Input).collect()
@@ -345,13 +355,18 @@ fn element_loops_close(rank: usize) -> String {
     s
 }
 
+/// The chunk loop of the element-wise forms: chunks of the first axis,
+/// weighed by a row's cost.
+fn element_chunks_open(k: &Kernel) -> String {
+    let outer = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
+    chunks_open(k, &outer, &format!("{} * {}", outer, row_cost(k)))
+}
+
 /// The element-wise form: per element, each statement in order.
 fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rank = first.vars.len();
-    let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
-    let work = format!("{} * {}", exts[0], row_cost(k));
-    let mut s = chunks_open(k, &exts[0], &work);
+    let mut s = element_chunks_open(k);
     let names: Vec<String> = (0..rank).map(|j| format!("e{}", j)).collect();
     let (loops, indent) = element_loops(k, &first.vars, &names);
     s.push_str(&loops);
@@ -485,8 +500,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
     for (t, r) in reads {
         match r {
             EpilogueRead::Col => {
-                let _ = writeln!(s, "        let mut colv_{n}: Vec<f32> = vec![0.0; nn];", n = name(t));
-                let _ = writeln!(s, "        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, nn, &mut colv_{n}, \"{n}\")?;", n = name(t));
+                s.push_str(&widened_once(&name(t), "nn"));
             }
             EpilogueRead::Call => {
                 let _ = writeln!(s, "        let h_{n}: f32 = tk_rt::cpu::ld(t_{n}, 0i64, \"{n}\")?;", n = name(t));
@@ -673,9 +687,7 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
         let info = &k.tensors[*t];
         match r {
             RowsRead::Columns => {
-                let len = dim_expr(k, info.shape[0]);
-                let _ = writeln!(s, "        let mut colv_{n}: Vec<f32> = vec![0.0; ({len}) as usize];", n = info.name, len = len);
-                let _ = writeln!(s, "        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, ({len}) as usize, &mut colv_{n}, \"{n}\")?;", n = info.name, len = len);
+                s.push_str(&widened_once(&info.name, &format!("({}) as usize", dim_expr(k, info.shape[0]))));
                 loads.push((*t, LoadAs::Row(format!("col_{}", info.name))));
             }
             RowsRead::Call => {
@@ -765,8 +777,7 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rank = first.vars.len();
     let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
-    let work = format!("{} * {}", exts[0], row_cost(k));
-    let mut s = chunks_open(k, &exts[0], &work);
+    let mut s = element_chunks_open(k);
     // What is read how: own-element reads of inputs and inouts (staged),
     // once-a-call and once-a-row reads (hoisted), by tensor.
     let mut own: Vec<TensorId> = Vec::new();

@@ -627,49 +627,38 @@ impl<'a> Gen<'a> {
                 } else {
                     format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b"))
                 };
-                if self.blocked && op != RedOp::Argmax && width == 1 {
-                    return format!(
-                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ let len = (({ext}) - q0).min({threads}) as usize; for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min({ext}) as usize, {init}, {f}); {res} }}",
-                        init = init,
-                        threads = threads,
-                        ext = ext,
-                        v = v,
-                        step = step("parts[t]"),
-                        warp = warp,
-                        f = f,
-                        res = result("acc")
-                    );
-                }
-                if self.blocked && op != RedOp::Argmax {
+                // Each thread's partial, as `walk`, and the threads that
+                // took a term (`live`: those past it hold `init`).
+                let (walk, live) = if self.blocked && op != RedOp::Argmax && width == 1 {
+                    (
+                        format!("let mut q0: i64 = 0; while q0 < {ext} {{ let len = (({ext}) - q0).min({threads}) as usize; for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }}", ext = ext, threads = threads, v = v, step = step("parts[t]")),
+                        ext.clone(),
+                    )
+                } else if self.blocked && op != RedOp::Argmax {
                     // Thread t's terms in order: the runs of `width` at
-                    // (j * threads + t) * width for j = 0, 1, ..., as its
-                    // walk below takes them; one block of `threads` runs
-                    // at a time.
-                    return format!(
-                        "{{ let mut parts = [{init}; {threads}]; let mut q0: i64 = 0; while q0 < {ext} {{ for t in 0..{threads}usize {{ for u in 0..{w}i64 {{ let {v}: i64 = q0 + t as i64 * {w} + u; if {v} < {ext} {{ {step} }} }} }} q0 += {threads} * {w}; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min((({ext}) + {w} - 1) / {w}) as usize, {init}, {f}); {res} }}",
-                        init = init,
-                        threads = threads,
-                        ext = ext,
-                        w = width,
-                        v = v,
-                        step = step("parts[t]"),
-                        warp = warp,
-                        f = f,
-                        res = result("acc")
-                    );
-                }
-                // Threads whose first run starts inside the range.
-                let live = format!("((({}) + {w} - 1) / {w})", ext, w = width);
-                format!(
-                    "{{ let mut parts = [{init}; {threads}]; for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {walk} parts[tid as usize] = acc; }} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min({live}) as usize, {init}, {f}); {res} }}",
-                    walk = if width == 1 {
+                    // (j * threads + t) * width for j = 0, 1, ..., as the
+                    // strided walk below takes them; one block of
+                    // `threads` runs at a time.
+                    (
+                        format!("let mut q0: i64 = 0; while q0 < {ext} {{ for t in 0..{threads}usize {{ for u in 0..{w}i64 {{ let {v}: i64 = q0 + t as i64 * {w} + u; if {v} < {ext} {{ {step} }} }} }} q0 += {threads} * {w}; }}", ext = ext, threads = threads, w = width, v = v, step = step("parts[t]")),
+                        format!("(({}) + {w} - 1) / {w}", ext, w = width),
+                    )
+                } else {
+                    let one = if width == 1 {
                         format!("let mut {v} = tid; while {v} < {ext} {{ {step} {v} += {threads}; }}", v = v, ext = ext, step = step("acc"), threads = threads)
                     } else {
                         format!("let mut run = tid * {w}; while run < {ext} {{ for {v} in run..(run + {w}).min({ext}) {{ {step} }} run += {threads} * {w}; }}", w = width, v = v, ext = ext, step = step("acc"), threads = threads)
-                    },
+                    };
+                    (
+                        format!("for tid in 0..({threads}i64).min({ext}) {{ let mut acc = {init}; {one} parts[tid as usize] = acc; }}", threads = threads, ext = ext, init = init, one = one),
+                        format!("((({}) + {w} - 1) / {w})", ext, w = width),
+                    )
+                };
+                format!(
+                    "{{ let mut parts = [{init}; {threads}]; {walk} let acc = tk_rt::block_reduce(&mut parts, {warp}, ({threads}i64).min({live}) as usize, {init}, {f}); {res} }}",
                     init = init,
                     threads = threads,
-                    ext = ext,
+                    walk = walk,
                     live = live,
                     warp = warp,
                     f = f,
