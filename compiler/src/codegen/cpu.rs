@@ -8,8 +8,9 @@
 //!   written in place; the outermost axis split into chunks on the
 //!   executor, each chunk writing its own piece of every output;
 //! - **contractions** summed in k order (the SIMT schedule's
-//!   `Sequential`): B packed once into f32 strips, a register tile of
-//!   `MR x NR` fused multiply-add chains (`tk_rt::cpu::gemm`), the
+//!   `Sequential`): both operands packed in f32 panels, a register tile
+//!   of fused multiply-add chains picked for the machine
+//!   (`tk_rt::cpu::contract`: 8 x 32 on AVX-512, 6 x 16 on AVX2), the
 //!   rest of the statement applied per element as the mirror does.
 //!
 //! Every other kernel's CPU schedule is its mirror.
@@ -415,9 +416,8 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     let _ = writeln!(s, "        let op_b = tk_rt::cpu::Operand {{ data: t_{}, si: {}, sk: {} }};", bn, sbj, sbk);
     let _ = writeln!(s, "        op_a.covers({me}, {ke}, \"{an}\")?;", me = me, ke = ke, an = an);
     let _ = writeln!(s, "        op_b.covers({ne}, {ke}, \"{bn}\")?;", ne = ne, ke = ke, bn = bn);
-    let _ = writeln!(s, "        let packed_a = tk_rt::cpu::pack::<_, {{ tk_rt::cpu::MR }}>(op_a, {}, {});", me, ke);
-    let _ = writeln!(s, "        let packed_b = tk_rt::cpu::pack::<_, {{ tk_rt::cpu::NR }}>(op_b, {}, {});", ne, ke);
-    let _ = writeln!(s, "        let accs = tk_rt::cpu::gemm(&packed_a, &packed_b, {}, {}, {});", me, ne, ke);
+    let _ = writeln!(s, "        let sums = tk_rt::cpu::contract(op_a, op_b, {}, {}, {});", me, ne, ke);
+    let _ = writeln!(s, "        let accs: &[f32] = &sums;");
     match epilogue_reads(k, st, g.reduce) {
         Some(reads) => s.push_str(&staged_epilogue(k, ir, g, &reads, (&me, &ne))),
         None => s.push_str(&plain_epilogue(k, ir, g, &me, &ne)),

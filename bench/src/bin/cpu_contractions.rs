@@ -1,0 +1,77 @@
+//! The linear layer's three contractions on the CPU backend, at the shapes
+//! a MoE step launches (one expert's share of a batch), in GFLOP/s: where
+//! a CPU step's contraction time goes, without the rest of the step.
+//! `bench/torch_cpu_contractions.py` times `torch.matmul` on the same
+//! shapes and thread count for the side-by-side figure.
+//!
+//! Usage: tokitai-bench-cpu-contractions [--reps N] [--shapes M:K:N,...]
+
+use std::time::Instant;
+use tokitai_runtime::kernels::linear::{linear_bwd_w, linear_bwd_x, linear_fwd};
+use tokitai_runtime::{DType, Device, Tensor};
+
+#[derive(clap::Parser)]
+#[command(name = "tokitai-bench-cpu-contractions", version)]
+struct Args {
+    /// Timed repetitions of each contraction (after one warm-up).
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
+    /// M:K:N triples (x is M x K, w is K x N): defaults are one of four
+    /// experts' rows at nano b4096 (2048 x 128 x 128), tiny b128 (64 x
+    /// 2048 x 2048) and tiny b4096 (2048 x 2048 x 2048).
+    #[arg(long, default_value = "2048:128:128,64:2048:2048,2048:2048:2048")]
+    shapes: String,
+}
+
+/// A contraction's name and one launch of it.
+type Timed<'a> = (&'static str, Box<dyn FnMut() + 'a>);
+
+fn fail(e: impl std::fmt::Display) -> ! {
+    eprintln!("error: {}", e);
+    std::process::exit(2);
+}
+
+/// A tensor of small deterministic values (the bits do not matter here).
+fn filled(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data: Vec<f64> = (0..n).map(|i| ((i * 7919 % 2003) as f64 / 2003.0 - 0.5) * 0.25).collect();
+    Tensor::from_f64_as(shape, DType::F16, &data).unwrap_or_else(|e| fail(e))
+}
+
+/// Median milliseconds of `reps` runs of `f` after one warm-up.
+fn median_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut t: Vec<f64> = (0..reps.max(1))
+        .map(|_| {
+            let s = Instant::now();
+            f();
+            s.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+fn main() {
+    let args = <Args as clap::Parser>::parse();
+    let dev = Device::Cpu;
+    println!("{}", dev.describe());
+    for spec in args.shapes.split(',') {
+        let dims: Vec<usize> = spec.split(':').map(|d| d.trim().parse().unwrap_or_else(|_| fail(format!("bad shape `{}`: want M:K:N", spec)))).collect();
+        let [m, k, n] = dims[..] else { fail(format!("bad shape `{}`: want M:K:N", spec)) };
+        let (x, w, b, gy) = (filled(&[m, k]), filled(&[k, n]), filled(&[n]), filled(&[m, n]));
+        let mut y = Tensor::output(&[m, n], DType::F16, &dev).unwrap_or_else(|e| fail(e));
+        let mut gx = Tensor::output(&[m, k], DType::F16, &dev).unwrap_or_else(|e| fail(e));
+        let mut gw = Tensor::output(&[k, n], DType::F16, &dev).unwrap_or_else(|e| fail(e));
+        let flop = 2.0 * (m * k * n) as f64;
+        let runs: [Timed; 3] = [
+            ("linear_fwd", Box::new(|| linear_fwd::launch(&dev, &x, &w, &b, &mut y).unwrap_or_else(|e| fail(e)))),
+            ("linear_bwd_x", Box::new(|| linear_bwd_x::launch(&dev, &gy, &w, &mut gx).unwrap_or_else(|e| fail(e)))),
+            ("linear_bwd_w", Box::new(|| linear_bwd_w::launch(&dev, &x, &gy, &mut gw).unwrap_or_else(|e| fail(e)))),
+        ];
+        for (name, mut f) in runs {
+            let ms = median_ms(args.reps, &mut f);
+            println!("{:<13} {:>5} x {:>5} x {:>5}  {:9.3} ms  {:7.1} GFLOP/s", name, m, k, n, ms, flop / ms / 1e6);
+        }
+    }
+}

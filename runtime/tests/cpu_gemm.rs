@@ -1,0 +1,107 @@
+//! The CPU schedule's contraction (`tk_rt::cpu::contract`) on every
+//! register tile this machine can run: each output is the chain of fused
+//! multiply-adds in k order from 0, bit for bit, on ragged shapes (against
+//! every tile's rows and columns, the k block and the tasks), on operands
+//! in each stride pattern the linear layers use, in f16 and in f32.
+//! (`cpu_schedule.rs` checks the kernels on the machine's best tile.)
+
+use half::f16;
+use tokitai_runtime::abi::tk_rt::cpu::{contract_on, Isa, Operand};
+use tokitai_runtime::check::Rng;
+
+/// `sum(k) a(i, k) * b(j, k)`, one fused multiply-add at a time.
+fn chain(a: impl Fn(usize, usize) -> f32, b: impl Fn(usize, usize) -> f32, m: usize, n: usize, k: usize) -> Vec<u32> {
+    let mut out = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for kk in 0..k {
+                acc = a(i, kk).mul_add(b(j, kk), acc);
+            }
+            out.push(acc.to_bits());
+        }
+    }
+    out
+}
+
+/// Element `(i, k)` of `v` at strides `(si, sk)`.
+fn at(v: &[f32], si: i64, sk: i64) -> impl Fn(usize, usize) -> f32 + '_ {
+    move |i, kk| v[(i as i64 * si + kk as i64 * sk) as usize]
+}
+
+/// Strides of a `rows x depth` operand: rows contiguous along k (x of
+/// `linear_fwd`), rows across (w of `linear_fwd`), or neither.
+fn strides(pattern: usize, rows: usize, depth: usize) -> (i64, i64, usize) {
+    match pattern {
+        0 => (depth as i64, 1, rows * depth),
+        1 => (1, rows as i64, rows * depth),
+        // Rows three elements apart along a padded row, k every 3 * rows + 1.
+        _ => (3, 3 * rows as i64 + 1, (3 * rows + 1) * depth),
+    }
+}
+
+#[test]
+fn every_tile_sums_the_mirrors_chain_bit_for_bit() {
+    let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
+    assert!(isas.contains(&Isa::Portable));
+    let mut rng = Rng::new(0x6e44);
+    // Ragged against 8 x 32, 6 x 16 and 4 x 16 tiles, the 256-k block and
+    // the 64-row, 128-column tasks; 300 x 200 x 600 splits over threads.
+    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (300, 200, 600), (64, 257, 129)];
+    let mut checked = 0;
+    for (case, &(m, n, k)) in shapes.iter().enumerate() {
+        let (pa, pb) = (case % 3, (case + 1) % 3);
+        let (sai, sak, la) = strides(pa, m, k);
+        let (sbj, sbk, lb) = strides(pb, n, k);
+        // Values with cancellation, a few large and a few subnormal.
+        let mut value = || {
+            let u = rng.unit() * 2.0 - 1.0;
+            if rng.unit() < 0.02 { u * 1e4 } else if rng.unit() < 0.02 { u * 1e-6 } else { u }
+        };
+        let a32: Vec<f32> = (0..la).map(|_| value() as f32).collect();
+        let b32: Vec<f32> = (0..lb).map(|_| value() as f32).collect();
+        let a16: Vec<f16> = a32.iter().map(|&x| f16::from_f32(x)).collect();
+        let b16: Vec<f16> = b32.iter().map(|&x| f16::from_f32(x)).collect();
+        let want32 = chain(at(&a32, sai, sak), at(&b32, sbj, sbk), m, n, k);
+        let a16w: Vec<f32> = a16.iter().map(|x| x.to_f32()).collect();
+        let b16w: Vec<f32> = b16.iter().map(|x| x.to_f32()).collect();
+        let want16 = chain(at(&a16w, sai, sak), at(&b16w, sbj, sbk), m, n, k);
+        for &isa in &isas {
+            let (op_a, op_b) = (Operand { data: &a32[..], si: sai, sk: sak }, Operand { data: &b32[..], si: sbj, sk: sbk });
+            assert!(op_a.covers(m as i64, k as i64, "a").is_ok() && op_b.covers(n as i64, k as i64, "b").is_ok());
+            let got: Vec<u32> = contract_on(isa, op_a, op_b, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
+            assert_eq!(got.len(), m * n);
+            let first = (0..got.len()).find(|&e| got[e] != want32[e]);
+            assert!(first.is_none(), "{:?} f32 {}x{}x{}: first difference at {:?}", isa, m, n, k, first);
+            let (op_a, op_b) = (Operand { data: &a16[..], si: sai, sk: sak }, Operand { data: &b16[..], si: sbj, sk: sbk });
+            let got: Vec<u32> = contract_on(isa, op_a, op_b, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
+            let first = (0..got.len()).find(|&e| got[e] != want16[e]);
+            assert!(first.is_none(), "{:?} f16 {}x{}x{}: first difference at {:?}", isa, m, n, k, first);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, shapes.len() * isas.len());
+}
+
+#[test]
+fn a_wrong_chain_is_told_apart() {
+    // Negative control: a chain summed in another order (k from the end)
+    // differs from the contraction's somewhere on these values, so the
+    // test above would see a tile that reordered its sums.
+    let (m, n, k) = (6, 16, 300);
+    let mut rng = Rng::new(7);
+    let a: Vec<f32> = (0..m * k).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+    let b: Vec<f32> = (0..n * k).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
+    let got: Vec<u32> = contract_on(Isa::best(), Operand { data: &a[..], si: k as i64, sk: 1 }, Operand { data: &b[..], si: k as i64, sk: 1 }, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
+    let reversed = chain(|i, kk| a[i * k + (k - 1 - kk)], |j, kk| b[j * k + (k - 1 - kk)], m, n, k);
+    assert_ne!(got, reversed);
+}
+
+#[test]
+fn an_unavailable_tile_falls_back_to_the_portable_one() {
+    for isa in Isa::ALL.into_iter().filter(|i| !i.available()) {
+        let a = [1.5f32, 2.0, -3.0, 0.25];
+        let got = contract_on(isa, Operand { data: &a[..], si: 2, sk: 1 }, Operand { data: &a[..], si: 2, sk: 1 }, 2, 2, 2);
+        assert_eq!(&got[..], &[6.25, -4.0, -4.0, 9.0625]);
+    }
+}
