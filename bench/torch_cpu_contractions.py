@@ -1,5 +1,6 @@
-"""The peer of `tokitai-bench-cpu-contractions`: torch.matmul in fp32 on
-the CPU at the same M:K:N shapes and thread count, the linear layer's three
+"""The peer of `tokitai-bench-cpu-contractions`: torch.matmul and GELU
+(tanh form) in fp32 on the CPU at the same M:K:N shapes and thread count,
+the linear layer's three
 products (x w, gy w^T, x^T gy), median ms and GFLOP/s of `--reps` runs after
 one warm-up. Prints lines in the Rust binary's format.
 
@@ -30,6 +31,15 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__} cpu ({torch.get_num_threads()} threads)")
+    n = 1 << 20
+    x = torch.randn(n).to(torch.float32)
+    fwd = median_ms(a.reps, lambda: torch.nn.functional.gelu(x, approximate="tanh"))
+    xg = x.clone().requires_grad_(True)
+    yg = torch.nn.functional.gelu(xg, approximate="tanh")
+    dy = torch.randn(n)
+    bwd = median_ms(a.reps, lambda: torch.autograd.grad(yg, xg, dy, retain_graph=True))
+    for name, ms in (("torch gelu", fwd), ("torch gelu bwd", bwd)):
+        print(f"{name:<13} {n:>21}  {ms:9.3f} ms  {ms * 1e6 / n:7.2f} ns an element")
     for spec in a.shapes.split(","):
         m, k, n = (int(d) for d in spec.split(":"))
         g = torch.Generator().manual_seed(0)

@@ -1,6 +1,6 @@
 //! Functions of the CPU schedule checked over every f32.
 //!
-//! The CPU's `tanh` (`tk_rt::tanh_f32`, no library call) is within 1 ulp
+//! The CPU's `tanh` (`tk_rt::tanh_f32`, no library call) is within 0.82 ulp
 //! of the real value for every f32: checked over all of them (the
 //! function is odd, and the sign is copied from the argument, so the
 //! non-negative ones, and the sign of a few), against f64 `tanh` (within
@@ -21,7 +21,7 @@ fn ulp_at(v: f64) -> f64 {
 }
 
 #[test]
-fn tanh_f32_is_within_one_ulp_for_every_f32() {
+fn tanh_f32_is_within_0_82_ulp_for_every_f32() {
     let worst = (0u32..0x7f80_0001)
         .into_par_iter()
         .with_min_len(1 << 16)
@@ -32,7 +32,7 @@ fn tanh_f32_is_within_one_ulp_for_every_f32() {
         })
         .reduce(|| (0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
     eprintln!("worst: {} ulp at {:e}", worst.0, f32::from_bits(worst.1));
-    assert!(worst.0 <= 1.0, "{} ulp at {:e}", worst.0, f32::from_bits(worst.1));
+    assert!(worst.0 <= 0.82, "{} ulp at {:e}", worst.0, f32::from_bits(worst.1));
     for x in [-0.0f32, -1e-30, -0.3, -0.55, -3.0, -9.99, -10.0, -1e30, f32::NEG_INFINITY] {
         assert_eq!(tanh_f32(x).to_bits(), (-tanh_f32(-x)).to_bits(), "odd at {}", x);
     }

@@ -1,12 +1,14 @@
 //! The linear layer's three contractions on the CPU backend, at the shapes
-//! a MoE step launches (one expert's share of a batch), in GFLOP/s: where
-//! a CPU step's contraction time goes, without the rest of the step.
+//! a MoE step launches (one expert's share of a batch), in GFLOP/s, and
+//! GELU forward and backward in ns an element: where a CPU step's time
+//! goes, without the rest of the step.
 //! `bench/torch_cpu_contractions.py` times `torch.matmul` on the same
 //! shapes and thread count for the side-by-side figure.
 //!
 //! Usage: tokitai-bench-cpu-contractions [--reps N] [--shapes M:K:N,...]
 
 use std::time::Instant;
+use tokitai_runtime::kernels::gelu::{gelu_bwd, gelu_fwd};
 use tokitai_runtime::kernels::linear::{linear_bwd_w, linear_bwd_x, linear_fwd};
 use tokitai_runtime::{DType, Device, Tensor};
 
@@ -56,6 +58,16 @@ fn main() {
     let args = <Args as clap::Parser>::parse();
     let dev = Device::Cpu;
     println!("{}", dev.describe());
+    // GELU, the element-wise kernel a step spends most on (its tanh), at
+    // 2^20 elements: nano b4096's hidden activations are 2^20 a layer.
+    let n = 1usize << 20;
+    let x = filled(&[n]);
+    let mut y = Tensor::output(&[n], DType::F16, &dev).unwrap_or_else(|e| fail(e));
+    let fwd = median_ms(args.reps, || gelu_fwd::launch(&dev, &x, &mut y).unwrap_or_else(|e| fail(e)));
+    let bwd = median_ms(args.reps, || gelu_bwd::launch(&dev, &x, &x, &mut y).unwrap_or_else(|e| fail(e)));
+    for (name, ms) in [("gelu_fwd", fwd), ("gelu_bwd", bwd)] {
+        println!("{:<13} {:>21}  {:9.3} ms  {:7.2} ns an element", name, n, ms, ms * 1e6 / n as f64);
+    }
     for spec in args.shapes.split(',') {
         let dims: Vec<usize> = spec.split(':').map(|d| d.trim().parse().unwrap_or_else(|_| fail(format!("bad shape `{}`: want M:K:N", spec)))).collect();
         let [m, k, n] = dims[..] else { fail(format!("bad shape `{}`: want M:K:N", spec)) };
