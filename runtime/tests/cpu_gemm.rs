@@ -45,9 +45,10 @@ fn every_tile_sums_the_mirrors_chain_bit_for_bit() {
     let isas: Vec<Isa> = Isa::ALL.into_iter().filter(|i| i.available()).collect();
     assert!(isas.contains(&Isa::Portable));
     let mut rng = Rng::new(0x6e44);
-    // Ragged against 8 x 32, 6 x 16 and 4 x 16 tiles, the 256-k block and
-    // the 64-row, 128-column tasks; 300 x 200 x 600 splits over threads.
-    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (300, 200, 600), (64, 257, 129)];
+    // Ragged against 8 x 32, 12 x 32 (from 256 rows), 6 x 16 and 4 x 16
+    // tiles, the 128-k block and the tasks (64 rows or more, 128
+    // columns); 301 x 200 x 600 splits over threads.
+    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129)];
     let mut checked = 0;
     for (case, &(m, n, k)) in shapes.iter().enumerate() {
         let (pa, pb) = (case % 3, (case + 1) % 3);

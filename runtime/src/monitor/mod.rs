@@ -283,7 +283,19 @@ fn all_hold(t: &Buf, s: &Buf, factor: f64) -> bool {
             let largest = lo.abs().max(hi.abs());
             t.is_empty() || tokitai_contracts::relation::holds(largest, s.get_f64(0), factor)
         }
-        (Buf::F32(t), Buf::F32(s)) if t.len() == s.len() => t.iter().zip(s).fold(true, |ok, (&t, &s)| ok & tokitai_contracts::relation::holds(t as f64, s as f64, factor)),
+        (Buf::F32(t), Buf::F32(s)) if t.len() == s.len() => {
+            // On rayon's threads, as `range_of`: AdamW's moments at tiny
+            // are 85M elements each, and one thread scanning them while
+            // fifteen waited was most of the CPU monitor's cost there.
+            use rayon::prelude::*;
+            let holds = |(t, s): (&[f32], &[f32])| t.iter().zip(s).fold(true, |ok, (&t, &s)| ok & tokitai_contracts::relation::holds(t as f64, s as f64, factor));
+            const CHUNK: usize = 1 << 15;
+            if t.len() <= CHUNK {
+                holds((t, s))
+            } else {
+                t.par_chunks(CHUNK).zip(s.par_chunks(CHUNK)).all(holds)
+            }
+        }
         _ => false,
     }
 }
