@@ -60,6 +60,13 @@ pub struct Tensor {
     shape: Vec<usize>,
     dtype: DType,
     pub(crate) storage: Storage,
+    /// The range of a host tensor's values, once the contract monitor has
+    /// scanned them (`None` inside: integer data): a tensor read by
+    /// several launches between writes (a weight by the forward and the
+    /// input-gradient contractions, an output gradient by three
+    /// kernels) is scanned once. Every method that writes host data
+    /// (each takes `&mut self`, here in this file) empties it first.
+    range: std::sync::OnceLock<Option<(f64, f64)>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -108,7 +115,7 @@ impl Tensor {
         if buf.len() != elements(shape) {
             return Err(Error::Tensor(format!("shape {:?} holds {} elements, the data has {}", shape, elements(shape), buf.len())));
         }
-        Ok(Tensor { shape: shape.to_vec(), dtype: DType::of(&buf), storage: Storage::Host(buf) })
+        Ok(Tensor { shape: shape.to_vec(), dtype: DType::of(&buf), storage: Storage::Host(buf), range: Default::default() })
     }
     pub fn from_f16(shape: &[usize], data: Vec<f16>) -> Result<Tensor> {
         Tensor::from_buf(shape, Buf::F16(data))
@@ -133,7 +140,7 @@ impl Tensor {
         if data.len() != elements(shape) {
             return Err(Error::Tensor(format!("shape {:?} holds {} elements, the data has {}", shape, elements(shape), data.len())));
         }
-        Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Host(crate::backend::reference::reference_buf(dtype, data)) })
+        Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Host(crate::backend::reference::reference_buf(dtype, data)), range: Default::default() })
     }
     /// Every element `value`, on `dev`.
     pub fn full(shape: &[usize], dtype: DType, value: f64, dev: &Device) -> Result<Tensor> {
@@ -146,7 +153,7 @@ impl Tensor {
     pub fn output(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?) }.written()),
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?), range: Default::default() }.written()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -155,7 +162,7 @@ impl Tensor {
     pub(crate) fn zeros_lasting(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?) }.written()),
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?), range: Default::default() }.written()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -164,7 +171,7 @@ impl Tensor {
             // Zeroed on the device: no host buffer crosses the bus (the
             // trainer allocates its activations this way every step).
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?) }.written()),
+            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?), range: Default::default() }.written()),
             _ => Tensor::from_buf(shape, buf_zeros(dtype, elements(shape)))?.to_device(dev),
         }
     }
@@ -181,8 +188,9 @@ impl Tensor {
 
     /// New or rewritten device bytes: what the contract monitor knew about
     /// them is gone (see `monitor::known`).
-    fn written(self) -> Tensor {
+    fn written(mut self) -> Tensor {
         crate::monitor::forget(self.device_span());
+        self.range.take();
         self
     }
 
@@ -260,6 +268,7 @@ impl Tensor {
         }
         let size = self.dtype.size_bytes();
         crate::monitor::forget(self.device_span());
+        self.range.take();
         match (&mut self.storage, &src.storage) {
             // In place, element-typed: no round trip through bytes.
             (Storage::Host(dst), Storage::Host(s)) => crate::backend::bytes::copy_into(dst, at, s, from, len).then_some(()).ok_or_else(refuse),
@@ -284,7 +293,7 @@ impl Tensor {
         #[cfg(feature = "cuda")]
         if let Storage::Cuda(b) = &self.storage {
             let size = self.dtype.size_bytes();
-            return Ok(Tensor { shape: shape.to_vec(), dtype: self.dtype, storage: Storage::Cuda(b.view(at * size, len * size)?) });
+            return Ok(Tensor { shape: shape.to_vec(), dtype: self.dtype, storage: Storage::Cuda(b.view(at * size, len * size)?), range: Default::default() });
         }
         Err(Error::Tensor(format!("views of {} tensors are not supported (only CUDA tensors share memory)", self.location())))
     }
@@ -297,6 +306,7 @@ impl Tensor {
             return Err(Error::Tensor(format!("cannot write {} {:?} into {} {:?}", src.dtype.name(), src.shape, self.dtype.name(), self.shape)));
         }
         crate::monitor::forget(self.device_span());
+        self.range.take();
         match &mut self.storage {
             Storage::Host(dst) => {
                 *dst = buf.clone();
@@ -312,6 +322,7 @@ impl Tensor {
     /// Every element zero, in place.
     pub fn fill_zero(&mut self) -> Result<()> {
         crate::monitor::forget(self.device_span());
+        self.range.take();
         match &mut self.storage {
             Storage::Host(b) => {
                 *b = buf_zeros(DType::of(b), b.len());
@@ -361,7 +372,7 @@ impl Tensor {
             #[cfg(feature = "hip")]
             Device::Hip(h) => Storage::Hip(h.upload(buf)?),
         };
-        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage }.written())
+        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage, range: Default::default() }.written())
     }
 
     /// A host copy (waits for the device's queued work on this tensor).
@@ -373,7 +384,7 @@ impl Tensor {
             #[cfg(feature = "hip")]
             Storage::Hip(b) => b.download(self.dtype, self.len())?,
         };
-        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage: Storage::Host(buf) })
+        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage: Storage::Host(buf), range: Default::default() })
     }
 
     /// Host buffers of several tensors, waiting for the device once where
@@ -412,12 +423,21 @@ impl Tensor {
         Ok(self.to_buf()?.to_f32())
     }
 
+    /// The host data, to write: what the monitor knew of it is gone.
     pub(crate) fn host_buf_mut(&mut self) -> Option<&mut Buf> {
+        self.range.take();
         match &mut self.storage {
             Storage::Host(b) => Some(b),
             #[allow(unreachable_patterns)]
             _ => None,
         }
+    }
+    /// `(min, max)` of a host tensor's values (`monitor::range_of`),
+    /// scanned at the first call after a write; `None` for a device
+    /// tensor or integer data.
+    pub(crate) fn host_range(&self) -> Option<(f64, f64)> {
+        let buf = self.host_buf()?;
+        *self.range.get_or_init(|| crate::monitor::range_of(buf))
     }
     pub(crate) fn host_buf(&self) -> Option<&Buf> {
         match &self.storage {
@@ -425,5 +445,38 @@ impl Tensor {
             #[allow(unreachable_patterns)]
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f16s(v: &[f32]) -> Tensor {
+        Tensor::from_f16(&[v.len()], v.iter().map(|&x| f16::from_f32(x)).collect()).unwrap()
+    }
+
+    /// The monitor's remembered range follows every way host data is
+    /// written: a stale one would judge a launch by values it no longer
+    /// reads.
+    #[test]
+    fn a_host_tensors_range_is_rescanned_after_every_write() {
+        let mut t = f16s(&[1.0, 2.0, 3.0]);
+        assert_eq!(t.host_range(), Some((1.0, 3.0)));
+        t.fill_zero().unwrap();
+        assert_eq!(t.host_range(), Some((0.0, 0.0)));
+        t.write(&f16s(&[-5.0, 1.0, 2.0])).unwrap();
+        assert_eq!(t.host_range(), Some((-5.0, 2.0)));
+        t.copy_elements(0, &f16s(&[9.0]), 0, 1).unwrap();
+        assert_eq!(t.host_range(), Some((1.0, 9.0)));
+        t.copy_rows_from(1, &f16s(&[-7.0])).unwrap();
+        assert_eq!(t.host_range(), Some((-7.0, 9.0)));
+        // A kernel's output (written through `host_buf_mut`).
+        let x = f16s(&[0.0, 0.0, 0.0]);
+        crate::kernels::gelu::gelu_fwd::launch(&Device::Cpu, &x, &mut t).unwrap();
+        assert_eq!(t.host_range(), Some((0.0, 0.0)));
+        // A reshape keeps the data, and the range.
+        let t = t.reshape(&[3, 1]).unwrap();
+        assert_eq!(t.host_range(), Some((0.0, 0.0)));
     }
 }

@@ -351,7 +351,9 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
     let needed = needed(info);
     let on_host = hosts.iter().zip(&needed).all(|(h, n)| h.is_some() || !n);
     if on_host {
-        let ranges: Vec<Option<(f64, f64)>> = hosts.iter().zip(&needed).map(|(h, n)| h.filter(|_| *n).and_then(range_of)).collect();
+        // Each tensor's range scanned once between writes (`host_range`).
+        let tensors = args.iter().filter_map(|a| a.tensor());
+        let ranges: Vec<Option<(f64, f64)>> = tensors.zip(&needed).map(|(t, n)| if *n { t.host_range() } else { None }).collect();
         let verdict = judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref());
         let covered = verdict.outside.is_none();
         count(k, Some(verdict))?;
