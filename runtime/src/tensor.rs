@@ -110,12 +110,17 @@ fn elements(shape: &[usize]) -> usize {
 }
 
 impl Tensor {
+    /// A tensor over `storage`, its range not yet known.
+    fn new(shape: &[usize], dtype: DType, storage: Storage) -> Tensor {
+        Tensor { shape: shape.to_vec(), dtype, storage, range: Default::default() }
+    }
+
     /// A host tensor over `buf`; its length must be the shape's product.
     pub fn from_buf(shape: &[usize], buf: Buf) -> Result<Tensor> {
         if buf.len() != elements(shape) {
             return Err(Error::Tensor(format!("shape {:?} holds {} elements, the data has {}", shape, elements(shape), buf.len())));
         }
-        Ok(Tensor { shape: shape.to_vec(), dtype: DType::of(&buf), storage: Storage::Host(buf), range: Default::default() })
+        Ok(Tensor::new(shape, DType::of(&buf), Storage::Host(buf)))
     }
     pub fn from_f16(shape: &[usize], data: Vec<f16>) -> Result<Tensor> {
         Tensor::from_buf(shape, Buf::F16(data))
@@ -140,7 +145,7 @@ impl Tensor {
         if data.len() != elements(shape) {
             return Err(Error::Tensor(format!("shape {:?} holds {} elements, the data has {}", shape, elements(shape), data.len())));
         }
-        Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Host(crate::backend::reference::reference_buf(dtype, data)), range: Default::default() })
+        Ok(Tensor::new(shape, dtype, Storage::Host(crate::backend::reference::reference_buf(dtype, data))))
     }
     /// Every element `value`, on `dev`.
     pub fn full(shape: &[usize], dtype: DType, value: f64, dev: &Device) -> Result<Tensor> {
@@ -153,7 +158,7 @@ impl Tensor {
     pub fn output(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?), range: Default::default() }.written()),
+            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?)).written()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -162,7 +167,7 @@ impl Tensor {
     pub(crate) fn zeros_lasting(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?), range: Default::default() }.written()),
+            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?)).written()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -171,7 +176,7 @@ impl Tensor {
             // Zeroed on the device: no host buffer crosses the bus (the
             // trainer allocates its activations this way every step).
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor { shape: shape.to_vec(), dtype, storage: Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?), range: Default::default() }.written()),
+            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?)).written()),
             _ => Tensor::from_buf(shape, buf_zeros(dtype, elements(shape)))?.to_device(dev),
         }
     }
@@ -188,9 +193,8 @@ impl Tensor {
 
     /// New or rewritten device bytes: what the contract monitor knew about
     /// them is gone (see `monitor::known`).
-    fn written(mut self) -> Tensor {
+    fn written(self) -> Tensor {
         crate::monitor::forget(self.device_span());
-        self.range.take();
         self
     }
 
@@ -293,7 +297,7 @@ impl Tensor {
         #[cfg(feature = "cuda")]
         if let Storage::Cuda(b) = &self.storage {
             let size = self.dtype.size_bytes();
-            return Ok(Tensor { shape: shape.to_vec(), dtype: self.dtype, storage: Storage::Cuda(b.view(at * size, len * size)?), range: Default::default() });
+            return Ok(Tensor::new(shape, self.dtype, Storage::Cuda(b.view(at * size, len * size)?)));
         }
         Err(Error::Tensor(format!("views of {} tensors are not supported (only CUDA tensors share memory)", self.location())))
     }
@@ -372,7 +376,7 @@ impl Tensor {
             #[cfg(feature = "hip")]
             Device::Hip(h) => Storage::Hip(h.upload(buf)?),
         };
-        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage, range: Default::default() }.written())
+        Ok(Tensor::new(&self.shape, self.dtype, storage).written())
     }
 
     /// A host copy (waits for the device's queued work on this tensor).
@@ -384,7 +388,7 @@ impl Tensor {
             #[cfg(feature = "hip")]
             Storage::Hip(b) => b.download(self.dtype, self.len())?,
         };
-        Ok(Tensor { shape: self.shape.clone(), dtype: self.dtype, storage: Storage::Host(buf), range: Default::default() })
+        Ok(Tensor::new(&self.shape, self.dtype, Storage::Host(buf)))
     }
 
     /// Host buffers of several tensors, waiting for the device once where

@@ -225,6 +225,10 @@ float_bits!(u16, i16);
 float_bits!(u32, i32);
 float_bits!(u64, i64);
 
+/// Elements a scan of the monitor's takes on one thread: longer buffers
+/// are scanned on rayon's threads in chunks of this many.
+const SCAN_CHUNK: usize = 1 << 15;
+
 /// The range of the floats `v` (bits by `bits`; a magnitude above `inf`
 /// is a NaN), the extreme keys turned back into values by `value`.
 fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
@@ -239,8 +243,7 @@ fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Syn
         })
     };
     let join = |a: (B, B, B), b: (B, B, B)| (a.0.min(b.0), a.1.max(b.1), a.2.max(b.2));
-    const CHUNK: usize = 1 << 15;
-    let (lo, hi, mag) = if v.len() <= CHUNK { scan(v) } else { v.par_chunks(CHUNK).map(scan).reduce(|| (B::MAX, B::ZERO, B::ZERO), join) };
+    let (lo, hi, mag) = if v.len() <= SCAN_CHUNK { scan(v) } else { v.par_chunks(SCAN_CHUNK).map(scan).reduce(|| (B::MAX, B::ZERO, B::ZERO), join) };
     Some(if mag > inf {
         (f64::NAN, f64::NAN)
     } else if v.is_empty() {
@@ -289,11 +292,10 @@ fn all_hold(t: &Buf, s: &Buf, factor: f64) -> bool {
             // fifteen waited was most of the CPU monitor's cost there.
             use rayon::prelude::*;
             let holds = |(t, s): (&[f32], &[f32])| t.iter().zip(s).fold(true, |ok, (&t, &s)| ok & tokitai_contracts::relation::holds(t as f64, s as f64, factor));
-            const CHUNK: usize = 1 << 15;
-            if t.len() <= CHUNK {
+            if t.len() <= SCAN_CHUNK {
                 holds((t, s))
             } else {
-                t.par_chunks(CHUNK).zip(s.par_chunks(CHUNK)).all(holds)
+                t.par_chunks(SCAN_CHUNK).zip(s.par_chunks(SCAN_CHUNK)).all(holds)
             }
         }
         _ => false,
