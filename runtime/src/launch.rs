@@ -59,10 +59,16 @@ pub fn bind(k: &KernelDef, args: &[Arg]) -> Result<Bound> {
 /// Launch `k` on `dev` with `args` in signature order.
 pub fn launch(dev: &Device, k: &KernelDef, args: &mut [Arg]) -> Result<()> {
     let bound = checked(dev, k, args)?;
+    let start = crate::profile::now();
     let ticket = crate::monitor::before_launch(dev, k, &bound, args)?;
     crate::record::before_launch(k, &bound, args);
+    let dispatched = start.map(|s| (s.elapsed(), std::time::Instant::now()));
     dispatch(dev, k, &bound, args, ticket.observed())?;
+    let ran = dispatched.map(|d| (d, std::time::Instant::now()));
     crate::monitor::after_launch(k, args, ticket);
+    if let Some(((before, dispatch_start), monitor_start)) = ran {
+        crate::profile::add(k.info.name, before, dispatch_start, monitor_start);
+    }
     Ok(())
 }
 

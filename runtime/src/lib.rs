@@ -28,6 +28,7 @@ mod error;
 pub mod kernels;
 pub mod moe;
 pub mod monitor;
+pub mod profile;
 pub mod record;
 mod call;
 mod launch;

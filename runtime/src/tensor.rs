@@ -69,6 +69,16 @@ pub struct Tensor {
     range: std::sync::OnceLock<Option<(f64, f64)>>,
 }
 
+/// A host buffer outlives its tensor in the pool that `Tensor::output`
+/// draws from on the CPU.
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if let Storage::Host(buf) = &mut self.storage {
+            crate::backend::host_pool::give(std::mem::take(buf));
+        }
+    }
+}
+
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tensor({:?}, {}, {})", self.shape, self.dtype.name(), self.location())
@@ -154,11 +164,18 @@ impl Tensor {
     /// Storage for a kernel's output on `dev`: the kernel writes every
     /// element (its coverage is proved), so a GPU allocation is not cleared
     /// first (a memset per output was a measurable share of a small
-    /// training step). Host devices get zeros.
+    /// training step), nor is a CPU buffer reused from the host pool. The
+    /// reference device gets zeros.
     pub fn output(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.uninit(elements(shape) * dtype.size_bytes())?)).written()),
+            // A kept buffer of this size, else zeros (see
+            // `backend::host_pool`).
+            Device::Cpu => match crate::backend::host_pool::take(dtype.name(), elements(shape)) {
+                Some(buf) => Tensor::from_buf(shape, buf),
+                None => Tensor::zeros(shape, dtype, dev),
+            },
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -177,6 +194,8 @@ impl Tensor {
             // trainer allocates its activations this way every step).
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?)).written()),
+            // The CPU holds the dtype itself: the zeros are its storage.
+            Device::Cpu => Tensor::from_buf(shape, buf_zeros(dtype, elements(shape))),
             _ => Tensor::from_buf(shape, buf_zeros(dtype, elements(shape)))?.to_device(dev),
         }
     }
@@ -413,8 +432,8 @@ impl Tensor {
 
     /// The host buffer (copied back from a device when needed).
     pub fn to_buf(&self) -> Result<Buf> {
-        match self.to_host()?.storage {
-            Storage::Host(b) => Ok(b),
+        match &mut self.to_host()?.storage {
+            Storage::Host(b) => Ok(std::mem::take(b)),
             #[allow(unreachable_patterns)]
             _ => unreachable!("to_host returns host storage"),
         }
@@ -458,6 +477,30 @@ mod tests {
 
     fn f16s(v: &[f32]) -> Tensor {
         Tensor::from_f16(&[v.len()], v.iter().map(|&x| f16::from_f32(x)).collect()).unwrap()
+    }
+
+    /// A CPU output drawn from the host pool holds a dropped tensor's
+    /// values until the kernel writes it; the kernel writes every element,
+    /// so the result is the one a zeroed buffer gives.
+    #[test]
+    fn a_cpu_output_reuses_a_dropped_buffer_and_the_kernel_overwrites_all_of_it() {
+        // A length no other test uses (the pool is global).
+        let n = 40_013;
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32) * 8.0 - 4.0).collect();
+        let x = f16s(&x);
+        let mut fresh = Tensor::zeros(&[n], DType::F16, &Device::Cpu).unwrap();
+        crate::kernels::gelu::gelu_fwd::launch(&Device::Cpu, &x, &mut fresh).unwrap();
+        let address = |t: &Tensor| match t.host_buf() {
+            Some(Buf::F16(v)) => v.as_ptr(),
+            _ => panic!("a host f16 tensor"),
+        };
+        let stale = f16s(&vec![f32::NAN; n]);
+        let ptr = address(&stale);
+        drop(stale);
+        let mut reused = Tensor::output(&[n], DType::F16, &Device::Cpu).unwrap();
+        assert_eq!(address(&reused), ptr, "the dropped tensor's allocation");
+        crate::kernels::gelu::gelu_fwd::launch(&Device::Cpu, &x, &mut reused).unwrap();
+        assert_eq!(reused.host_buf().unwrap(), fresh.host_buf().unwrap());
     }
 
     /// The monitor's remembered range follows every way host data is

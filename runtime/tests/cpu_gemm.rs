@@ -6,7 +6,7 @@
 //! (`cpu_schedule.rs` checks the kernels on the machine's best tile.)
 
 use half::f16;
-use tokitai_runtime::abi::tk_rt::cpu::{contract_on, Isa, Operand};
+use tokitai_runtime::abi::tk_rt::cpu::{contract_on, task_shape, Isa, Operand};
 use tokitai_runtime::check::Rng;
 
 /// `sum(k) a(i, k) * b(j, k)`, one fused multiply-add at a time.
@@ -47,8 +47,10 @@ fn every_tile_sums_the_mirrors_chain_bit_for_bit() {
     let mut rng = Rng::new(0x6e44);
     // Ragged against 8 x 32, 12 x 32 (from 256 rows), 6 x 16 and 4 x 16
     // tiles, the 128-k block and the tasks (64 rows or more, 128
-    // columns); 301 x 200 x 600 splits over threads.
-    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129)];
+    // columns); 301 x 200 x 600 splits over threads. Each shape is
+    // planned for 1 to 64 threads: whole rows, tiles, tiles halved down
+    // to one register tile (128 x 128 x 300: a weight gradient's shape).
+    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129), (128, 128, 300), (40, 100, 1100)];
     let mut checked = 0;
     for (case, &(m, n, k)) in shapes.iter().enumerate() {
         let (pa, pb) = (case % 3, (case + 1) % 3);
@@ -70,12 +72,14 @@ fn every_tile_sums_the_mirrors_chain_bit_for_bit() {
         for &isa in &isas {
             let (op_a, op_b) = (Operand { data: &a32[..], si: sai, sk: sak }, Operand { data: &b32[..], si: sbj, sk: sbk });
             assert!(op_a.covers(m as i64, k as i64, "a").is_ok() && op_b.covers(n as i64, k as i64, "b").is_ok());
-            let got: Vec<u32> = contract_on(isa, op_a, op_b, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
-            assert_eq!(got.len(), m * n);
-            let first = (0..got.len()).find(|&e| got[e] != want32[e]);
-            assert!(first.is_none(), "{:?} f32 {}x{}x{}: first difference at {:?}", isa, m, n, k, first);
+            for threads in [1, 2, 3, 16, 64] {
+                let got: Vec<u32> = contract_on(isa, threads, op_a, op_b, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
+                assert_eq!(got.len(), m * n);
+                let first = (0..got.len()).find(|&e| got[e] != want32[e]);
+                assert!(first.is_none(), "{:?} f32 {}x{}x{} on {} threads: first difference at {:?}", isa, m, n, k, threads, first);
+            }
             let (op_a, op_b) = (Operand { data: &a16[..], si: sai, sk: sak }, Operand { data: &b16[..], si: sbj, sk: sbk });
-            let got: Vec<u32> = contract_on(isa, op_a, op_b, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
+            let got: Vec<u32> = contract_on(isa, 16, op_a, op_b, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
             let first = (0..got.len()).find(|&e| got[e] != want16[e]);
             assert!(first.is_none(), "{:?} f16 {}x{}x{}: first difference at {:?}", isa, m, n, k, first);
             checked += 1;
@@ -93,7 +97,7 @@ fn a_wrong_chain_is_told_apart() {
     let mut rng = Rng::new(7);
     let a: Vec<f32> = (0..m * k).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
     let b: Vec<f32> = (0..n * k).map(|_| (rng.unit() * 2.0 - 1.0) as f32).collect();
-    let got: Vec<u32> = contract_on(Isa::best(), Operand { data: &a[..], si: k as i64, sk: 1 }, Operand { data: &b[..], si: k as i64, sk: 1 }, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
+    let got: Vec<u32> = contract_on(Isa::best(), 2, Operand { data: &a[..], si: k as i64, sk: 1 }, Operand { data: &b[..], si: k as i64, sk: 1 }, m as i64, n as i64, k as i64).iter().map(|x| x.to_bits()).collect();
     let reversed = chain(|i, kk| a[i * k + (k - 1 - kk)], |j, kk| b[j * k + (k - 1 - kk)], m, n, k);
     assert_ne!(got, reversed);
 }
@@ -102,7 +106,31 @@ fn a_wrong_chain_is_told_apart() {
 fn an_unavailable_tile_falls_back_to_the_portable_one() {
     for isa in Isa::ALL.into_iter().filter(|i| !i.available()) {
         let a = [1.5f32, 2.0, -3.0, 0.25];
-        let got = contract_on(isa, Operand { data: &a[..], si: 2, sk: 1 }, Operand { data: &a[..], si: 2, sk: 1 }, 2, 2, 2);
+        let got = contract_on(isa, 2, Operand { data: &a[..], si: 2, sk: 1 }, Operand { data: &a[..], si: 2, sk: 1 }, 2, 2, 2);
         assert_eq!(&got[..], &[6.25, -4.0, -4.0, 9.0625]);
     }
+}
+
+#[test]
+fn tasks_cover_every_thread_where_the_output_allows() {
+    // Many rows: whole rows, 64 a task (8 groups of 8).
+    assert_eq!(task_shape(256, 4, 8, 32, 128, false, 16), (8, 4));
+    // nano's weight gradient, 128 x 128 (16 groups, 4 strips) over 2048
+    // terms on 16 threads: rows halved to one group a task, all columns:
+    // 16 tasks.
+    assert_eq!(task_shape(16, 4, 8, 32, 2048, false, 16), (1, 4));
+    // More threads than register tiles: one tile a task where a tile is
+    // worth a task (8 x 32 outputs of 4096 terms: 2 MFLOP), else two or
+    // four tiles a task.
+    assert_eq!(task_shape(16, 4, 8, 32, 4096, false, 100), (1, 1));
+    assert_eq!(task_shape(16, 4, 8, 32, 2048, false, 100), (1, 2));
+    assert_eq!(task_shape(16, 4, 8, 32, 1024, false, 100), (1, 4));
+    // Where each task packs its strips of B (a short product), rows are
+    // never split (each split would pack every strip again): columns are.
+    assert_eq!(task_shape(8, 64, 8, 32, 2048, true, 16), (8, 4));
+    assert_eq!(task_shape(8, 4, 8, 32, 2048, true, 16), (8, 1));
+    // nano b128's 64 x 128 x 128 (2 MFLOP) stays one task on two threads.
+    assert_eq!(task_shape(8, 4, 8, 32, 128, true, 2), (8, 4));
+    // One thread: the first shape, whole rows.
+    assert_eq!(task_shape(16, 4, 8, 32, 2048, false, 1), (8, 4));
 }

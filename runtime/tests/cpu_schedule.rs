@@ -5,7 +5,7 @@
 //! for bit. Its tolerance is the mirror's proved one because of that.
 
 use tokitai_runtime::abi::tk_rt::{Arg, Buf};
-use tokitai_runtime::check::{random_case, Case, Rng};
+use tokitai_runtime::check::{case_for, random_case, Case, Rng};
 use tokitai_runtime::{kernels, KernelDef};
 
 /// Run `f` (a mirror or a CPU schedule) over a copy of the case: inputs
@@ -61,6 +61,29 @@ fn every_cpu_schedule_gives_the_mirrors_bits() {
     }
     assert!(own >= 10, "only {} kernels have a CPU schedule of their own", own);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Column reductions take one of two forms at the call (`codegen::cpu`):
+/// tasks over the block's lanes while their partials fit, else blocks of
+/// columns. Random shapes are narrow, so they take the lane form; these
+/// shapes take each form, both giving the mirror's bits (a few rows and
+/// many columns, past the lane form's 2^20 partials, on the column form).
+#[test]
+fn both_column_reduction_forms_give_the_mirrors_bits() {
+    let cases: [(&str, [(&str, i64); 2]); 4] = [
+        ("bias_grad", [("M", 2000), ("N", 130)]),
+        ("bias_grad", [("M", 40), ("N", 20_000)]),
+        ("layernorm_bwd_params", [("R", 1000), ("C", 70)]),
+        ("layernorm_bwd_params", [("R", 33), ("C", 40_000)]),
+    ];
+    for (name, dims) in cases {
+        let k = kernels::by_name(name).unwrap();
+        let case = case_for(k, &mut Rng::new(11), &dims).unwrap();
+        let (m, c) = (run(k, &case, k.mirror).unwrap(), run(k, &case, k.cpu).unwrap());
+        for (j, (a, b)) in m.iter().zip(&c).enumerate() {
+            assert_eq!(bits(a), bits(b), "{} {:?}: output {}", name, dims, j);
+        }
+    }
 }
 
 /// The comparison above can fail (a changed input changes the bits), and a

@@ -77,6 +77,24 @@ struct Args {
     /// Write every number here as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
+    /// After each configuration, each kernel's host time per timed step
+    /// (on the CPU: where the step's time goes).
+    #[arg(long)]
+    profile: bool,
+}
+
+/// The kernels' host time per step, slowest first, and the time outside
+/// launches (the trainer's own host work).
+fn print_profile(label: &str, rows: &[(&'static str, tokitai_runtime::profile::KernelTime)], steps: usize, step_ms: f64) {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3 / steps as f64;
+    let mut in_launches = 0.0;
+    println!("{:<28} profile, per step: kernel, launches, run ms, monitor ms, share of the step", label);
+    for (name, t) in rows {
+        in_launches += ms(t.dispatch) + ms(t.monitor);
+        println!("    {:<26} {:>6} {:>9.3} {:>9.3} {:>6.1}%", name, t.launches / steps as u64, ms(t.dispatch), ms(t.monitor), 100.0 * (ms(t.dispatch) + ms(t.monitor)) / step_ms);
+    }
+    let outside = step_ms - in_launches;
+    println!("    {:<26} {:>6} {:>9.3} {:>9} {:>6.1}%", "(outside launches)", "", outside, "", 100.0 * outside / step_ms);
 }
 
 fn parse_config(s: &str) -> Result<(Size, usize), String> {
@@ -144,6 +162,9 @@ fn main() {
                 if s == 3 {
                     probes_before = monitor::probe_launches();
                     settle_before = monitor::settle_seconds();
+                    if args.profile {
+                        tokitai_runtime::profile::start();
+                    }
                 }
                 let start = Instant::now();
                 last = t.step(&data).unwrap_or_else(|e| fail(e)).loss;
@@ -152,6 +173,8 @@ fn main() {
                     times.push(start.elapsed().as_secs_f64() * 1e3);
                 }
             }
+            let profile = args.profile.then(tokitai_runtime::profile::finish);
+            let mean = times.iter().sum::<f64>() / times.len() as f64;
             times.sort_by(f64::total_cmp);
             let median = times[times.len() / 2];
             let label = if monitors.len() > 1 { format!("{} {} ours-{} contracts={}", size, batch, mode.label(), contracts.name()) } else { format!("{} {} ours-{}", size, batch, mode.label()) };
@@ -165,6 +188,9 @@ fn main() {
             let settle = monitor::settle_seconds();
             let per_step_us = |now: f64, before: f64| (now - before) * 1e6 / steps as f64;
             println!("{:<28} {:>9.3} ms/step (median of {}, min {:.3}; last loss {:.5}; {} probe launches per step; monitor read-back {:.0} us and judging {:.0} us per step)", label, median, times.len(), times[0], last, probes, per_step_us(settle.0, settle_before.0), per_step_us(settle.1, settle_before.1));
+            if let Some(rows) = &profile {
+                print_profile(&label, rows, steps, mean);
+            }
             json.insert(format!("{} probes", label), serde_json::json!(probes));
             json.insert(label.clone(), serde_json::json!(median));
             json.insert(format!("{} min", label), serde_json::json!(times[0]));

@@ -57,7 +57,7 @@ struct Gemm<'k> {
 /// The name of the CPU schedule a kernel gets, for its `CPU_SCHEDULE`.
 pub fn schedule_name(k: &Kernel, ir: &KernelIr) -> &'static str {
     match form(k, ir) {
-        Form::Columns => "column reductions, a block of columns a row at a time (vectorised)",
+        Form::Columns => "column reductions: tasks over the block's lanes (whole rows), or over blocks of columns a row at a time (vectorised)",
         Form::Staged => "element-wise, fused, in blocks widened to f32 (vectorised)",
         Form::Elementwise => "element-wise, fused, in place",
         Form::Rows => "rows, every statement of a row in turn, in place",
@@ -305,6 +305,16 @@ fn written(k: &Kernel) -> Vec<TensorId> {
 fn chunks_open(k: &Kernel, outer: &str, work: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "        let ranges = tk_rt::chunk_ranges({}, {});", outer, work);
+    s.push_str(&pieces_open(k));
+    let _ = writeln!(s, "        tk_rt::run_jobs(ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
+    s.push_str(&chunk_start(k));
+    s
+}
+
+/// Split every written tensor into the pieces of `ranges` (`p_NAME`,
+/// `inner_NAME` elements a row), and the chunks' first error.
+fn pieces_open(k: &Kernel) -> String {
+    let mut s = String::new();
     for t in written(k) {
         let info = &k.tensors[t];
         let inner = if info.shape.len() > 1 { len_expr(k, &info.shape[1..]) } else { "1i64".into() };
@@ -312,7 +322,13 @@ fn chunks_open(k: &Kernel, outer: &str, work: &str) -> String {
         let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner_{n}));", n = info.name);
     }
     let _ = writeln!(s, "        let errors = tk_rt::cpu::FirstError::default();");
-    let _ = writeln!(s, "        tk_rt::run_jobs(ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
+    s
+}
+
+/// Inside chunk `c`: its range `lo..hi` and its piece `c_NAME` of each
+/// written tensor.
+fn chunk_start(k: &Kernel) -> String {
+    let mut s = String::new();
     let _ = writeln!(s, "            let (lo, hi) = ranges[c];");
     for t in written(k) {
         let _ = writeln!(s, "            let c_{n} = tk_rt::cpu::take(&p_{n}, c)?;", n = k.tensors[t].name);
@@ -401,9 +417,11 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     s
 }
 
-/// The contraction form: both operands packed once, the sums by the
-/// register tile in tiles on the executor, then the rest of the statement
-/// per element, in chunks of rows.
+/// The contraction form: the sums by the register tile in tasks on the
+/// executor (`tk_rt::cpu::contract_rows`), each block of rows finished by
+/// the rest of the statement per element as soon as its sums are done
+/// (in the task that summed them, where tasks are whole rows), into its
+/// piece of the output.
 fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     let st = &k.stmts[0];
     let (i, j) = (st.vars[0], st.vars[1]);
@@ -416,12 +434,23 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
     let _ = writeln!(s, "        let op_b = tk_rt::cpu::Operand {{ data: t_{}, si: {}, sk: {} }};", bn, sbj, sbk);
     let _ = writeln!(s, "        op_a.covers({me}, {ke}, \"{an}\")?;", me = me, ke = ke, an = an);
     let _ = writeln!(s, "        op_b.covers({ne}, {ke}, \"{bn}\")?;", ne = ne, ke = ke, bn = bn);
-    let _ = writeln!(s, "        let sums = tk_rt::cpu::contract(op_a, op_b, {}, {}, {});", me, ne, ke);
-    let _ = writeln!(s, "        let accs: &[f32] = &sums;");
+    let _ = writeln!(s, "        let plan = tk_rt::cpu::plan({}, {}, {});", me, ne, ke);
     match epilogue_reads(k, st, g.reduce) {
-        Some(reads) => s.push_str(&staged_epilogue(k, ir, g, &reads, (&me, &ne))),
-        None => s.push_str(&plain_epilogue(k, ir, g, &me, &ne)),
+        Some(reads) => s.push_str(&staged_epilogue(k, ir, g, &reads, &ne)),
+        None => s.push_str(&plain_epilogue(k, ir, g, &ne)),
     }
+    s
+}
+
+/// The plan's row blocks as the chunks, and the contraction opened: inside,
+/// block `c` (`lo..hi`, its pieces `c_NAME`) with its sums `accs` (`(i -
+/// lo) * N + j`).
+fn finish_open(k: &Kernel) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "        let ranges: &[(i64, i64)] = plan.blocks();");
+    s.push_str(&pieces_open(k));
+    let _ = writeln!(s, "        tk_rt::cpu::contract_rows(&plan, op_a, op_b, &|c: usize, accs: &[f32]| errors.keep((|| -> Result<(), String> {{");
+    s.push_str(&chunk_start(k));
     s
 }
 
@@ -491,7 +520,7 @@ fn epilogue_reads(k: &Kernel, st: &tir::Stmt, reduce: &TExpr) -> Option<Vec<(Ten
 /// The epilogue a row at a time: the row's sums, its own-element reads
 /// widened, a bias widened once a call, then a loop of plain arithmetic
 /// (vectorised) into a row narrowed after.
-fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, EpilogueRead)], (me, ne): (&str, &str)) -> String {
+fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, EpilogueRead)], ne: &str) -> String {
     let st = &k.stmts[0];
     let info = &k.tensors[st.target];
     let name = |t: &TensorId| k.tensors[*t].name.clone();
@@ -508,7 +537,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
             _ => {}
         }
     }
-    s.push_str(&chunks_open(k, me, &format!("{} * {}", me, ne)));
+    s.push_str(&finish_open(k));
     for (t, r) in reads {
         if *r == EpilogueRead::Own {
             let _ = writeln!(s, "            let mut in_{}: Vec<f32> = vec![0.0; nn];", name(t));
@@ -516,7 +545,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
     }
     let _ = writeln!(s, "            let mut out_row: Vec<f32> = vec![0.0; nn];");
     let _ = writeln!(s, "            for e0 in lo..hi {{");
-    let _ = writeln!(s, "                let first = (e0 * {}) as usize;", ne);
+    let _ = writeln!(s, "                let first = ((e0 - lo) * {}) as usize;", ne);
     let _ = writeln!(s, "                let sums: &[f32] = accs.get(first..first + nn).ok_or_else(|| \"the sums are short\".to_string())?;");
     let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
     for (t, r) in reads {
@@ -567,16 +596,16 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
 }
 
 /// The epilogue per element, reads checked one by one.
-fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, me: &str, ne: &str) -> String {
+fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, ne: &str) -> String {
     let st = &k.stmts[0];
     let (i, j) = (st.vars[0], st.vars[1]);
-    let mut s = chunks_open(k, me, &format!("{} * {}", me, ne));
+    let mut s = finish_open(k);
     let names = vec!["e0".to_string(), "e1".to_string()];
     let (loops, indent) = element_loops(k, &st.vars, &names);
     s.push_str(&loops);
     let loads: Vec<(TensorId, LoadAs)> = k.tensors.iter().enumerate().filter(|(_, t)| t.role == TensorRole::Input).map(|(t, info)| (t, LoadAs::Slice { slice: format!("t_{}", info.name), base: None })).collect();
     let gen = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
-    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "tk_rt::get(&accs, flat, \"the sums\")?".to_string()));
+    gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, format!("tk_rt::get(accs, flat - lo * {}, \"the sums\")?", ne)));
     let info = &k.tensors[st.target];
     let _ = writeln!(
         s,
@@ -965,18 +994,62 @@ fn column_reductions<'k>(k: &'k Kernel, ir: &KernelIr) -> Option<Vec<ColumnSum<'
 /// Columns a block of the column form.
 const COLUMNS: usize = 64;
 
-/// The column form: a block of columns at a time, the rows in order, each
-/// row's block of every read tensor widened once; thread `t`'s partial of
-/// column `j` (the rows `t, t + threads, ...` in order, as the kernel's
-/// thread sums them) held at `[t][j]`, so that a row's step runs over
-/// contiguous columns (vectorised); then each column's partials reduced
-/// as the block does.
+/// The lane form serves a call when its partials (`lanes x columns` f32s)
+/// take at most this many: 4 MB.
+const LANE_FORM_PARTIALS: usize = 1 << 20;
+
+/// A column reduction's CPU schedule, one of two forms picked at the call:
+///
+/// - the **lane form** (the partials of every column fit in
+///   `LANE_FORM_PARTIALS`): tasks over the block's threads ("lanes"), each
+///   lane `t` summing the rows `t, t + threads, ...` in order over whole
+///   rows (each row widened once, its columns vectorised), into its own
+///   row of partials; then tasks over the columns reduce each column's
+///   partials as the block does. A few columns over many rows (a layer's
+///   bias and norm gradients: 128 columns, 2048 rows) get a task per
+///   group of lanes, where the column form had one per 16 columns;
+/// - the **column form**: a block of columns at a time, the rows in
+///   order, each row's block of every read tensor widened once; thread
+///   `t`'s partial of column `j` held at `[t][j]`, so that a row's step
+///   runs over contiguous columns; then each column's partials reduced.
+///
+/// Both hold thread `t`'s partial as the kernel's thread sums it (the same
+/// rows, the same order), and reduce the partials with `block_reduce`:
+/// the same bits.
 fn columns_body(k: &Kernel, ir: &KernelIr) -> String {
     let sums = column_reductions(k, ir).expect("checked by `form`");
-    let cols = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
     let rows = dim_expr(k, k.vars[sums[0].var].extent);
+    let g = Gen::new(k, Some(ir), Mode::Mirror);
+    let mut s = String::new();
+    for (i, c) in sums.iter().enumerate() {
+        let _ = writeln!(s, "        let live_{i}: usize = ({t}i64).min({rows}) as usize;", i = i, t = c.threads, rows = rows);
+        let _ = writeln!(s, "        let lanes_{i}_live: usize = live_{i}.div_ceil({w}) * {w};", i = i, w = c.warp);
+    }
+    // The lane form needs one lane-to-rows map: every sum's block of the
+    // same threads.
+    if sums.iter().all(|c| c.threads == sums[0].threads) {
+        let cols = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
+        let _ = writeln!(s, "        if ({cols}.max(0) as usize).saturating_mul(lanes_0_live) <= {max} {{", cols = cols, max = LANE_FORM_PARTIALS);
+        s.push_str(&indent(&lane_form(k, ir, &sums, &g), 4));
+        let _ = writeln!(s, "        }} else {{");
+        s.push_str(&indent(&column_form(k, ir, &sums, &g), 4));
+        let _ = writeln!(s, "        }}");
+    } else {
+        s.push_str(&column_form(k, ir, &sums, &g));
+    }
+    s
+}
+
+/// `text` with every non-empty line indented by `by` more spaces.
+fn indent(text: &str, by: usize) -> String {
+    let pad = " ".repeat(by);
+    text.lines().map(|l| if l.is_empty() { "\n".to_string() } else { format!("{}{}\n", pad, l) }).collect()
+}
+
+/// The tensors the column reductions read, in first-read order.
+fn column_reads(sums: &[ColumnSum]) -> Vec<TensorId> {
     let mut read: Vec<TensorId> = Vec::new();
-    for c in &sums {
+    for c in sums {
         c.body.walk(&mut |e| {
             if let TExprKind::Load { tensor, .. } = &e.kind {
                 if !read.contains(tensor) {
@@ -985,20 +1058,127 @@ fn columns_body(k: &Kernel, ir: &KernelIr) -> String {
             }
         });
     }
+    read
+}
+
+/// The statements' values for column `e0` from the reductions' results
+/// `red_0, red_1, ..`, each stored to its output's piece.
+fn column_stores(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], pad: &str) -> String {
+    let mut s = String::new();
+    for (si, st) in k.stmts.iter().enumerate() {
+        let gen = Gen::new(k, Some(ir), Mode::Mirror);
+        for (i, c) in sums.iter().enumerate().filter(|(_, c)| c.stmt == si) {
+            gen.subst.borrow_mut().push((c.node as *const TExpr as usize, format!("red_{}", i)));
+        }
+        let info = &k.tensors[st.target];
+        let _ = writeln!(s, "{}let value: {} = {{ let {}: i64 = e0; {} }};", pad, value_type(info.dtype, Mode::Mirror), gen.var(st.vars[0]), gen.expr(&st.value));
+        let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, e0 - {b}, value, \"{n}\")?;", pad, n = info.name, b = piece_base(k, st.target));
+    }
+    s
+}
+
+/// Column `j`'s partials (at `parts_i[l * stride + j]`) reduced as the
+/// block does, into `red_i`.
+fn column_reduce(sums: &[ColumnSum], g: &Gen, stride: &str, pad: &str) -> String {
+    let mut s = String::new();
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, f) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(
+            s,
+            "{pad}let red_{i}: f32 = {{ for (l, lane) in lanes_{i}[..lanes_{i}_live].iter_mut().enumerate() {{ *lane = parts_{i}[l * {stride} + j]; }} tk_rt::block_reduce(&mut lanes_{i}, {w}, live_{i}, {init}, {f}) }};",
+            pad = pad,
+            i = i,
+            init = init,
+            stride = stride,
+            w = c.warp,
+            f = f
+        );
+    }
+    s
+}
+
+/// See [`columns_body`]. Threads past the rows hold the identity
+/// throughout (`block_reduce` skips their warps and never reads their
+/// lanes): only the live ones' partials are kept and gathered.
+fn lane_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
+    let cols = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
+    let rows = dim_expr(k, k.vars[sums[0].var].extent);
+    let read = column_reads(sums);
+    let name = |t: &TensorId| k.tensors[*t].name.clone();
+    let mut s = String::new();
+    let _ = writeln!(s, "        let width: usize = {}.max(0) as usize;", cols);
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(s, "        let mut parts_{}: Vec<f32> = vec![{}; lanes_{}_live * width];", i, init, i);
+    }
+    // Phase 1: each task a range of lanes, each lane its rows in order.
+    let _ = writeln!(s, "        {{");
+    let _ = writeln!(s, "            let lane_ranges = tk_rt::chunk_ranges(live_0 as i64, {} * {} * {});", rows, cols, sums.len());
+    for i in 0..sums.len() {
+        let _ = writeln!(s, "            let q_{i} = tk_rt::cpu::split(&mut parts_{i}[..], lane_ranges.iter().map(|(lo, hi)| (hi - lo) * width as i64));", i = i);
+    }
+    let _ = writeln!(s, "            let errors = tk_rt::cpu::FirstError::default();");
+    let _ = writeln!(s, "            tk_rt::run_jobs(lane_ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
+    let _ = writeln!(s, "                let (t0, t1) = lane_ranges[c];");
+    for i in 0..sums.len() {
+        let _ = writeln!(s, "                let w_{i} = tk_rt::cpu::take(&q_{i}, c)?;", i = i);
+    }
+    for t in &read {
+        let _ = writeln!(s, "                let mut in_{}: Vec<f32> = vec![0.0; width];", name(t));
+    }
+    let loads: Vec<(TensorId, LoadAs)> = read.iter().map(|t| (*t, LoadAs::Local(format!("s_{}[j]", name(t))))).collect();
+    let gl = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
+    let _ = writeln!(s, "                for t in t0..t1 {{");
+    let _ = writeln!(s, "                    let at = (t - t0) as usize * width;");
+    let _ = writeln!(s, "                    let mut r = t;");
+    let _ = writeln!(s, "                    while r < {} {{", rows);
+    for t in &read {
+        let _ = writeln!(s, "                        let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, r * {cols}, width, &mut in_{n}, \"{n}\")?;", n = name(t), cols = cols);
+    }
+    for (i, c) in sums.iter().enumerate() {
+        let (step, _, _) = gl.partial_pieces(c.op, c.body, "p[j]");
+        let stv = k.stmts[c.stmt].vars[0];
+        let _ = writeln!(s, "                        {{");
+        let _ = writeln!(s, "                            let p = &mut w_{}[at..at + width];", i);
+        let _ = writeln!(s, "                            for j in 0..width {{ let {}: i64 = r; let {}: i64 = j as i64; {} }}", gl.var(c.var), gl.var(stv), step);
+        let _ = writeln!(s, "                        }}");
+    }
+    let _ = writeln!(s, "                        r += {};", sums[0].threads);
+    let _ = writeln!(s, "                    }}");
+    let _ = writeln!(s, "                }}");
+    let _ = writeln!(s, "                Ok(())");
+    let _ = writeln!(s, "            }})()));");
+    let _ = writeln!(s, "            errors.result()?;");
+    let _ = writeln!(s, "        }}");
+    // Phase 2: each task a range of columns, reduced and stored.
+    s.push_str(&chunks_open(k, &cols, &format!("{} * lanes_0_live as i64 * {}", cols, sums.len())));
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(s, "            let mut lanes_{}: [f32; {}] = [{}; {}];", i, c.threads, init, c.threads);
+    }
+    let _ = writeln!(s, "            for e0 in lo..hi {{");
+    let _ = writeln!(s, "                let j = e0 as usize;");
+    s.push_str(&column_reduce(sums, g, "width", "                "));
+    s.push_str(&column_stores(k, ir, sums, "                "));
+    let _ = writeln!(s, "            }}");
+    s.push_str(&chunks_close());
+    s
+}
+
+/// See [`columns_body`].
+fn column_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
+    let cols = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
+    let rows = dim_expr(k, k.vars[sums[0].var].extent);
+    let read = column_reads(sums);
     let name = |t: &TensorId| k.tensors[*t].name.clone();
     let mut s = chunks_open(k, &cols, &format!("{} * {} * {}", cols, rows, sums.len()));
     for t in &read {
         let _ = writeln!(s, "            let mut in_{}: Vec<f32> = vec![0.0; {}];", name(t), COLUMNS);
     }
     let loads: Vec<(TensorId, LoadAs)> = read.iter().map(|t| (*t, LoadAs::Local(format!("s_{}[j]", name(t))))).collect();
-    let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
-    // Threads past the rows hold the identity throughout (`block_reduce`
-    // skips their warps and never reads their lanes): only the live ones'
-    // partials are kept, cleared and gathered.
+    let gl = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
     for (i, c) in sums.iter().enumerate() {
         let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
-        let _ = writeln!(s, "            let live_{i}: usize = ({t}i64).min({rows}) as usize;", i = i, t = c.threads, rows = rows);
-        let _ = writeln!(s, "            let lanes_{i}_live: usize = live_{i}.div_ceil({w}) * {w};", i = i, w = c.warp);
         let _ = writeln!(s, "            let mut parts_{}: Vec<f32> = vec![{}; lanes_{}_live * {}];", i, init, i, COLUMNS);
         let _ = writeln!(s, "            let mut lanes_{}: [f32; {}] = [{}; {}];", i, c.threads, init, c.threads);
     }
@@ -1014,38 +1194,19 @@ fn columns_body(k: &Kernel, ir: &KernelIr) -> String {
         let _ = writeln!(s, "                    let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, r * {cols} + cb0, cbn, &mut in_{n}, \"{n}\")?;", n = name(t), cols = cols);
     }
     for (i, c) in sums.iter().enumerate() {
-        let (step, _, _) = g.partial_pieces(c.op, c.body, "p[j]");
+        let (step, _, _) = gl.partial_pieces(c.op, c.body, "p[j]");
         let stv = k.stmts[c.stmt].vars[0];
         let _ = writeln!(s, "                    {{");
         let _ = writeln!(s, "                        let t = (r % {}) as usize;", c.threads);
         let _ = writeln!(s, "                        let p = &mut parts_{}[t * {cb}..t * {cb} + cbn];", i, cb = COLUMNS);
-        let _ = writeln!(s, "                        for j in 0..cbn {{ let {}: i64 = r; let {}: i64 = cb0 + j as i64; {} }}", g.var(c.var), g.var(stv), step);
+        let _ = writeln!(s, "                        for j in 0..cbn {{ let {}: i64 = r; let {}: i64 = cb0 + j as i64; {} }}", gl.var(c.var), gl.var(stv), step);
         let _ = writeln!(s, "                    }}");
     }
     let _ = writeln!(s, "                }}");
     let _ = writeln!(s, "                for j in 0..cbn {{");
     let _ = writeln!(s, "                    let e0: i64 = cb0 + j as i64;");
-    for (i, c) in sums.iter().enumerate() {
-        let (_, init, f) = g.partial_pieces(c.op, c.body, "x");
-        let _ = writeln!(
-            s,
-            "                    let red_{i}: f32 = {{ for (l, lane) in lanes_{i}[..lanes_{i}_live].iter_mut().enumerate() {{ *lane = parts_{i}[l * {cb} + j]; }} tk_rt::block_reduce(&mut lanes_{i}, {w}, live_{i}, {init}, {f}) }};",
-            i = i,
-            init = init,
-            cb = COLUMNS,
-            w = c.warp,
-            f = f
-        );
-    }
-    for (si, st) in k.stmts.iter().enumerate() {
-        let gen = Gen::new(k, Some(ir), Mode::Mirror);
-        for (i, c) in sums.iter().enumerate().filter(|(_, c)| c.stmt == si) {
-            gen.subst.borrow_mut().push((c.node as *const TExpr as usize, format!("red_{}", i)));
-        }
-        let info = &k.tensors[st.target];
-        let _ = writeln!(s, "                    let value: {} = {{ let {}: i64 = e0; {} }};", value_type(info.dtype, Mode::Mirror), gen.var(st.vars[0]), gen.expr(&st.value));
-        let _ = writeln!(s, "                    tk_rt::cpu::st(c_{n}, e0 - {b}, value, \"{n}\")?;", n = info.name, b = piece_base(k, st.target));
-    }
+    s.push_str(&column_reduce(sums, g, &COLUMNS.to_string(), "                    "));
+    s.push_str(&column_stores(k, ir, sums, "                    "));
     let _ = writeln!(s, "                }}");
     let _ = writeln!(s, "                cb0 += cbn as i64;");
     let _ = writeln!(s, "            }}");

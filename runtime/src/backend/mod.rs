@@ -21,6 +21,7 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(feature = "hip")]
 pub mod hip;
+pub mod host_pool;
 pub mod reference;
 
 /// The cache key of a kernel's compiled code: sha256 over everything that
