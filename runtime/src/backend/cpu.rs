@@ -1,20 +1,15 @@
 //! The CPU backend: the kernel's generated CPU schedule (`cpu_args`: the
 //! mirror's dtypes, fmas and reduction order in a form for a CPU, or the
-//! mirror itself), on host tensors, in parallel on rayon's threads when
+//! mirror itself), on host tensors, in parallel on the CPU pool's threads when
 //! there is enough work.
 
 use crate::abi::tk_rt::{Arg as MirrorArg, Buf};
 use crate::call::{Arg, Bound, KernelDef, Observed};
 use crate::{Error, Result};
 
-/// The generated code's parallel loops run on rayon's pool.
-fn rayon_executor(chunks: usize, job: &(dyn Fn(usize) + Sync)) {
-    use rayon::prelude::*;
-    (0..chunks).into_par_iter().for_each(job);
-}
-
 pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
-    crate::abi::tk_rt::set_executor(&rayon_executor);
+    // The generated code's parallel loops run on the CPU pool.
+    crate::abi::tk_rt::set_executor(&super::cpu_pool::run_jobs);
     // Inputs are borrowed; outputs and inouts are moved in and moved back.
     let mut owned: Vec<Buf> = Vec::new();
     for a in args.iter_mut() {

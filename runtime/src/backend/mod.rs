@@ -17,6 +17,7 @@ pub trait Backend {
 pub mod arena;
 pub mod bytes;
 pub mod cpu;
+pub mod cpu_pool;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "hip")]

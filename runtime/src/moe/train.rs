@@ -452,35 +452,11 @@ impl Trainer {
         } else {
             self.capture = None;
             let b = Batch { idx: idx_host.to_device(&self.dev)? };
-            let out = self.device_step_on_workers(&b)?;
+            let out = self.device_step(&b)?;
             self.finish_step(&out, &read)?
         };
         self.step = step;
         Ok(stats)
-    }
-
-    /// `device_step`; on the CPU, from one of rayon's threads: each kernel's
-    /// parallel loop then starts from a thread of the pool, which takes a
-    /// share of the work, instead of this thread handing it over and
-    /// sleeping until the last share is done (a wake-up each way for each
-    /// of a step's 150 launches: nano b128 on sixteen threads took
-    /// 6.3-7.2 ms a step that way, 5.7-6.5 ms this way).
-    fn device_step_on_workers(&mut self, b: &Batch) -> Result<StepOutputs> {
-        if !matches!(self.dev, Device::Cpu) || self.capture.is_some() {
-            return self.device_step(b);
-        }
-        /// The trainer, lent to a worker for the step.
-        struct Lent<'a>(&'a mut Trainer);
-        // SAFETY: the only part of a trainer that may not move to another
-        // thread is a captured CUDA graph (bound to the thread's context),
-        // and a CPU trainer holds none (checked above). The worker has the
-        // borrow only while this thread waits in `rayon::scope`.
-        unsafe impl Send for Lent<'_> {}
-        let lent = Lent(self);
-        rayon::scope(move |_| {
-            let lent = lent;
-            lent.0.device_step(b)
-        })
     }
 
     /// Replay the captured step when it is current; else run the step for
