@@ -10,7 +10,7 @@
 //! - **contractions** summed in k order (the SIMT schedule's
 //!   `Sequential`): both operands packed in f32 panels, a register tile
 //!   of fused multiply-add chains picked for the machine
-//!   (`tk_rt::cpu::contract`: 8 or 12 x 32 on AVX-512, 6 x 16 on AVX2), the
+//!   (`tk_rt::cpu::contract_rows`: 8 or 12 x 32 on AVX-512, 6 x 16 on AVX2), the
 //!   rest of the statement applied per element as the mirror does.
 //!
 //! Every other kernel's CPU schedule is its mirror.

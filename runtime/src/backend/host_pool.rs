@@ -5,10 +5,10 @@
 //! 10% of a nano b4096 step on two threads and a third of it on sixteen,
 //! where everything else runs in parallel.
 //!
-//! A dropped host tensor gives its buffer here (when large enough to be
-//! worth keeping); `Tensor::output` on the CPU takes the smallest one of
-//! its dtype that holds its length (an expert's rows change every step) and
-//! is not twice as large. A taken buffer holds the old tensor's values: a CPU
+//! Once the CPU backend has run a kernel, a dropped host tensor gives its
+//! buffer here (when large enough to be worth keeping); `Tensor::output` on
+//! the CPU takes the smallest one of its dtype that holds its length (an
+//! expert's rows change every step) and is not twice as large. A taken buffer holds the old tensor's values: a CPU
 //! kernel writes every element of its outputs (the coverage proof; the
 //! generated `tk_rt::cpu::output` never reads them), as on a GPU, whose
 //! outputs are not cleared either.
@@ -17,6 +17,7 @@
 
 use crate::abi::tk_rt::Buf;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Buffers smaller than this go back to the allocator (its own free lists
@@ -101,6 +102,17 @@ impl Pool {
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+/// Whether the CPU backend has run: only then are buffers kept, so that a
+/// process on a GPU does not hold its downloaded host copies here.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Keep dropped host buffers from now on (the CPU backend calls this as it
+/// runs a kernel).
+pub fn activate() {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        ACTIVE.store(true, Ordering::Relaxed);
+    }
+}
 
 /// A kept buffer of `dtype` (its name) holding `len` elements, if one
 /// fits.
@@ -108,9 +120,10 @@ pub fn take(dtype: &'static str, len: usize) -> Option<Buf> {
     POOL.lock().ok()?.as_mut()?.take(dtype, len)
 }
 
-/// Keep `buf` for a later `take` (or free it, if small).
+/// Keep `buf` for a later `take` (or free it: small, or no CPU kernel has
+/// run).
 pub fn give(buf: Buf) {
-    if bytes_of(&buf) < MIN_BYTES {
+    if !ACTIVE.load(Ordering::Relaxed) || bytes_of(&buf) < MIN_BYTES {
         return;
     }
     if let Ok(mut pool) = POOL.lock() {
@@ -126,6 +139,7 @@ mod tests {
 
     #[test]
     fn a_given_buffer_is_taken_back_by_its_dtype_for_any_length_it_holds_without_waste() {
+        activate();
         let n = (MIN_BYTES / 4) + 17;
         let buf = Buf::F32(vec![3.0; n]);
         let ptr = match &buf { Buf::F32(v) => v.as_ptr(), _ => unreachable!() };
@@ -144,6 +158,7 @@ mod tests {
 
     #[test]
     fn small_buffers_are_not_kept() {
+        activate();
         let n = MIN_BYTES / 4 - 1;
         give(Buf::F32(vec![0.0; n]));
         assert!(take("f32", n).is_none());
