@@ -131,6 +131,14 @@ fn tasks_cover_every_thread_where_the_output_allows() {
     assert_eq!(task_shape(8, 4, 8, 32, 2048, true, 16), (8, 1));
     // nano b128's 64 x 128 x 128 (2 MFLOP) stays one task on two threads.
     assert_eq!(task_shape(8, 4, 8, 32, 128, true, 2), (8, 4));
+    // Whole rows evened out over the threads: 9 groups on two threads
+    // are blocks of 5 and 4, not 8 and 1 (72 x 2048 x 2048 ran at half
+    // speed).
+    assert_eq!(task_shape(9, 64, 8, 32, 2048, false, 2), (5, 64));
+    assert_eq!(task_shape(171, 4, 12, 32, 128, false, 2), (6, 4));
+    // The same 72 rows as one block packing its own strips: all rows,
+    // columns split.
+    assert_eq!(task_shape(9, 64, 8, 32, 2048, true, 2), (9, 4));
     // One thread: the first shape, whole rows.
     assert_eq!(task_shape(16, 4, 8, 32, 2048, false, 1), (8, 4));
 }

@@ -5,7 +5,7 @@
 //! `bench/torch_cpu_contractions.py` times `torch.matmul` on the same
 //! shapes and thread count for the side-by-side figure.
 //!
-//! Usage: tokitai-bench-cpu-contractions [--reps N] [--shapes M:K:N,...]
+//! Usage: tokitai-bench-cpu-contractions [--reps N] [--shapes M:K:N,...] [--cold]
 
 use std::time::Instant;
 use tokitai_runtime::kernels::gelu::{gelu_bwd, gelu_fwd};
@@ -23,6 +23,12 @@ struct Args {
     /// 2048 x 2048) and tiny b4096 (2048 x 2048 x 2048).
     #[arg(long, default_value = "2048:128:128,64:2048:2048,2048:2048:2048")]
     shapes: String,
+    /// Operands from memory, not the caches, as in a training step: each
+    /// launch reads its own copy of x, w and gy, cycling through enough
+    /// copies (64 MiB and more) that a launch's operands have left the
+    /// last-level cache since they were read.
+    #[arg(long)]
+    cold: bool,
 }
 
 /// A contraction's name and one launch of it.
@@ -71,19 +77,39 @@ fn main() {
     for spec in args.shapes.split(',') {
         let dims: Vec<usize> = spec.split(':').map(|d| d.trim().parse().unwrap_or_else(|_| fail(format!("bad shape `{}`: want M:K:N", spec)))).collect();
         let [m, k, n] = dims[..] else { fail(format!("bad shape `{}`: want M:K:N", spec)) };
-        let (x, w, b, gy) = (filled(&[m, k]), filled(&[k, n]), filled(&[n]), filled(&[m, n]));
+        let bytes = 2 * (m * k + k * n + m * n);
+        let copies = if args.cold { (64usize << 20).div_ceil(bytes).max(2) } else { 1 };
+        let xs: Vec<Tensor> = (0..copies).map(|_| filled(&[m, k])).collect();
+        let ws: Vec<Tensor> = (0..copies).map(|_| filled(&[k, n])).collect();
+        let gys: Vec<Tensor> = (0..copies).map(|_| filled(&[m, n])).collect();
+        let b = filled(&[n]);
+        let turn = std::cell::Cell::new(0usize);
+        let next = || {
+            let t = turn.get();
+            turn.set((t + 1) % copies);
+            t
+        };
         let mut y = Tensor::output(&[m, n], DType::F16, &dev).unwrap_or_else(|e| fail(e));
         let mut gx = Tensor::output(&[m, k], DType::F16, &dev).unwrap_or_else(|e| fail(e));
         let mut gw = Tensor::output(&[k, n], DType::F16, &dev).unwrap_or_else(|e| fail(e));
         let flop = 2.0 * (m * k * n) as f64;
         let runs: [Timed; 3] = [
-            ("linear_fwd", Box::new(|| linear_fwd::launch(&dev, &x, &w, &b, &mut y).unwrap_or_else(|e| fail(e)))),
-            ("linear_bwd_x", Box::new(|| linear_bwd_x::launch(&dev, &gy, &w, &mut gx).unwrap_or_else(|e| fail(e)))),
-            ("linear_bwd_w", Box::new(|| linear_bwd_w::launch(&dev, &x, &gy, &mut gw).unwrap_or_else(|e| fail(e)))),
+            ("linear_fwd", Box::new(|| {
+                let t = next();
+                linear_fwd::launch(&dev, &xs[t], &ws[t], &b, &mut y).unwrap_or_else(|e| fail(e))
+            })),
+            ("linear_bwd_x", Box::new(|| {
+                let t = next();
+                linear_bwd_x::launch(&dev, &gys[t], &ws[t], &mut gx).unwrap_or_else(|e| fail(e))
+            })),
+            ("linear_bwd_w", Box::new(|| {
+                let t = next();
+                linear_bwd_w::launch(&dev, &xs[t], &gys[t], &mut gw).unwrap_or_else(|e| fail(e))
+            })),
         ];
         for (name, mut f) in runs {
             let ms = median_ms(args.reps, &mut f);
-            println!("{:<13} {:>5} x {:>5} x {:>5}  {:9.3} ms  {:7.1} GFLOP/s", name, m, k, n, ms, flop / ms / 1e6);
+            println!("{:<13} {:>5} x {:>5} x {:>5}  {:9.3} ms  {:7.1} GFLOP/s{}", name, m, k, n, ms, flop / ms / 1e6, if args.cold { "  (cold)" } else { "" });
         }
     }
 }
