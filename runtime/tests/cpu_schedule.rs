@@ -35,6 +35,20 @@ fn bits(b: &Buf) -> Vec<u64> {
 
 #[test]
 fn every_cpu_schedule_gives_the_mirrors_bits() {
+    // Both builds of the bodies: AVX-512 (where this machine has it) and
+    // the plain one.
+    for wide in [true, false] {
+        tokitai_runtime::abi::tk_rt::cpu::set_wide(wide);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") && std::env::var_os("TOKITAI_CPU_NO_AVX512").is_none() {
+            assert_eq!(tokitai_runtime::abi::tk_rt::cpu::avx512(), wide, "the switch picks the build");
+        }
+        every_schedule_against_the_mirror(if wide { "wide" } else { "plain" });
+    }
+    tokitai_runtime::abi::tk_rt::cpu::set_wide(true);
+}
+
+fn every_schedule_against_the_mirror(build: &str) {
     let mut own = 0;
     let mut failures = Vec::new();
     for k in kernels::all() {
@@ -51,7 +65,7 @@ fn every_cpu_schedule_gives_the_mirrors_bits() {
                     for (j, (a, b)) in m.iter().zip(&c).enumerate() {
                         if a.dtype() != b.dtype() || bits(a) != bits(b) {
                             let first = (0..a.len().min(b.len())).find(|&e| a.get_f64(e).to_bits() != b.get_f64(e).to_bits());
-                            failures.push(format!("{} dims {:?}: output {} differs (lengths {} and {}, first at {:?})", k.info.name, case.dims, j, a.len(), b.len(), first));
+                            failures.push(format!("{} ({} build) dims {:?}: output {} differs (lengths {} and {}, first at {:?})", k.info.name, build, case.dims, j, a.len(), b.len(), first));
                         }
                     }
                 }

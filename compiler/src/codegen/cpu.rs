@@ -238,9 +238,9 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
     let _ = writeln!(s, "    /// CPU schedule: {}.", schedule_name(k, ir));
     let _ = writeln!(s, "    pub const CPU_SCHEDULE: &str = \"{}\";", schedule_name(k, ir));
     let _ = writeln!(s, "    /// What the CPU backend runs: the mirror's values and order (the same bits), in a form for a CPU (`codegen::cpu`).");
-    let _ = writeln!(s, "    pub fn cpu_args(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {{");
     let body = match form {
         Form::Mirror => {
+            let _ = writeln!(s, "    pub fn cpu_args(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {{");
             s.push_str("        mirror_args(dims, scalars, args)\n    }\n");
             return s;
         }
@@ -250,11 +250,33 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
         Form::Rows => rows_body(k, ir),
         Form::Contraction(g) => contraction_body(k, ir, &g),
     };
+    // The body once, as a macro expanded in two functions: the plain one,
+    // and one built for AVX-512F that the call takes where the machine
+    // has it. Closures defined in a `#[target_feature]` function are
+    // built with its features, so the chunks' loops run 16 lanes wide
+    // there (8 with the build's AVX2). Lane width changes no value: the
+    // loops are IEEE operations element by element, and a multiply-add
+    // is fused exactly where the source says `mul_add`.
+    let _ = writeln!(s, "    macro_rules! cpu_body {{ ($dims:ident, $scalars:ident, $args:ident) => {{{{");
+    s.push_str("        let (dims, scalars, args): (&[i64], &[f64], &mut [tk_rt::Arg<'_>]) = ($dims, $scalars, $args);\n");
     s.push_str("        check_requires(dims, scalars)?;\n");
     s.push_str(&dims_prologue(k));
     s.push_str(&scalars_prologue(k, Mode::Mirror));
     s.push_str(&views(k));
     s.push_str(&body);
+    s.push_str("    }}}\n");
+    let _ = writeln!(s, "    pub fn cpu_args(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {{");
+    s.push_str("        #[cfg(target_arch = \"x86_64\")]\n");
+    s.push_str("        if tk_rt::cpu::avx512() {\n");
+    s.push_str("            // SAFETY: the machine has AVX-512F (detected).\n");
+    s.push_str("            return unsafe { cpu_args_avx512(dims, scalars, args) };\n");
+    s.push_str("        }\n");
+    s.push_str("        cpu_body!(dims, scalars, args)\n");
+    s.push_str("    }\n");
+    s.push_str("    #[cfg(target_arch = \"x86_64\")]\n");
+    s.push_str("    #[target_feature(enable = \"avx512f\")]\n");
+    s.push_str("    unsafe fn cpu_args_avx512(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {\n");
+    s.push_str("        cpu_body!(dims, scalars, args)\n");
     s.push_str("    }\n");
     s
 }
