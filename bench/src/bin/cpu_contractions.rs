@@ -1,7 +1,8 @@
 //! The linear layer's three contractions on the CPU backend, at the shapes
 //! a MoE step launches (one expert's share of a batch), in GFLOP/s, and
 //! GELU forward and backward in ns an element: where a CPU step's time
-//! goes, without the rest of the step.
+//! goes, without the rest of the step; LayerNorm forward and backward
+//! over nano's 128-column rows beside them.
 //! `bench/torch_cpu_contractions.py` times `torch.matmul` on the same
 //! shapes and thread count for the side-by-side figure.
 //!
@@ -9,6 +10,7 @@
 
 use std::time::Instant;
 use tokitai_runtime::kernels::gelu::{gelu_bwd, gelu_fwd};
+use tokitai_runtime::kernels::layernorm::{layernorm_bwd, layernorm_fwd};
 use tokitai_runtime::kernels::linear::{linear_bwd_w, linear_bwd_x, linear_fwd};
 use tokitai_runtime::{DType, Device, Tensor};
 
@@ -73,6 +75,17 @@ fn main() {
     let bwd = median_ms(args.reps, || gelu_bwd::launch(&dev, &x, &x, &mut y).unwrap_or_else(|e| fail(e)));
     for (name, ms) in [("gelu_fwd", fwd), ("gelu_bwd", bwd)] {
         println!("{:<13} {:>21}  {:9.3} ms  {:7.2} ns an element", name, n, ms, ms * 1e6 / n as f64);
+    }
+    // LayerNorm over nano's rows (128 columns), the same 2^20 elements.
+    let (r, c) = (n / 128, 128);
+    let (x, gamma, beta) = (filled(&[r, c]), filled(&[c]), filled(&[c]));
+    let out = |shape: &[usize], dt: DType| Tensor::output(shape, dt, &dev).unwrap_or_else(|e| fail(e));
+    let (mut y, mut mean, mut rstd) = (out(&[r, c], DType::F16), out(&[r], DType::F32), out(&[r], DType::F32));
+    let (mut gx, mut xhat) = (out(&[r, c], DType::F16), out(&[r, c], DType::F16));
+    let fwd = median_ms(args.reps, || layernorm_fwd::launch(&dev, &x, &gamma, &beta, 1e-5, &mut y, &mut mean, &mut rstd).unwrap_or_else(|e| fail(e)));
+    let bwd = median_ms(args.reps, || layernorm_bwd::launch(&dev, &x, &gamma, &mean, &rstd, &y, &mut gx, &mut xhat).unwrap_or_else(|e| fail(e)));
+    for (name, ms) in [("layernorm_fwd", fwd), ("layernorm_bwd", bwd)] {
+        println!("{:<13} {:>10} x {:>8}  {:9.3} ms  {:7.2} ns an element", name, r, c, ms, ms * 1e6 / n as f64);
     }
     for spec in args.shapes.split(',') {
         let dims: Vec<usize> = spec.split(':').map(|d| d.trim().parse().unwrap_or_else(|_| fail(format!("bad shape `{}`: want M:K:N", spec)))).collect();

@@ -352,18 +352,29 @@ fn pieces_open(k: &Kernel) -> String {
 fn chunk_start(k: &Kernel) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "            let (lo, hi) = ranges[c];");
-    // The dims and scalars as the chunk's own values: the closure would
-    // read them through references, which the loops' stores might alias
-    // as far as the compiler knows, so it reloaded each one per element
-    // and left the loop scalar (AdamW: 5 ns an element on two threads).
-    for d in &k.dims {
-        let _ = writeln!(s, "            let d_{n}: i64 = d_{n};", n = d.name);
-    }
-    for sc in &k.scalars {
-        let _ = writeln!(s, "            let sc_{n} = sc_{n};", n = sc.name);
-    }
+    s.push_str(&own_values(k, "            "));
     for t in written(k) {
         let _ = writeln!(s, "            let c_{n} = tk_rt::cpu::take(&p_{n}, c)?;", n = k.tensors[t].name);
+    }
+    s
+}
+
+/// The dims and scalars as a task's own values: the closure would read
+/// them through references, which the loops' stores might alias as far
+/// as the compiler knows, so it reloaded each one per element and left
+/// the loop scalar (AdamW: 5 ns an element on two threads).
+fn own_values(k: &Kernel, pad: &str) -> String {
+    let mut s = String::new();
+    for d in &k.dims {
+        let _ = writeln!(s, "{pad}let d_{n}: i64 = d_{n};", pad = pad, n = d.name);
+        // Told to the optimiser: indices below a dim survive the kernel's
+        // 32-bit index arithmetic unchanged, so a row's loop needs no
+        // bounds check per element (the dims' own check is the launch's:
+        // `requires` bounds them far below this).
+        let _ = writeln!(s, "{pad}if !(0..=i32::MAX as i64).contains(&d_{n}) {{ return Err(format!(\"dimension {n} = {{}} is outside 32-bit indexing\", d_{n})); }}", pad = pad, n = d.name);
+    }
+    for sc in &k.scalars {
+        let _ = writeln!(s, "{pad}let sc_{n} = sc_{n};", pad = pad, n = sc.name);
     }
     s
 }
@@ -584,7 +595,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
         let n = name(t);
         match r {
             EpilogueRead::Own => {
-                let _ = writeln!(s, "                let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, e0 * {ne}, nn, &mut in_{n}, \"{n}\")?;", n = n, ne = ne);
+                let _ = writeln!(s, "                let s_{n}: &[f32] = &tk_rt::cpu::stage(t_{n}, e0 * {ne}, nn, &mut in_{n}, \"{n}\")?[..nn];", n = n, ne = ne);
                 loads.push((*t, LoadAs::Local(format!("s_{}[c]", n))));
             }
             EpilogueRead::Row => {
@@ -783,7 +794,7 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
         match r {
             RowsRead::Row => {
                 let len = dim_expr(k, info.shape[1]);
-                let _ = writeln!(s, "                let srow_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, e0 * {len}, ({len}) as usize, &mut in_{n}, \"{n}\")?;", n = info.name, len = len);
+                let _ = writeln!(s, "                let srow_{n}: &[f32] = &tk_rt::cpu::stage(t_{n}, e0 * {len}, ({len}) as usize, &mut in_{n}, \"{n}\")?[..({len}) as usize];", n = info.name, len = len);
             }
             RowsRead::PerRow => {
                 let _ = writeln!(s, "                let h_{n}: {vt} = tk_rt::cpu::ld(t_{n}, e0, \"{n}\")?;", n = info.name, vt = value_type(info.dtype, Mode::Mirror));
@@ -1155,6 +1166,8 @@ fn lane_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
     let _ = writeln!(s, "            let errors = tk_rt::cpu::FirstError::default();");
     let _ = writeln!(s, "            tk_rt::run_jobs(lane_ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
     let _ = writeln!(s, "                let (t0, t1) = lane_ranges[c];");
+    s.push_str(&own_values(k, "                "));
+    let _ = writeln!(s, "                let width: usize = width;");
     for i in 0..sums.len() {
         let _ = writeln!(s, "                let w_{i} = tk_rt::cpu::take(&q_{i}, c)?;", i = i);
     }
@@ -1168,7 +1181,7 @@ fn lane_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
     let _ = writeln!(s, "                    let mut r = t;");
     let _ = writeln!(s, "                    while r < {} {{", rows);
     for t in &read {
-        let _ = writeln!(s, "                        let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, r * {cols}, width, &mut in_{n}, \"{n}\")?;", n = name(t), cols = cols);
+        let _ = writeln!(s, "                        let s_{n}: &[f32] = &tk_rt::cpu::stage(t_{n}, r * {cols}, width, &mut in_{n}, \"{n}\")?[..width];", n = name(t), cols = cols);
     }
     for (i, c) in sums.iter().enumerate() {
         let (step, _, _) = gl.partial_pieces(c.op, c.body, "p[j]");
@@ -1226,7 +1239,7 @@ fn column_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String
     }
     let _ = writeln!(s, "                for r in 0..{} {{", rows);
     for t in &read {
-        let _ = writeln!(s, "                    let s_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, r * {cols} + cb0, cbn, &mut in_{n}, \"{n}\")?;", n = name(t), cols = cols);
+        let _ = writeln!(s, "                    let s_{n}: &[f32] = &tk_rt::cpu::stage(t_{n}, r * {cols} + cb0, cbn, &mut in_{n}, \"{n}\")?[..cbn];", n = name(t), cols = cols);
     }
     for (i, c) in sums.iter().enumerate() {
         let (step, _, _) = gl.partial_pieces(c.op, c.body, "p[j]");

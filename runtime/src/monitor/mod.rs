@@ -169,7 +169,10 @@ pub fn totals() -> (u64, u64) {
 
 /// `(min, max)` of a float buffer; `None` for integer data (no domains).
 /// A NaN anywhere gives `(NaN, NaN)` (never inside a domain). Large
-/// buffers are scanned on rayon's threads (the kernels that read them are).
+/// buffers are scanned on the CPU kernels' executor, in the chunks a
+/// kernel of that length takes (rayon's threads, asleep between the
+/// scans, took longer to wake than 16 threads took to scan nano's
+/// activations: the monitor tripled a nano b4096 step on 16 cores).
 ///
 /// The scan compares bit patterns, not values: a float's bits, with the
 /// sign bit set on positives and every bit flipped on negatives, order as
@@ -225,14 +228,23 @@ float_bits!(u16, i16);
 float_bits!(u32, i32);
 float_bits!(u64, i64);
 
-/// Elements a scan of the monitor's takes on one thread: longer buffers
-/// are scanned on rayon's threads in chunks of this many.
-const SCAN_CHUNK: usize = 1 << 15;
+/// `scan` over the chunks of `0..n` a kernel of `n` elements takes
+/// (`tk_rt::chunk_ranges`), on the CPU kernels' pool, results in order.
+fn par_scan<R: Send>(n: usize, scan: impl Fn(usize, usize) -> R + Sync) -> Vec<R> {
+    let ranges = crate::abi::tk_rt::chunk_ranges(n as i64, n as i64);
+    let slots: Vec<Mutex<Option<R>>> = ranges.iter().map(|_| Mutex::new(None)).collect();
+    crate::backend::cpu_pool::run_jobs(ranges.len(), &|c: usize| {
+        let r = scan(ranges[c].0 as usize, ranges[c].1 as usize);
+        if let Ok(mut slot) = slots[c].lock() {
+            *slot = Some(r);
+        }
+    });
+    slots.into_iter().map(|s| s.into_inner().ok().flatten().expect("every chunk ran")).collect()
+}
 
 /// The range of the floats `v` (bits by `bits`; a magnitude above `inf`
 /// is a NaN), the extreme keys turned back into values by `value`.
 fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
-    use rayon::prelude::*;
     // (smallest key, largest key, largest magnitude) of a slice: integer
     // min and max only.
     let scan = |c: &[T]| {
@@ -243,7 +255,7 @@ fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Syn
         })
     };
     let join = |a: (B, B, B), b: (B, B, B)| (a.0.min(b.0), a.1.max(b.1), a.2.max(b.2));
-    let (lo, hi, mag) = if v.len() <= SCAN_CHUNK { scan(v) } else { v.par_chunks(SCAN_CHUNK).map(scan).reduce(|| (B::MAX, B::ZERO, B::ZERO), join) };
+    let (lo, hi, mag) = par_scan(v.len(), |lo, hi| scan(&v[lo..hi])).into_iter().fold((B::MAX, B::ZERO, B::ZERO), join);
     Some(if mag > inf {
         (f64::NAN, f64::NAN)
     } else if v.is_empty() {
@@ -287,16 +299,11 @@ fn all_hold(t: &Buf, s: &Buf, factor: f64) -> bool {
             t.is_empty() || tokitai_contracts::relation::holds(largest, s.get_f64(0), factor)
         }
         (Buf::F32(t), Buf::F32(s)) if t.len() == s.len() => {
-            // On rayon's threads, as `range_of`: AdamW's moments at tiny
-            // are 85M elements each, and one thread scanning them while
-            // fifteen waited was most of the CPU monitor's cost there.
-            use rayon::prelude::*;
+            // On the executor's threads, as `range_of`: AdamW's moments
+            // at tiny are 85M elements each, and one thread scanning them
+            // while fifteen waited was most of the CPU monitor's cost there.
             let holds = |(t, s): (&[f32], &[f32])| t.iter().zip(s).fold(true, |ok, (&t, &s)| ok & tokitai_contracts::relation::holds(t as f64, s as f64, factor));
-            if t.len() <= SCAN_CHUNK {
-                holds((t, s))
-            } else {
-                t.par_chunks(SCAN_CHUNK).zip(s.par_chunks(SCAN_CHUNK)).all(holds)
-            }
+            par_scan(t.len(), |lo, hi| holds((&t[lo..hi], &s[lo..hi]))).into_iter().all(|ok| ok)
         }
         _ => false,
     }
