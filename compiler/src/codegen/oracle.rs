@@ -315,6 +315,16 @@ impl<'a> Gen<'a> {
         format!("v_{}_{}", self.k.vars[v].name, v)
     }
 
+    /// Does every value of loop variable `v` (`0..extent`) fit an i32?
+    /// A literal extent is read; a dim's is what the CPU schedule's tasks
+    /// check before they run (`codegen::cpu::own_values`).
+    fn var_fits_i32(&self, v: tir::VarId) -> bool {
+        match self.k.vars[v].extent {
+            tir::Dim::Lit(n) => (0..=i32::MAX as i64).contains(&n),
+            tir::Dim::Sym(_) => true,
+        }
+    }
+
     pub(super) fn flat(&self, t: usize, index: &[String]) -> String {
         let shape = &self.k.tensors[t].shape;
         if shape.is_empty() {
@@ -484,7 +494,15 @@ impl<'a> Gen<'a> {
                 let n = &self.k.tensors[*tensor].name;
                 match self.loads.iter().find(|(t, _)| t == tensor).map(|(_, l)| l) {
                     Some(LoadAs::Local(name)) => name.clone(),
-                    Some(LoadAs::Row(buf)) => format!("{}[({}) as usize]", buf, idx.last().map(String::as_str).unwrap_or("0")),
+                    // A loop variable runs over `0..extent`, and every
+                    // extent fits 32 bits (a literal here, a dim checked by
+                    // each of the CPU schedule's tasks): its i32 round trip
+                    // is the identity, and indexing by the variable itself
+                    // lets the row's loops drop their bounds checks.
+                    Some(LoadAs::Row(buf)) => match index.last().map(|i| &i.kind) {
+                        Some(TExprKind::Var(v)) if self.var_fits_i32(*v) => format!("{}[{} as usize]", buf, self.var(*v)),
+                        _ => format!("{}[({}) as usize]", buf, idx.last().map(String::as_str).unwrap_or("0")),
+                    },
                     Some(LoadAs::Slice { slice, base: None }) => format!("tk_rt::cpu::ld({}, {}, \"{}\")?", slice, self.flat(*tensor, &idx), n),
                     Some(LoadAs::Slice { slice, base: Some(base) }) => format!("tk_rt::cpu::ld({}, {} - {}, \"{}\")?", slice, self.flat(*tensor, &idx), base, n),
                     None => format!("tk_rt::get(&t_{}, {}, \"{}\")?", n, self.flat(*tensor, &idx), n),
