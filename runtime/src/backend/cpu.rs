@@ -10,7 +10,7 @@ use crate::{Error, Result};
 pub fn run(k: &KernelDef, bound: &Bound, args: &mut [Arg]) -> Result<()> {
     // The generated code's parallel loops run on the CPU pool; dropped
     // host buffers are kept for the outputs of later launches.
-    crate::abi::tk_rt::set_executor(&super::cpu_pool::run_jobs);
+    super::cpu_pool::install();
     super::host_pool::activate();
     // Inputs are borrowed; outputs and inouts are moved in and moved back.
     let mut owned: Vec<Buf> = Vec::new();

@@ -83,6 +83,13 @@ fn pool() -> &'static Pool {
     })
 }
 
+/// Make the pool the generated code's executor (`tk_rt::run_jobs`,
+/// `tk_rt::par_ranges`): the CPU backend's launches and the monitor's host
+/// scans both call this first. The first executor installed stays.
+pub fn install() {
+    crate::abi::tk_rt::set_executor(&run_jobs);
+}
+
 /// Run `job(c)` for every `c < chunks` on the pool (the generated code's
 /// executor), returning when all have run.
 pub fn run_jobs(chunks: usize, job: &(dyn Fn(usize) + Sync)) {

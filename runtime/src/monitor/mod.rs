@@ -229,17 +229,10 @@ float_bits!(u32, i32);
 float_bits!(u64, i64);
 
 /// `scan` over the chunks of `0..n` a kernel of `n` elements takes
-/// (`tk_rt::chunk_ranges`), on the CPU kernels' pool, results in order.
+/// (`tk_rt::par_ranges`), on the CPU kernels' pool, results in order.
 fn par_scan<R: Send>(n: usize, scan: impl Fn(usize, usize) -> R + Sync) -> Vec<R> {
-    let ranges = crate::abi::tk_rt::chunk_ranges(n as i64, n as i64);
-    let slots: Vec<Mutex<Option<R>>> = ranges.iter().map(|_| Mutex::new(None)).collect();
-    crate::backend::cpu_pool::run_jobs(ranges.len(), &|c: usize| {
-        let r = scan(ranges[c].0 as usize, ranges[c].1 as usize);
-        if let Ok(mut slot) = slots[c].lock() {
-            *slot = Some(r);
-        }
-    });
-    slots.into_iter().map(|s| s.into_inner().ok().flatten().expect("every chunk ran")).collect()
+    crate::backend::cpu_pool::install();
+    crate::abi::tk_rt::par_ranges(n as i64, n as i64, |lo, hi| scan(lo as usize, hi as usize))
 }
 
 /// The range of the floats `v` (bits by `bits`; a magnitude above `inf`
