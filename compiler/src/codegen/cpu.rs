@@ -628,7 +628,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
         "                        w[c] = {{ let {}: i64 = e0; let {}: i64 = c as i64; {} }};",
         gen.var(st.vars[0]),
         gen.var(st.vars[1]),
-        gen.expr(&st.value)
+        value_for_narrowing(&gen, k, 0)
     );
     let _ = writeln!(s, "                    }}");
     let _ = writeln!(s, "                }}");
@@ -802,7 +802,7 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
             _ => {}
         }
     }
-    for st in &k.stmts {
+    for (i, st) in k.stmts.iter().enumerate() {
         let info = &k.tensors[st.target];
         let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads.clone()).blocked();
         let vt = value_type(info.dtype, Mode::Mirror);
@@ -810,10 +810,19 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
         let row_alias = format!("let {}: i64 = e0;", g.var(st.vars[0]));
         let next = if st.vars.len() == 2 {
             let c = cols.as_ref().expect("a statement over two axes has columns");
+            // The loop runs over `0..n` in usize, and the row and every
+            // buffer read only at the column are sliced to `n` before it:
+            // so the loop has no bounds check and vectorises whole (with
+            // checks, LLVM ran the last vector's worth of every row as
+            // scalar code).
             let _ = writeln!(s, "                {{");
-            let _ = writeln!(s, "                    let row = &mut rb_{}[..];", info.name);
-            let _ = writeln!(s, "                    for e1 in 0..{} {{", c);
-            let _ = writeln!(s, "                        row[e1 as usize] = {{ {} let {}: i64 = e1; {} }};", row_alias, g.var(st.vars[1]), g.expr(&st.value));
+            let _ = writeln!(s, "                    let n: usize = ({}) as usize;", c);
+            let _ = writeln!(s, "                    let row = &mut rb_{}[..n];", info.name);
+            for buf in rows_read_at(&loads, &st.value, st.vars[1]) {
+                let _ = writeln!(s, "                    let {b}: &[f32] = &{b}[..n];", b = buf);
+            }
+            let _ = writeln!(s, "                    for e1 in 0..n {{");
+            let _ = writeln!(s, "                        row[e1] = {{ {} let {}: i64 = e1 as i64; {} }};", row_alias, g.var(st.vars[1]), value_for_narrowing(&g, k, i));
             let _ = writeln!(s, "                    }}");
             let _ = writeln!(s, "                }}");
             if info.role != TensorRole::Intermediate {
@@ -834,6 +843,66 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
     let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
     s
+}
+
+/// The rounding that ends statement `i`'s value (through its `let`s),
+/// where the narrowing after the loop repeats it: the target is an f16
+/// or bf16 tensor the kernel writes (`unstage` rounds the f32 block to
+/// nearest even, as `rf16`/`rbf16` do, NaN and overflow alike), and no
+/// later statement reads the value before it is narrowed. Printed without
+/// its `rf16`, the loop loses a dozen vector operations an element and
+/// the bits stay the mirror's: rounding twice to one format is rounding
+/// once.
+fn rounding_left_to_narrowing(k: &Kernel, i: usize) -> Option<&TExpr> {
+    let st = &k.stmts[i];
+    let info = &k.tensors[st.target];
+    if info.role == TensorRole::Intermediate || !matches!(info.dtype, Dtype::F16 | Dtype::Bf16) {
+        return None;
+    }
+    let read_later = k.stmts[i + 1..].iter().any(|later| {
+        let mut reads = false;
+        later.value.walk(&mut |e| reads |= matches!(&e.kind, TExprKind::Load { tensor, .. } if *tensor == st.target));
+        reads
+    });
+    if read_later {
+        return None;
+    }
+    let mut tail = &st.value;
+    while let TExprKind::Let { body, .. } = &tail.kind {
+        tail = body;
+    }
+    matches!(tail.kind, TExprKind::Cast(_) if tail.ty == info.dtype).then_some(tail)
+}
+
+/// `value` printed by `g`, without the rounding that `rounding_left_to_narrowing`
+/// found (if any).
+fn value_for_narrowing(g: &Gen<'_>, k: &Kernel, i: usize) -> String {
+    let st = &k.stmts[i];
+    let Some(cast) = rounding_left_to_narrowing(k, i) else { return g.expr(&st.value) };
+    let TExprKind::Cast(operand) = &cast.kind else { unreachable!("rounding_left_to_narrowing returns casts") };
+    let unrounded = format!("(({}) as f32)", g.expr(operand));
+    g.subst.borrow_mut().push((cast as *const TExpr as usize, unrounded));
+    let text = g.expr(&st.value);
+    g.subst.borrow_mut().pop();
+    text
+}
+
+/// The row buffers (`LoadAs::Row`) that `value` reads at `col` alone
+/// (every read's last index the variable itself): those a loop over the
+/// columns may slice to the row's length.
+fn rows_read_at(loads: &[(TensorId, LoadAs)], value: &TExpr, col: VarId) -> Vec<String> {
+    let mut at_col: Vec<String> = Vec::new();
+    let mut elsewhere: Vec<String> = Vec::new();
+    value.walk(&mut |e| {
+        let TExprKind::Load { tensor, index } = &e.kind else { return };
+        let Some((_, LoadAs::Row(buf))) = loads.iter().find(|(t, _)| t == tensor) else { return };
+        let list = if matches!(index.last().map(|i| &i.kind), Some(TExprKind::Var(v)) if *v == col) { &mut at_col } else { &mut elsewhere };
+        if !list.contains(buf) {
+            list.push(buf.clone());
+        }
+    });
+    at_col.retain(|b| !elsewhere.contains(b));
+    at_col
 }
 
 /// Elements a block of the staged form (its buffers: 2 KB each).
@@ -927,12 +996,12 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     // or call read of a tensor written per element would read the block
     // being written. `staged` admits row reads of inputs only, and a
     // tensor of no axes has no element statement.
-    for st in &k.stmts {
+    for (i, st) in k.stmts.iter().enumerate() {
         let info = &k.tensors[st.target];
         let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads.clone());
         let aliases: Vec<String> = st.vars.iter().enumerate().map(|(j, v)| format!("let {}: i64 = e{};", g.var(*v), j)).collect();
         let local = format!("l_t_{}", info.name);
-        let _ = writeln!(s, "                            let {}: {} = {{ {} {} }};", local, value_type(info.dtype, Mode::Mirror), aliases.join(" "), g.expr(&st.value));
+        let _ = writeln!(s, "                            let {}: {} = {{ {} {} }};", local, value_type(info.dtype, Mode::Mirror), aliases.join(" "), value_for_narrowing(&g, k, i));
         if info.role != TensorRole::Intermediate {
             let _ = writeln!(s, "                            w_{}[i] = {};", info.name, local);
         }

@@ -607,6 +607,36 @@ impl<'a> Gen<'a> {
         (step, self.identity(op, bt), format!("&|a: {t}, b: {t}| {c}", t = bvt, c = self.combine(op, bt, "a", "b")))
     }
 
+    /// `step()` printed with every row read of `body` at `var` (a
+    /// `LoadAs::Row` whose last index is `var` itself) taken from a slice
+    /// of that row's block, `blk_<row>[t]`; and the slices' bindings
+    /// (`&row[q0..][..len]`, for the blocked walk's `q0`, `len` and `t`).
+    fn with_block_rows(&self, var: tir::VarId, body: &TExpr, step: impl FnOnce() -> String) -> (String, String) {
+        let mut reads: Vec<(&TExpr, String)> = Vec::new();
+        body.walk(&mut |e| {
+            let TExprKind::Load { tensor, index } = &e.kind else { return };
+            let Some(LoadAs::Row(buf)) = self.loads.iter().find(|(t, _)| t == tensor).map(|(_, l)| l) else { return };
+            if matches!(index.last().map(|i| &i.kind), Some(TExprKind::Var(x)) if *x == var) {
+                reads.push((e, buf.clone()));
+            }
+        });
+        let mut slices = String::new();
+        let mut bound: Vec<&str> = Vec::new();
+        for (_, buf) in &reads {
+            if !bound.contains(&buf.as_str()) {
+                bound.push(buf);
+                let _ = write!(slices, "let blk_{b}: &[f32] = &{b}[q0 as usize..][..len]; ", b = buf);
+            }
+        }
+        let pushed = reads.len();
+        self.subst.borrow_mut().extend(reads.iter().map(|(e, buf)| (*e as *const TExpr as usize, format!("blk_{}[t]", buf))));
+        let text = step();
+        let mut subst = self.subst.borrow_mut();
+        let keep = subst.len() - pushed;
+        subst.truncate(keep);
+        (slices, text)
+    }
+
     fn reduce(&self, op: RedOp, var: tir::VarId, body: &TExpr, ty: Dtype) -> String {
         let bt = body.ty;
         let bvt = self.vt(bt);
@@ -615,12 +645,13 @@ impl<'a> Gen<'a> {
         let ident = self.identity(op, bt);
         let it = self.vt(Dtype::I32);
         // The term for index `v`: sums of products fuse in the mirror.
+        // (Printed when the step is: `with_block_rows` changes how rows read.)
         let fused = match (self.mode, op, tir::fma_operands(body)) {
-            (Mode::Mirror, RedOp::Sum, Some((a, b))) => Some((self.expr(a), self.expr(b))),
+            (Mode::Mirror, RedOp::Sum, Some((a, b))) => Some((a, b)),
             _ => None,
         };
-        let step = |acc: &str| match &fused {
-            Some((a, b)) => format!("{acc} = ({a}).mul_add({b}, {acc});", acc = acc, a = a, b = b),
+        let step = |acc: &str| match fused {
+            Some((a, b)) => format!("{acc} = ({a}).mul_add({b}, {acc});", acc = acc, a = self.expr(a), b = self.expr(b)),
             None if op == RedOp::Argmax => format!(
                 "let term: {bvt} = {t}; let k = {v} as {it}; if term > {acc}.0 || (term == {acc}.0 && k < {acc}.1) {{ {acc}.1 = k; }} if term > {acc}.0 {{ {acc}.0 = term; }}",
                 bvt = bvt,
@@ -648,8 +679,14 @@ impl<'a> Gen<'a> {
                 // Each thread's partial, as `walk`, and the threads that
                 // took a term (`live`: those past it hold `init`).
                 let (walk, live) = if self.blocked && op != RedOp::Argmax && width == 1 {
+                    // Rows read at the reduction's variable are sliced to
+                    // the block (`blk_*[t]` with `t < len`), so the loop
+                    // has no bounds check and vectorises whole: indexed
+                    // by `q0 + t`, LLVM kept a scalar copy for the last
+                    // (up to 64) terms of every block.
+                    let (slices, step) = self.with_block_rows(var, body, || step("parts[t]"));
                     (
-                        format!("let mut q0: i64 = 0; while q0 < {ext} {{ let len = (({ext}) - q0).min({threads}) as usize; for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }}", ext = ext, threads = threads, v = v, step = step("parts[t]")),
+                        format!("let mut q0: i64 = 0; while q0 < {ext} {{ let len = ((({ext}) - q0) as usize).min({threads}); {slices}for t in 0..len {{ let {v}: i64 = q0 + t as i64; {step} }} q0 += {threads}; }}", ext = ext, threads = threads, v = v, slices = slices, step = step),
                         ext.clone(),
                     )
                 } else if self.blocked && op != RedOp::Argmax {
@@ -686,7 +723,7 @@ impl<'a> Gen<'a> {
             // The matrix unit as its assumption describes it (the products
             // of f16 or bf16 operands are exact in f64).
             (Mode::Mirror, ReductionOrder::MatrixUnit { k, per_promotion }) if fused.is_some() => {
-                let (a, b) = fused.as_ref().expect("checked in the guard");
+                let (a, b) = fused.map(|(a, b)| (self.expr(a), self.expr(b))).expect("checked in the guard");
                 format!(
                     "{{ let mut products = Vec::new(); for {v} in 0..{ext} {{ products.push(({a}) as f64 * ({b}) as f64); }} tokitai_contracts::fp::matrix_unit::emulate_sum(&products, {k}, {q}, tokitai_contracts::fp::matrix_unit::MIRROR_BLOCK) as {bvt} }}",
                     v = v,
