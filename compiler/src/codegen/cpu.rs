@@ -152,6 +152,11 @@ enum StagedRead {
     /// One value a row (indexed by the row alone, of a statement over two
     /// axes).
     Row,
+    /// `t[g[r], c]` of a statement over `(r, c)`: another row of `t`,
+    /// picked by the integer input `g` read once a row, at the statement's
+    /// column; a block of that row widened to f32 (the expert layers'
+    /// gathers and combines).
+    Gathered(TensorId),
 }
 
 fn staged_read(k: &Kernel, s: &tir::Stmt, tensor: TensorId, index: &[TExpr]) -> Option<StagedRead> {
@@ -162,7 +167,40 @@ fn staged_read(k: &Kernel, s: &tir::Stmt, tensor: TensorId, index: &[TExpr]) -> 
     if index.is_empty() {
         return Some(StagedRead::Call);
     }
-    (s.vars.len() == 2 && info.role == TensorRole::Input && index.len() == 1 && index[0].as_var() == Some(s.vars[0])).then_some(StagedRead::Row)
+    if s.vars.len() != 2 || info.role != TensorRole::Input {
+        return None;
+    }
+    match index {
+        [r] if r.as_var() == Some(s.vars[0]) => Some(StagedRead::Row),
+        [g, c] if matches!(info.dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32) && c.as_var() == Some(s.vars[1]) && var_over(k, c, info.shape[1]) => {
+            let TExprKind::Load { tensor: by, index: at } = &g.kind else { return None };
+            let by_info = &k.tensors[*by];
+            let row_of = matches!(at.as_slice(), [r] if r.as_var() == Some(s.vars[0]));
+            (row_of && by_info.role == TensorRole::Input && by_info.dtype.is_int()).then_some(StagedRead::Gathered(*by))
+        }
+        _ => None,
+    }
+}
+
+/// The gathered reads (`StagedRead::Gathered`) of the statements, as
+/// `(tensor, index tensor)` pairs, each once, and each read's expression
+/// with its pair's position.
+fn gathered_reads<'k>(k: &'k Kernel) -> (Vec<(TensorId, TensorId)>, Vec<(&'k TExpr, usize)>) {
+    let mut pairs: Vec<(TensorId, TensorId)> = Vec::new();
+    let mut reads = Vec::new();
+    for st in &k.stmts {
+        st.value.walk(&mut |e| {
+            let TExprKind::Load { tensor, index } = &e.kind else { return };
+            if let Some(StagedRead::Gathered(by)) = staged_read(k, st, *tensor, index) {
+                let at = pairs.iter().position(|p| *p == (*tensor, by)).unwrap_or_else(|| {
+                    pairs.push((*tensor, by));
+                    pairs.len() - 1
+                });
+                reads.push((e, at));
+            }
+        });
+    }
+    (pairs, reads)
 }
 
 /// Can the element-wise form run in blocks widened to f32, with an inner
@@ -931,6 +969,7 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
                     let list = match staged_read(k, st, *tensor, index) {
                         Some(StagedRead::Own) => &mut own,
                         Some(StagedRead::Call) => &mut call,
+                        Some(StagedRead::Gathered(_)) => return,
                         _ => &mut row,
                     };
                     if !list.contains(tensor) {
@@ -942,6 +981,10 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     }
     for t in &own {
         let _ = writeln!(s, "            let mut in_{}: Vec<f32> = vec![0.0; {}];", k.tensors[*t].name, BLOCK);
+    }
+    let (gathers, gathered) = gathered_reads(k);
+    for (j, _) in gathers.iter().enumerate() {
+        let _ = writeln!(s, "            let mut in_g{}: Vec<f32> = vec![0.0; {}];", j, BLOCK);
     }
     for t in &written(k) {
         let _ = writeln!(s, "            let mut out_{}: Vec<f32> = vec![0.0; {}];", k.tensors[*t].name, BLOCK);
@@ -977,6 +1020,20 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
         // vectorise (AdamW's moments, read in place, ran scalar).
         let _ = writeln!(s, "                    let s_{n}: &[f32] = &tk_rt::cpu::stage({slice}, {at}, n, &mut in_{n}, \"{n}\")?[..n];", n = info.name, slice = slice, at = at);
     }
+    // A gathered read's block: row `g[r]` of the tensor from the block's
+    // first column (`stage` checks it lies inside the tensor; the kernel's
+    // requires bound `g`).
+    for (j, (t, by)) in gathers.iter().enumerate() {
+        let info = &k.tensors[*t];
+        let _ = writeln!(
+            s,
+            "                    let s_g{j}: &[f32] = &tk_rt::cpu::stage(t_{n}, (h_{g} as i64) * {w} + b0, n, &mut in_g{j}, \"{n}\")?[..n];",
+            j = j,
+            n = info.name,
+            g = k.tensors[*by].name,
+            w = dim_expr(k, info.shape[1])
+        );
+    }
     let outs = written(k);
     // The loop: reads are locals and block elements; values into blocks.
     let _ = writeln!(s, "                    {{");
@@ -999,6 +1056,7 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     for (i, st) in k.stmts.iter().enumerate() {
         let info = &k.tensors[st.target];
         let g = Gen::new(k, Some(ir), Mode::Mirror).reading(loads.clone());
+        g.subst.borrow_mut().extend(gathered.iter().map(|(e, j)| (*e as *const TExpr as usize, format!("s_g{}[i]", j))));
         let aliases: Vec<String> = st.vars.iter().enumerate().map(|(j, v)| format!("let {}: i64 = e{};", g.var(*v), j)).collect();
         let local = format!("l_t_{}", info.name);
         let _ = writeln!(s, "                            let {}: {} = {{ {} {} }};", local, value_type(info.dtype, Mode::Mirror), aliases.join(" "), value_for_narrowing(&g, k, i));
