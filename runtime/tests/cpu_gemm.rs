@@ -50,7 +50,11 @@ fn every_tile_sums_the_mirrors_chain_bit_for_bit() {
     // columns); 301 x 200 x 600 splits over threads. Each shape is
     // planned for 1 to 64 threads: whole rows, tiles, tiles halved down
     // to one register tile (128 x 128 x 300: a weight gradient's shape).
-    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129), (128, 128, 300), (40, 100, 1100)];
+    // The last three put rows along k (pattern 0) through the packing's
+    // 4 x 4 blocks: B's strip of 13 columns (8 + 4 + 1) at 131 k, and
+    // 12-row panels of A (262 rows: the last panel 10) at 70 k (a block
+    // of 64, then 6: k past the 8 x 8 blocks but inside the 4 x 4 ones).
+    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129), (128, 128, 300), (40, 100, 1100), (7, 20, 9), (20, 45, 131), (262, 50, 70)];
     let mut checked = 0;
     for (case, &(m, n, k)) in shapes.iter().enumerate() {
         let (pa, pb) = (case % 3, (case + 1) % 3);
