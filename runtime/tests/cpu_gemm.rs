@@ -146,3 +146,19 @@ fn tasks_cover_every_thread_where_the_output_allows() {
     // One thread: the first shape, whole rows.
     assert_eq!(task_shape(16, 4, 8, 32, 2048, false, 1), (8, 4));
 }
+
+#[test]
+fn row_buffers_come_back_from_the_pool() {
+    use tokitai_runtime::abi::tk_rt::cpu::Rows;
+    // A dropped buffer that holds a request is the one taken for it (no
+    // allocation), filled with the value asked for at the length asked for.
+    let first = Rows::filled(1000, 1.0);
+    let at = first.as_ptr();
+    drop(first);
+    let again = Rows::filled(600, -2.0);
+    assert_eq!(again.as_ptr(), at, "the kept buffer is taken again");
+    assert!(again.len() == 600 && again.iter().all(|&v| v == -2.0), "nothing of the earlier user shows");
+    // Two buffers alive at once are two buffers.
+    let other = Rows::filled(600, 0.0);
+    assert_ne!(other.as_ptr(), again.as_ptr(), "a buffer in use is not handed out twice");
+}
