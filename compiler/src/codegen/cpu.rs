@@ -182,10 +182,15 @@ fn staged_read(k: &Kernel, s: &tir::Stmt, tensor: TensorId, index: &[TExpr]) -> 
     }
 }
 
-/// The gathered reads (`StagedRead::Gathered`) of the statements, as
-/// `(tensor, index tensor)` pairs, each once, and each read's expression
-/// with its pair's position.
-fn gathered_reads<'k>(k: &'k Kernel) -> (Vec<(TensorId, TensorId)>, Vec<(&'k TExpr, usize)>) {
+/// The gathered reads (`StagedRead::Gathered`) of a kernel's statements.
+struct Gathers<'k> {
+    /// `(tensor, index tensor)` pairs, each once: a staged block each.
+    pairs: Vec<(TensorId, TensorId)>,
+    /// Each read's expression, with its pair's position in `pairs`.
+    reads: Vec<(&'k TExpr, usize)>,
+}
+
+fn gathered_reads(k: &Kernel) -> Gathers<'_> {
     let mut pairs: Vec<(TensorId, TensorId)> = Vec::new();
     let mut reads = Vec::new();
     for st in &k.stmts {
@@ -200,7 +205,7 @@ fn gathered_reads<'k>(k: &'k Kernel) -> (Vec<(TensorId, TensorId)>, Vec<(&'k TEx
             }
         });
     }
-    (pairs, reads)
+    Gathers { pairs, reads }
 }
 
 /// Can the element-wise form run in blocks widened to f32, with an inner
@@ -982,7 +987,7 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     for t in &own {
         let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::filled({}, 0.0);", k.tensors[*t].name, BLOCK);
     }
-    let (gathers, gathered) = gathered_reads(k);
+    let Gathers { pairs: gathers, reads: gathered } = gathered_reads(k);
     for (j, _) in gathers.iter().enumerate() {
         let _ = writeln!(s, "            let mut in_g{} = tk_rt::cpu::Rows::filled({}, 0.0);", j, BLOCK);
     }
