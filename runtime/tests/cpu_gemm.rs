@@ -162,3 +162,23 @@ fn row_buffers_come_back_from_the_pool() {
     let other = Rows::filled(600, 0.0);
     assert_ne!(other.as_ptr(), again.as_ptr(), "a buffer in use is not handed out twice");
 }
+
+#[test]
+fn a_buffer_written_whole_keeps_its_length_and_grows_with_zeros() {
+    use tokitai_runtime::abi::tk_rt::cpu::Rows;
+    // `overwritten` skips the fill its users do not need, but a grown part
+    // is zeros and the length is the one asked for.
+    let mut first = Rows::overwritten(4);
+    first.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+    drop(first);
+    let shorter = Rows::overwritten(2);
+    assert_eq!(shorter.len(), 2);
+    drop(shorter);
+    let longer = Rows::overwritten(6);
+    assert_eq!(longer.len(), 6);
+    assert!(longer[2..].iter().all(|&v| v == 0.0), "the grown part is zeros: {:?}", &longer[..]);
+    // `filled` fills every element, whatever the buffer held.
+    drop(longer);
+    let filled = Rows::filled(6, 7.0);
+    assert!(filled.iter().all(|&v| v == 7.0));
+}

@@ -351,7 +351,7 @@ fn views(k: &Kernel) -> String {
 /// elements, a `usize` expression).
 fn widened_once(n: &str, len: &str) -> String {
     format!(
-        "        let mut colv_{n} = tk_rt::cpu::Rows::filled({len}, 0.0);\n        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, {len}, &mut colv_{n}, \"{n}\")?;\n",
+        "        let mut colv_{n} = tk_rt::cpu::Rows::overwritten({len});\n        let col_{n}: &[f32] = tk_rt::cpu::stage(t_{n}, 0, {len}, &mut colv_{n}, \"{n}\")?;\n",
         n = n,
         len = len
     )
@@ -626,10 +626,10 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
     s.push_str(&finish_open(k));
     for (t, r) in reads {
         if *r == EpilogueRead::Own {
-            let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::filled(nn, 0.0);", name(t));
+            let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten(nn);", name(t));
         }
     }
-    let _ = writeln!(s, "            let mut out_row = tk_rt::cpu::Rows::filled(nn, 0.0);");
+    let _ = writeln!(s, "            let mut out_row = tk_rt::cpu::Rows::overwritten(nn);");
     let _ = writeln!(s, "            for e0 in lo..hi {{");
     let _ = writeln!(s, "                let first = ((e0 - lo) * {}) as usize;", ne);
     let _ = writeln!(s, "                let sums: &[f32] = accs.get(first..first + nn).ok_or_else(|| \"the sums are short\".to_string())?;");
@@ -822,13 +822,13 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
     s.push_str(&chunks_open(k, &rows, &work));
     for (t, r) in &inputs {
         if *r == RowsRead::Row {
-            let _ = writeln!(s, "            let mut in_{n} = tk_rt::cpu::Rows::filled(({len}) as usize, 0.0);", n = name(*t), len = dim_expr(k, k.tensors[*t].shape[1]));
+            let _ = writeln!(s, "            let mut in_{n} = tk_rt::cpu::Rows::overwritten(({len}) as usize);", n = name(*t), len = dim_expr(k, k.tensors[*t].shape[1]));
         }
     }
     // A row of each tensor the statements write over the columns.
     for st in &k.stmts {
         if st.vars.len() == 2 {
-            let _ = writeln!(s, "            let mut rb_{} = tk_rt::cpu::Rows::filled(({}) as usize, 0.0);", name(st.target), width);
+            let _ = writeln!(s, "            let mut rb_{} = tk_rt::cpu::Rows::overwritten(({}) as usize);", name(st.target), width);
         }
     }
     let _ = writeln!(s, "            for e0 in lo..hi {{");
@@ -985,14 +985,14 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
         });
     }
     for t in &own {
-        let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::filled({}, 0.0);", k.tensors[*t].name, BLOCK);
+        let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten({});", k.tensors[*t].name, BLOCK);
     }
     let Gathers { pairs: gathers, reads: gathered } = gathered_reads(k);
     for (j, _) in gathers.iter().enumerate() {
-        let _ = writeln!(s, "            let mut in_g{} = tk_rt::cpu::Rows::filled({}, 0.0);", j, BLOCK);
+        let _ = writeln!(s, "            let mut in_g{} = tk_rt::cpu::Rows::overwritten({});", j, BLOCK);
     }
     for t in &written(k) {
-        let _ = writeln!(s, "            let mut out_{} = tk_rt::cpu::Rows::filled({}, 0.0);", k.tensors[*t].name, BLOCK);
+        let _ = writeln!(s, "            let mut out_{} = tk_rt::cpu::Rows::overwritten({});", k.tensors[*t].name, BLOCK);
     }
     let name = |t: &TensorId| k.tensors[*t].name.clone();
     let hoist = |t: &TensorId, index: &str| -> String {
@@ -1304,7 +1304,7 @@ fn lane_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
         let _ = writeln!(s, "                let w_{i} = tk_rt::cpu::take(&q_{i}, c)?;", i = i);
     }
     for t in &read {
-        let _ = writeln!(s, "                let mut in_{} = tk_rt::cpu::Rows::filled(width, 0.0);", name(t));
+        let _ = writeln!(s, "                let mut in_{} = tk_rt::cpu::Rows::overwritten(width);", name(t));
     }
     let loads: Vec<(TensorId, LoadAs)> = read.iter().map(|t| (*t, LoadAs::Local(format!("s_{}[j]", name(t))))).collect();
     let gl = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
@@ -1353,7 +1353,7 @@ fn column_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String
     let name = |t: &TensorId| k.tensors[*t].name.clone();
     let mut s = chunks_open(k, &cols, &format!("{} * {} * {}", cols, rows, sums.len()));
     for t in &read {
-        let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::filled({}, 0.0);", name(t), COLUMNS);
+        let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten({});", name(t), COLUMNS);
     }
     let loads: Vec<(TensorId, LoadAs)> = read.iter().map(|t| (*t, LoadAs::Local(format!("s_{}[j]", name(t))))).collect();
     let gl = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
