@@ -6,7 +6,7 @@
 //! (`cpu_schedule.rs` checks the kernels on the machine's best tile.)
 
 use half::f16;
-use tokitai_runtime::abi::tk_rt::cpu::{contract_on, task_shape, Isa, Operand};
+use tokitai_runtime::abi::tk_rt::cpu::{contract_on, plan_on, task_shape, Isa, Operand};
 use tokitai_runtime::check::Rng;
 
 /// `sum(k) a(i, k) * b(j, k)`, one fused multiply-add at a time.
@@ -54,7 +54,9 @@ fn every_tile_sums_the_mirrors_chain_bit_for_bit() {
     // 4 x 4 blocks: B's strip of 13 columns (8 + 4 + 1) at 131 k, and
     // 12-row panels of A (262 rows: the last panel 10) at 70 k (a block
     // of 64, then 6: k past the 8 x 8 blocks but inside the 4 x 4 ones).
-    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129), (128, 128, 300), (40, 100, 1100), (7, 20, 9), (20, 45, 131), (262, 50, 70)];
+    // The last three (and 256 x 40) have few columns: their tiles run
+    // over the transposed product and are placed transposed.
+    let shapes = [(1, 1, 1), (5, 7, 3), (9, 33, 257), (70, 130, 40), (13, 300, 513), (301, 200, 600), (64, 257, 129), (256, 40, 129), (128, 128, 300), (40, 100, 1100), (7, 20, 9), (20, 45, 131), (262, 50, 70), (300, 4, 200), (130, 20, 513), (1000, 20, 70)];
     let mut checked = 0;
     for (case, &(m, n, k)) in shapes.iter().enumerate() {
         let (pa, pb) = (case % 3, (case + 1) % 3);
@@ -113,6 +115,32 @@ fn an_unavailable_tile_falls_back_to_the_portable_one() {
         let got = contract_on(isa, 2, Operand { data: &a[..], si: 2, sk: 1 }, Operand { data: &a[..], si: 2, sk: 1 }, 2, 2, 2);
         assert_eq!(&got[..], &[6.25, -4.0, -4.0, 9.0625]);
     }
+}
+
+#[test]
+fn products_with_few_columns_are_tiled_transposed() {
+    // nano's last layer (20 columns) and router (4), forward and weight
+    // gradient, pad less on the transposed product's tile; a square
+    // product and one with few rows do not swap.
+    let swapped = |m: i64, n: i64, k: i64| plan_on(Isa::Avx512, 2, m, n, k).swapped();
+    if Isa::Avx512.available() {
+        for (m, n, k) in [(2048, 20, 128), (4096, 4, 96), (128, 20, 2048), (96, 4, 4096), (256, 40, 129)] {
+            assert!(swapped(m, n, k), "{}x{}x{} should swap", m, n, k);
+        }
+        for (m, n, k) in [(2048, 128, 128), (128, 128, 2048), (7, 20, 9), (20, 2048, 128)] {
+            assert!(!swapped(m, n, k), "{}x{}x{} should not swap", m, n, k);
+        }
+    }
+    // Every row block of a swapped plan is still a block of the output's
+    // rows, in order, covering them once.
+    let plan = plan_on(Isa::Portable, 4, 1000, 3, 70);
+    assert!(plan.swapped());
+    let mut next = 0;
+    for &(lo, hi) in plan.blocks() {
+        assert_eq!(lo, next);
+        next = hi;
+    }
+    assert_eq!(next, 1000);
 }
 
 #[test]

@@ -100,6 +100,29 @@ fn both_column_reduction_forms_give_the_mirrors_bits() {
     }
 }
 
+/// The contractions' shapes of nano's router and last layer (4 and 20
+/// columns, tiled over the transposed product), and epilogues in several
+/// groups of rows with a short last one (a group is 4096 elements: 204
+/// rows of 20), give the mirror's bits.
+#[test]
+fn short_rows_and_transposed_tiles_give_the_mirrors_bits() {
+    let cases: [(&str, [(&str, i64); 3]); 5] = [
+        ("linear_fwd", [("M", 4100), ("K", 96), ("N", 4)]),
+        ("linear_fwd", [("M", 1000), ("K", 130), ("N", 20)]),
+        ("linear_bwd_w", [("M", 2000), ("K", 96), ("N", 4)]),
+        ("linear_bwd_w", [("M", 700), ("K", 128), ("N", 20)]),
+        ("linear_bwd_x", [("M", 1000), ("K", 128), ("N", 20)]),
+    ];
+    for (name, dims) in cases {
+        let k = kernels::by_name(name).unwrap();
+        let case = case_for(k, &mut Rng::new(5), &dims).unwrap();
+        let (m, c) = (run(k, &case, k.mirror).unwrap(), run(k, &case, k.cpu).unwrap());
+        for (j, (a, b)) in m.iter().zip(&c).enumerate() {
+            assert_eq!(bits(a), bits(b), "{} {:?}: output {}", name, dims, j);
+        }
+    }
+}
+
 /// The comparison above can fail (a changed input changes the bits), and a
 /// call whose dims disagree with its buffers is refused.
 #[test]

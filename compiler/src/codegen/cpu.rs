@@ -603,15 +603,19 @@ fn epilogue_reads(k: &Kernel, st: &tir::Stmt, reduce: &TExpr) -> Option<Vec<(Ten
     ok.then_some(out)
 }
 
-/// The epilogue a row at a time: the row's sums, its own-element reads
-/// widened, a bias widened once a call, then a loop of plain arithmetic
-/// (vectorised) into a row narrowed after.
+/// The epilogue in groups of rows: the rows' sums, their own-element
+/// reads widened, a bias widened once a call, then per row a loop of plain
+/// arithmetic (vectorised) into the group's rows, narrowed after. A group
+/// is up to `EPILOGUE_GROUP` elements (in L1): a stage and a narrowing a
+/// row cost more than the row's arithmetic where rows are short (nano's
+/// router writes 4 columns a row, its last layer 20).
 fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, EpilogueRead)], ne: &str) -> String {
     let st = &k.stmts[0];
     let info = &k.tensors[st.target];
     let name = |t: &TensorId| k.tensors[*t].name.clone();
     let mut s = String::new();
     let _ = writeln!(s, "        let nn = ({}) as usize;", ne);
+    let _ = writeln!(s, "        let per = ({} / nn.max(1)).max(1);", EPILOGUE_GROUP);
     for (t, r) in reads {
         match r {
             EpilogueRead::Col => {
@@ -626,44 +630,45 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
     s.push_str(&finish_open(k));
     for (t, r) in reads {
         if *r == EpilogueRead::Own {
-            let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten(nn);", name(t));
+            let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten(per * nn);", name(t));
         }
     }
-    let _ = writeln!(s, "            let mut out_row = tk_rt::cpu::Rows::overwritten(nn);");
-    let _ = writeln!(s, "            for e0 in lo..hi {{");
-    let _ = writeln!(s, "                let first = ((e0 - lo) * {}) as usize;", ne);
-    let _ = writeln!(s, "                let sums: &[f32] = accs.get(first..first + nn).ok_or_else(|| \"the sums are short\".to_string())?;");
+    let _ = writeln!(s, "            let mut out_rows = tk_rt::cpu::Rows::overwritten(per * nn);");
+    let _ = writeln!(s, "            let mut e = lo;");
+    let _ = writeln!(s, "            while e < hi {{");
+    let _ = writeln!(s, "                let rows = ((hi - e) as usize).min(per);");
+    let _ = writeln!(s, "                let len = rows * nn;");
+    let _ = writeln!(s, "                let first = ((e - lo) * {}) as usize;", ne);
+    let _ = writeln!(s, "                let sums_all: &[f32] = accs.get(first..first + len).ok_or_else(|| \"the sums are short\".to_string())?;");
+    for (t, r) in reads {
+        if *r == EpilogueRead::Own {
+            let _ = writeln!(s, "                let g_{n}: &[f32] = &tk_rt::cpu::stage(t_{n}, e * {ne}, len, &mut in_{n}, \"{n}\")?[..len];", n = name(t), ne = ne);
+        }
+    }
+    let _ = writeln!(s, "                for ((r, w), sums) in out_rows[..len].chunks_exact_mut(nn.max(1)).enumerate().zip(sums_all.chunks_exact(nn.max(1))) {{");
+    let _ = writeln!(s, "                    let e0 = e + r as i64;");
     let mut loads: Vec<(TensorId, LoadAs)> = Vec::new();
     for (t, r) in reads {
         let n = name(t);
         match r {
             EpilogueRead::Own => {
-                let _ = writeln!(s, "                let s_{n}: &[f32] = &tk_rt::cpu::stage(t_{n}, e0 * {ne}, nn, &mut in_{n}, \"{n}\")?[..nn];", n = n, ne = ne);
+                let _ = writeln!(s, "                    let s_{n} = &g_{n}[r * nn..][..nn];", n = n);
                 loads.push((*t, LoadAs::Local(format!("s_{}[c]", n))));
             }
             EpilogueRead::Row => {
-                let _ = writeln!(s, "                let h_{n}: f32 = tk_rt::cpu::ld(t_{n}, e0, \"{n}\")?;", n = n);
+                let _ = writeln!(s, "                    let h_{n}: f32 = tk_rt::cpu::ld(t_{n}, e0, \"{n}\")?;", n = n);
                 loads.push((*t, LoadAs::Local(format!("h_{}", n))));
             }
-            EpilogueRead::Col => loads.push((*t, LoadAs::Local(format!("col_{}[c]", n)))),
+            EpilogueRead::Col => {
+                let _ = writeln!(s, "                    let col_{n} = &col_{n}[..nn];", n = n);
+                loads.push((*t, LoadAs::Local(format!("col_{}[c]", n))));
+            }
             EpilogueRead::Call => loads.push((*t, LoadAs::Local(format!("h_{}", n)))),
         }
     }
     let gen = Gen::new(k, Some(ir), Mode::Mirror).reading(loads);
     gen.subst.borrow_mut().push((g.reduce as *const TExpr as usize, "sums[c]".to_string()));
-    let _ = writeln!(s, "                {{");
-    let _ = writeln!(s, "                    let w = &mut out_row[..nn];");
-    for (t, r) in reads {
-        match r {
-            EpilogueRead::Own => {
-                let _ = writeln!(s, "                    let s_{n} = &s_{n}[..nn];", n = name(t));
-            }
-            EpilogueRead::Col => {
-                let _ = writeln!(s, "                    let col_{n} = &col_{n}[..nn];", n = name(t));
-            }
-            _ => {}
-        }
-    }
+    let _ = writeln!(s, "                    let w = &mut w[..nn];");
     let _ = writeln!(s, "                    let sums = &sums[..nn];");
     let _ = writeln!(s, "                    for c in 0..nn {{");
     let _ = writeln!(
@@ -675,11 +680,15 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
     );
     let _ = writeln!(s, "                    }}");
     let _ = writeln!(s, "                }}");
-    let _ = writeln!(s, "                tk_rt::cpu::unstage(&out_row[..nn], c_{n}, e0 * {ne} - {b}, \"{n}\")?;", n = info.name, ne = ne, b = piece_base(k, st.target));
+    let _ = writeln!(s, "                tk_rt::cpu::unstage(&out_rows[..len], c_{n}, e * {ne} - {b}, \"{n}\")?;", n = info.name, ne = ne, b = piece_base(k, st.target));
+    let _ = writeln!(s, "                e += rows as i64;");
     let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
     s
 }
+
+/// Elements of a contraction epilogue's group of rows (16 KB of f32).
+const EPILOGUE_GROUP: usize = 4096;
 
 /// The epilogue per element, reads checked one by one.
 fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, ne: &str) -> String {
