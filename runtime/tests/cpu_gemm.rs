@@ -195,18 +195,36 @@ fn row_buffers_come_back_from_the_pool() {
 fn a_buffer_written_whole_keeps_its_length_and_grows_with_zeros() {
     use tokitai_runtime::abi::tk_rt::cpu::Rows;
     // `overwritten` skips the fill its users do not need, but a grown part
-    // is zeros and the length is the one asked for.
-    let mut first = Rows::overwritten(4);
-    first.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+    // is zeros and the length is the one asked for. Requests of 5 to 8
+    // share a size class: the same buffer comes back each time.
+    let mut first = Rows::overwritten(8);
+    first.copy_from_slice(&[1.0; 8]);
+    let at = first.as_ptr();
     drop(first);
-    let shorter = Rows::overwritten(2);
-    assert_eq!(shorter.len(), 2);
+    let mut shorter = Rows::overwritten(5);
+    assert_eq!((shorter.len(), shorter.as_ptr()), (5, at));
+    shorter.copy_from_slice(&[2.0; 5]);
     drop(shorter);
-    let longer = Rows::overwritten(6);
-    assert_eq!(longer.len(), 6);
-    assert!(longer[2..].iter().all(|&v| v == 0.0), "the grown part is zeros: {:?}", &longer[..]);
+    let longer = Rows::overwritten(7);
+    assert_eq!((longer.len(), longer.as_ptr()), (7, at));
+    assert!(longer[5..].iter().all(|&v| v == 0.0), "the grown part is zeros: {:?}", &longer[..]);
     // `filled` fills every element, whatever the buffer held.
     drop(longer);
     let filled = Rows::filled(6, 7.0);
     assert!(filled.iter().all(|&v| v == 7.0));
+}
+
+#[test]
+fn a_small_request_takes_no_large_buffer() {
+    use tokitai_runtime::abi::tk_rt::cpu::Rows;
+    // A kept buffer is taken for a request of at most a quarter of its
+    // capacity: a 16 MB panel does not serve a row of 128.
+    let big = Rows::overwritten(1 << 20);
+    let at = big.as_ptr();
+    drop(big);
+    let small = Rows::overwritten(128);
+    assert_ne!(small.as_ptr(), at);
+    assert!(small.len() == 128);
+    let near = Rows::overwritten(300_000);
+    assert_eq!(near.as_ptr(), at, "a request within a quarter takes it");
 }
