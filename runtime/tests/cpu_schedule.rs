@@ -95,12 +95,7 @@ fn both_column_reduction_forms_give_the_mirrors_bits() {
         ("layernorm_bwd_params", [("R", 33), ("C", 40_000)]),
     ];
     for (name, dims) in cases {
-        let k = kernels::by_name(name).unwrap();
-        let case = case_for(k, &mut Rng::new(11), &dims).unwrap();
-        let (m, c) = (run(k, &case, k.mirror).unwrap(), run(k, &case, k.cpu).unwrap());
-        for (j, (a, b)) in m.iter().zip(&c).enumerate() {
-            assert_eq!(bits(a), bits(b), "{} {:?}: output {}", name, dims, j);
-        }
+        assert_same_bits(name, &dims, 11);
     }
 }
 
@@ -118,12 +113,18 @@ fn short_rows_and_transposed_tiles_give_the_mirrors_bits() {
         ("linear_bwd_x", [("M", 1000), ("K", 128), ("N", 20)]),
     ];
     for (name, dims) in cases {
-        let k = kernels::by_name(name).unwrap();
-        let case = case_for(k, &mut Rng::new(5), &dims).unwrap();
-        let (m, c) = (run(k, &case, k.mirror).unwrap(), run(k, &case, k.cpu).unwrap());
-        for (j, (a, b)) in m.iter().zip(&c).enumerate() {
-            assert_eq!(bits(a), bits(b), "{} {:?}: output {}", name, dims, j);
-        }
+        assert_same_bits(name, &dims, 5);
+    }
+}
+
+/// Kernel `name`'s CPU schedule gives the mirror's bits on a random case
+/// of `dims` (drawn from `seed`).
+fn assert_same_bits(name: &str, dims: &[(&str, i64)], seed: u64) {
+    let k = kernels::by_name(name).unwrap();
+    let case = case_for(k, &mut Rng::new(seed), dims).unwrap();
+    let (m, c) = (run(k, &case, k.mirror).unwrap(), run(k, &case, k.cpu).unwrap());
+    for (j, (a, b)) in m.iter().zip(&c).enumerate() {
+        assert_eq!(bits(a), bits(b), "{} {:?}: output {}", name, dims, j);
     }
 }
 
