@@ -1264,23 +1264,55 @@ fn column_stores(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], pad: &str) -> St
     s
 }
 
-/// Column `j`'s partials (at `parts_i[l * stride + j]`) reduced as the
-/// block does, into `red_i`.
-fn column_reduce(sums: &[ColumnSum], g: &Gen, stride: &str, pad: &str) -> String {
+/// Each reduction's gathered columns, `cols_i[j][l]` = lane `l`'s partial
+/// of column `j` of a group. Lanes past `lanes_i_live` hold the identity
+/// throughout: never gathered, and `block_reduce` leaves their warps alone.
+fn gathered_columns_decl(sums: &[ColumnSum], g: &Gen) -> String {
     let mut s = String::new();
     for (i, c) in sums.iter().enumerate() {
-        let (_, init, f) = g.partial_pieces(c.op, c.body, "x");
-        let _ = writeln!(
-            s,
-            "{pad}let red_{i}: f32 = {{ for (l, lane) in lanes_{i}[..lanes_{i}_live].iter_mut().enumerate() {{ *lane = parts_{i}[l * {stride} + j]; }} tk_rt::block_reduce(&mut lanes_{i}, {w}, live_{i}, {init}, {f}) }};",
-            pad = pad,
-            i = i,
-            init = init,
-            stride = stride,
-            w = c.warp,
-            f = f
-        );
+        let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(s, "            let mut cols_{}: [[f32; {}]; {}] = [[{}; {}]; {}];", i, c.threads, GATHERED, init, c.threads, GATHERED);
     }
+    s
+}
+
+/// Where a form's partials of a group of columns lie: lane `l`'s partial
+/// of column `j` at `parts_i[l * stride + j]`, the columns
+/// `first..first + count` (Rust expressions, `usize`), output columns
+/// from `e0_first` (`i64`).
+#[derive(Clone, Copy)]
+struct PartialColumns<'a> {
+    stride: &'a str,
+    first: &'a str,
+    count: &'a str,
+    e0_first: &'a str,
+}
+
+/// The columns of `at`, each reduced as the block does into `red_i` and
+/// stored. Both column forms gather their partials `GATHERED` columns at
+/// a time, a lane's run of them one cache line: a column's lanes one by
+/// one lie a row of partials apart (8 KB at tiny's 2048 columns in the
+/// lane form, all in one L1 set), and that gather was 80% of tiny's
+/// parameter gradients.
+fn reduce_gathered_columns(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen, at: &PartialColumns, pad: &str) -> String {
+    let PartialColumns { stride, first, count, e0_first } = *at;
+    let mut s = String::new();
+    let _ = writeln!(s, "{pad}let mut b0 = 0usize;", pad = pad);
+    let _ = writeln!(s, "{pad}while b0 < {count} {{", pad = pad, count = count);
+    let _ = writeln!(s, "{pad}    let nb = ({count} - b0).min({g});", pad = pad, count = count, g = GATHERED);
+    for i in 0..sums.len() {
+        let _ = writeln!(s, "{pad}    for l in 0..lanes_{i}_live {{ for (col, v) in cols_{i}[..nb].iter_mut().zip(&parts_{i}[l * {stride} + {first} + b0..][..nb]) {{ col[l] = *v; }} }}", pad = pad, i = i, stride = stride, first = first);
+    }
+    let _ = writeln!(s, "{pad}    for jj in 0..nb {{", pad = pad);
+    let _ = writeln!(s, "{pad}        let e0: i64 = {e0} + (b0 + jj) as i64;", pad = pad, e0 = e0_first);
+    for (i, c) in sums.iter().enumerate() {
+        let (_, init, f) = g.partial_pieces(c.op, c.body, "x");
+        let _ = writeln!(s, "{pad}        let red_{i}: f32 = tk_rt::block_reduce(&mut cols_{i}[jj], {w}, live_{i}, {init}, {f});", pad = pad, i = i, w = c.warp, init = init, f = f);
+    }
+    s.push_str(&column_stores(k, ir, sums, &format!("{}        ", pad)));
+    let _ = writeln!(s, "{pad}    }}", pad = pad);
+    let _ = writeln!(s, "{pad}    b0 += nb;", pad = pad);
+    let _ = writeln!(s, "{pad}}}", pad = pad);
     s
 }
 
@@ -1340,40 +1372,14 @@ fn lane_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
     let _ = writeln!(s, "            errors.result()?;");
     let _ = writeln!(s, "        }}");
     // Phase 2: each task a range of columns, reduced and stored.
-    // The partials are gathered `GATHERED` columns at a time, a lane's
-    // run of them one cache line: a column's lanes one by one lie a row
-    // of partials apart (8 KB at tiny's 2048 columns, all in one L1 set),
-    // and that gather was 80% of tiny's parameter gradients.
     s.push_str(&chunks_open(k, &cols, &format!("{} * lanes_0_live as i64 * {}", cols, sums.len())));
-    for (i, c) in sums.iter().enumerate() {
-        let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
-        // Lanes past `lanes_i_live` hold the identity throughout: never
-        // gathered, and `block_reduce` leaves their warps alone.
-        let _ = writeln!(s, "            let mut cols_{}: [[f32; {}]; {}] = [[{}; {}]; {}];", i, c.threads, GATHERED, init, c.threads, GATHERED);
-    }
-    let _ = writeln!(s, "            let mut b0 = lo;");
-    let _ = writeln!(s, "            while b0 < hi {{");
-    let _ = writeln!(s, "                let nb = ((hi - b0) as usize).min({});", GATHERED);
-    let _ = writeln!(s, "                let j0 = b0 as usize;");
-    for i in 0..sums.len() {
-        let _ = writeln!(s, "                for l in 0..lanes_{i}_live {{ for (col, v) in cols_{i}[..nb].iter_mut().zip(&parts_{i}[l * width + j0..][..nb]) {{ col[l] = *v; }} }}", i = i);
-    }
-    let _ = writeln!(s, "                for jj in 0..nb {{");
-    let _ = writeln!(s, "                    let e0: i64 = b0 + jj as i64;");
-    for (i, c) in sums.iter().enumerate() {
-        let (_, init, f) = g.partial_pieces(c.op, c.body, "x");
-        let _ = writeln!(s, "                    let red_{i}: f32 = tk_rt::block_reduce(&mut cols_{i}[jj], {w}, live_{i}, {init}, {f});", i = i, w = c.warp, init = init, f = f);
-    }
-    s.push_str(&column_stores(k, ir, sums, "                    "));
-    let _ = writeln!(s, "                }}");
-    let _ = writeln!(s, "                b0 += nb as i64;");
-    let _ = writeln!(s, "            }}");
+    s.push_str(&gathered_columns_decl(sums, g));
+    s.push_str(&reduce_gathered_columns(k, ir, sums, g, &PartialColumns { stride: "width", first: "lo as usize", count: "(hi - lo) as usize", e0_first: "lo" }, "            "));
     s.push_str(&chunks_close());
     s
 }
 
-/// Columns of the lane form's partials gathered at a time (a cache line
-/// of f32).
+/// Columns of partials gathered at a time (a cache line of f32).
 const GATHERED: usize = 16;
 
 /// See [`columns_body`].
@@ -1391,8 +1397,8 @@ fn column_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String
     for (i, c) in sums.iter().enumerate() {
         let (_, init, _) = g.partial_pieces(c.op, c.body, "x");
         let _ = writeln!(s, "            let mut parts_{} = tk_rt::cpu::Rows::filled(lanes_{}_live * {}, {});", i, i, COLUMNS, init);
-        let _ = writeln!(s, "            let mut lanes_{}: [f32; {}] = [{}; {}];", i, c.threads, init, c.threads);
     }
+    s.push_str(&gathered_columns_decl(sums, g));
     let _ = writeln!(s, "            let mut cb0 = lo;");
     let _ = writeln!(s, "            while cb0 < hi {{");
     let _ = writeln!(s, "                let cbn = ((hi - cb0) as usize).min({});", COLUMNS);
@@ -1414,11 +1420,8 @@ fn column_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String
         let _ = writeln!(s, "                    }}");
     }
     let _ = writeln!(s, "                }}");
-    let _ = writeln!(s, "                for j in 0..cbn {{");
-    let _ = writeln!(s, "                    let e0: i64 = cb0 + j as i64;");
-    s.push_str(&column_reduce(sums, g, &COLUMNS.to_string(), "                    "));
-    s.push_str(&column_stores(k, ir, sums, "                    "));
-    let _ = writeln!(s, "                }}");
+    let stride = COLUMNS.to_string();
+    s.push_str(&reduce_gathered_columns(k, ir, sums, g, &PartialColumns { stride: &stride, first: "0", count: "cbn", e0_first: "cb0" }, "                "));
     let _ = writeln!(s, "                cb0 += cbn as i64;");
     let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
