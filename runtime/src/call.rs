@@ -9,6 +9,9 @@ use crate::Tensor;
 
 /// The mirror oracle on borrowed inputs and owned outputs (`tk_rt::Arg`).
 pub type MirrorFn = fn(&[i64], &[f64], &mut [crate::abi::tk_rt::Arg<'_>]) -> std::result::Result<(), String>;
+/// The CPU schedule, folding what it stores into the contract monitor's
+/// watch (`tk_rt::cpu::Watch`).
+pub type CpuWatchedFn = fn(&[i64], &[f64], &mut [crate::abi::tk_rt::Arg<'_>], &crate::abi::tk_rt::cpu::Watch) -> std::result::Result<(), String>;
 pub type ExactFn = fn(&[i64], &[f64], &[Buf]) -> std::result::Result<Vec<Vec<f64>>, String>;
 pub type RequiresFn = fn(&[i64], &[f64]) -> std::result::Result<(), String>;
 
@@ -20,6 +23,9 @@ pub struct KernelDef {
     /// What the CPU backend runs (`codegen::cpu`): the mirror's values in
     /// a form for a CPU, or the mirror itself.
     pub cpu: MirrorFn,
+    /// `cpu`, observing its outputs for the contract monitor (the mirror
+    /// observes none).
+    pub cpu_watched: CpuWatchedFn,
     /// The CPU schedule's family, in words (`"mirror"` where it is the
     /// mirror).
     pub cpu_schedule: &'static str,

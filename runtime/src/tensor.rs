@@ -60,13 +60,14 @@ pub struct Tensor {
     shape: Vec<usize>,
     dtype: DType,
     pub(crate) storage: Storage,
-    /// The range of a host tensor's values, once the contract monitor has
-    /// scanned them (`None` inside: integer data): a tensor read by
+    /// What the contract monitor knows of a host tensor's values (their
+    /// range, relations to other tensors' values): a tensor read by
     /// several launches between writes (a weight by the forward and the
     /// input-gradient contractions, an output gradient by three
-    /// kernels) is scanned once. Every method that writes host data
-    /// (each takes `&mut self`, here in this file) empties it first.
-    range: std::sync::OnceLock<Option<(f64, f64)>>,
+    /// kernels) is scanned at most once, and one whose writer observed it
+    /// not at all. Every method that writes host data (each takes `&mut
+    /// self`, here in this file) forgets it first.
+    facts: crate::monitor::HostFacts,
 }
 
 /// A host buffer outlives its tensor in the pool that `Tensor::output`
@@ -122,7 +123,7 @@ fn elements(shape: &[usize]) -> usize {
 impl Tensor {
     /// A tensor over `storage`, its range not yet known.
     fn new(shape: &[usize], dtype: DType, storage: Storage) -> Tensor {
-        Tensor { shape: shape.to_vec(), dtype, storage, range: Default::default() }
+        Tensor { shape: shape.to_vec(), dtype, storage, facts: Default::default() }
     }
 
     /// A host tensor over `buf`; its length must be the shape's product.
@@ -195,7 +196,11 @@ impl Tensor {
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?)).written()),
             // The CPU holds the dtype itself: the zeros are its storage.
-            Device::Cpu => Tensor::from_buf(shape, buf_zeros(dtype, elements(shape))),
+            Device::Cpu => {
+                let mut t = Tensor::from_buf(shape, buf_zeros(dtype, elements(shape)))?;
+                t.zeros_known();
+                Ok(t)
+            }
             _ => Tensor::from_buf(shape, buf_zeros(dtype, elements(shape)))?.to_device(dev),
         }
     }
@@ -291,10 +296,31 @@ impl Tensor {
         }
         let size = self.dtype.size_bytes();
         crate::monitor::forget(self.device_span());
-        self.range.take();
+        let n = self.len();
         match (&mut self.storage, &src.storage) {
+            // While the monitor is on, the range of what is copied is
+            // found by the copy (see `monitor::copy_with_range`): the
+            // whole tensor's, or a part's, kept with the others'.
+            (Storage::Host(dst), Storage::Host(s)) if crate::monitor::mode() != crate::monitor::Mode::Off => {
+                // A whole source whose range is known (a layer's gradient,
+                // observed by its kernel) needs no fold.
+                let known = Some(src.facts.known_range()).filter(|_| from == 0 && len == src.len());
+                let range = match known {
+                    Some(r) => crate::backend::bytes::copy_into(dst, at, s, from, len).then_some(r),
+                    None => crate::monitor::copy_with_range(dst, at, s, from, len),
+                };
+                match range {
+                    Some(Some(range)) if at == 0 && len == n => self.facts.observed(n, range),
+                    Some(range) => self.facts.written_part(at, len, range),
+                    None => self.facts.written(),
+                }
+                range.map(|_| ()).ok_or_else(refuse)
+            }
             // In place, element-typed: no round trip through bytes.
-            (Storage::Host(dst), Storage::Host(s)) => crate::backend::bytes::copy_into(dst, at, s, from, len).then_some(()).ok_or_else(refuse),
+            (Storage::Host(dst), Storage::Host(s)) => {
+                self.facts.written();
+                crate::backend::bytes::copy_into(dst, at, s, from, len).then_some(()).ok_or_else(refuse)
+            }
             #[cfg(feature = "cuda")]
             (Storage::Cuda(dst), Storage::Cuda(s)) => dst.copy_from(at * size, s, from * size, len * size),
             #[cfg(feature = "hip")]
@@ -329,7 +355,7 @@ impl Tensor {
             return Err(Error::Tensor(format!("cannot write {} {:?} into {} {:?}", src.dtype.name(), src.shape, self.dtype.name(), self.shape)));
         }
         crate::monitor::forget(self.device_span());
-        self.range.take();
+        self.facts.written();
         match &mut self.storage {
             Storage::Host(dst) => {
                 *dst = buf.clone();
@@ -345,10 +371,11 @@ impl Tensor {
     /// Every element zero, in place.
     pub fn fill_zero(&mut self) -> Result<()> {
         crate::monitor::forget(self.device_span());
-        self.range.take();
+        self.facts.written();
         match &mut self.storage {
             Storage::Host(b) => {
                 *b = buf_zeros(DType::of(b), b.len());
+                self.zeros_known();
                 Ok(())
             }
             #[cfg(feature = "cuda")]
@@ -448,19 +475,35 @@ impl Tensor {
 
     /// The host data, to write: what the monitor knew of it is gone.
     pub(crate) fn host_buf_mut(&mut self) -> Option<&mut Buf> {
-        self.range.take();
+        self.facts.written();
         match &mut self.storage {
             Storage::Host(b) => Some(b),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
+    /// A float host tensor just zeroed: the monitor knows its range (and
+    /// the parts' ranges that later copies into it leave standing).
+    fn zeros_known(&mut self) {
+        if matches!(self.dtype, DType::F16 | DType::Bf16 | DType::F32 | DType::F64) {
+            let n = self.len();
+            self.facts.observed(n, (0.0, 0.0));
+        }
+    }
     /// `(min, max)` of a host tensor's values (`monitor::range_of`),
     /// scanned at the first call after a write; `None` for a device
     /// tensor or integer data.
     pub(crate) fn host_range(&self) -> Option<(f64, f64)> {
-        let buf = self.host_buf()?;
-        *self.range.get_or_init(|| crate::monitor::range_of(buf))
+        self.facts.range(self.host_buf()?)
+    }
+    /// What the monitor knows of a host tensor's values.
+    pub(crate) fn facts(&self) -> &crate::monitor::HostFacts {
+        &self.facts
+    }
+    /// What the monitor knows of a host tensor's values, to add what the
+    /// writer observed (after the write: a write forgets it all).
+    pub(crate) fn facts_mut(&mut self) -> &mut crate::monitor::HostFacts {
+        &mut self.facts
     }
     pub(crate) fn host_buf(&self) -> Option<&Buf> {
         match &self.storage {
@@ -518,6 +561,37 @@ mod tests {
         assert_eq!(t.host_range(), Some((1.0, 9.0)));
         t.copy_rows_from(1, &f16s(&[-7.0])).unwrap();
         assert_eq!(t.host_range(), Some((-7.0, 9.0)));
+        // A copy over the whole tensor finds the range as it copies (a
+        // slice of a larger source: the slice's range, not the source's).
+        let big = f16s(&[100.0, 4.0, -2.0, 1.0, -100.0]);
+        t.copy_elements(0, &big, 1, 3).unwrap();
+        assert_eq!(t.host_range(), Some((-2.0, 4.0)));
+        assert_eq!(t.host_range(), crate::monitor::range_of(t.host_buf().unwrap()), "as a scan finds it");
+        let mut long = Tensor::zeros(&[300_000], DType::F32, &Device::Cpu).unwrap();
+        let mut v: Vec<f32> = (0..300_001).map(|i| (i % 977) as f32 - 400.0).collect();
+        v[123_457] = -1e6;
+        long.copy_elements(0, &Tensor::from_f32(&[v.len()], v).unwrap(), 1, 300_000).unwrap();
+        assert_eq!(long.host_range(), Some((-1e6, 576.0)), "pieces copied in parallel");
+        v = vec![1.0; 300_000];
+        v[7] = f32::NAN;
+        long.copy_elements(0, &Tensor::from_f32(&[v.len()], v).unwrap(), 0, 300_000).unwrap();
+        assert!(long.host_range().is_some_and(|(lo, hi)| lo.is_nan() && hi.is_nan()), "a NaN copied");
+        // Parts copied into zeros (the packed gradient): the range is the
+        // parts' and the zeros' between them; a part rewritten drops the
+        // old part's values; a kernel's write forgets them all.
+        let mut packed = Tensor::zeros(&[10], DType::F16, &Device::Cpu).unwrap();
+        packed.copy_elements(1, &f16s(&[5.0, 6.0]), 0, 2).unwrap();
+        packed.copy_elements(6, &f16s(&[-3.0, 2.0]), 0, 2).unwrap();
+        assert_eq!(packed.host_range(), Some((-3.0, 6.0)));
+        packed.copy_elements(1, &f16s(&[1.0, 1.5]), 0, 2).unwrap();
+        assert_eq!(packed.host_range(), Some((-3.0, 2.0)), "the old part's 6 is gone");
+        packed.copy_elements(0, &f16s(&[7.0, 8.0]), 0, 2).unwrap();
+        assert_eq!(packed.host_range(), Some((-3.0, 8.0)), "a write over the edge of a part: the rest keeps the part's range");
+        assert_eq!(packed.host_range(), crate::monitor::range_of(packed.host_buf().unwrap()));
+        let x = f16s(&[0.0; 10]);
+        crate::kernels::gelu::gelu_fwd::launch(&Device::Cpu, &x, &mut packed).unwrap();
+        packed.copy_elements(3, &f16s(&[9.0]), 0, 1).unwrap();
+        assert_eq!(packed.host_range(), Some((0.0, 9.0)), "the kernel's observed zeros around the part");
         // A kernel's output (written through `host_buf_mut`).
         let x = f16s(&[0.0, 0.0, 0.0]);
         crate::kernels::gelu::gelu_fwd::launch(&Device::Cpu, &x, &mut t).unwrap();

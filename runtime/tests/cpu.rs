@@ -43,7 +43,11 @@ fn an_unwritten_output_fails_the_check() {
     fn no_op(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Arg<'_>]) -> Result<(), String> {
         Ok(())
     }
+    fn no_op_watched(_: &[i64], _: &[f64], _: &mut [tokitai_runtime::abi::tk_rt::Arg<'_>], _: &tokitai_runtime::abi::tk_rt::cpu::Watch) -> Result<(), String> {
+        Ok(())
+    }
     broken.cpu = no_op;
+    broken.cpu_watched = no_op_watched;
     let out = check(&Device::Cpu, &broken, &case).unwrap();
     assert!(!out.passed(), "a kernel that writes nothing passed: {:?}", out);
 }

@@ -285,6 +285,9 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
         Form::Mirror => {
             let _ = writeln!(s, "    pub fn cpu_args(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {{");
             s.push_str("        mirror_args(dims, scalars, args)\n    }\n");
+            s.push_str("    /// The mirror observes nothing: the monitor scans what it needs.\n");
+            let _ = writeln!(s, "    pub fn cpu_watched(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>], _watch: &tk_rt::cpu::Watch) -> Result<(), String> {{");
+            s.push_str("        mirror_args(dims, scalars, args)\n    }\n");
             return s;
         }
         Form::Columns => columns_body(k, ir),
@@ -300,8 +303,9 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
     // there (8 with the build's AVX2). Lane width changes no value: the
     // loops are IEEE operations element by element, and a multiply-add
     // is fused exactly where the source says `mul_add`.
-    let _ = writeln!(s, "    macro_rules! cpu_body {{ ($dims:ident, $scalars:ident, $args:ident) => {{{{");
-    s.push_str("        let (dims, scalars, args): (&[i64], &[f64], &mut [tk_rt::Arg<'_>]) = ($dims, $scalars, $args);\n");
+    let _ = writeln!(s, "    macro_rules! cpu_body {{ ($dims:ident, $scalars:ident, $args:ident, $watch:ident) => {{{{");
+    s.push_str("        let (dims, scalars, args, watch): (&[i64], &[f64], &mut [tk_rt::Arg<'_>], &tk_rt::cpu::Watch) = ($dims, $scalars, $args, $watch);\n");
+    s.push_str("        let _ = watch;\n");
     s.push_str("        check_requires(dims, scalars)?;\n");
     s.push_str(&dims_prologue(k));
     s.push_str(&scalars_prologue(k, Mode::Mirror));
@@ -309,19 +313,53 @@ pub fn cpu_fn(k: &Kernel, ir: &KernelIr) -> String {
     s.push_str(&body);
     s.push_str("    }}}\n");
     let _ = writeln!(s, "    pub fn cpu_args(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {{");
+    s.push_str("        cpu_watched(dims, scalars, args, &tk_rt::cpu::Watch::off())\n");
+    s.push_str("    }\n");
+    let observed: Vec<&str> = observed_outputs(k, ir).iter().map(|t| k.tensors[*t].name.as_str()).collect();
+    let _ = writeln!(s, "    /// `cpu_args`, folding what it stores into `watch` (observed: {}).", if observed.is_empty() { "nothing".to_string() } else { observed.join(", ") });
+    let _ = writeln!(s, "    pub fn cpu_watched(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>], watch: &tk_rt::cpu::Watch) -> Result<(), String> {{");
     s.push_str("        #[cfg(target_arch = \"x86_64\")]\n");
     s.push_str("        if tk_rt::cpu::avx512() {\n");
     s.push_str("            // SAFETY: the machine has AVX-512F (detected).\n");
-    s.push_str("            return unsafe { cpu_args_avx512(dims, scalars, args) };\n");
+    s.push_str("            return unsafe { cpu_args_avx512(dims, scalars, args, watch) };\n");
     s.push_str("        }\n");
-    s.push_str("        cpu_body!(dims, scalars, args)\n");
+    s.push_str("        cpu_body!(dims, scalars, args, watch)\n");
     s.push_str("    }\n");
     s.push_str("    #[cfg(target_arch = \"x86_64\")]\n");
     s.push_str("    #[target_feature(enable = \"avx512f\")]\n");
-    s.push_str("    unsafe fn cpu_args_avx512(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>]) -> Result<(), String> {\n");
-    s.push_str("        cpu_body!(dims, scalars, args)\n");
+    s.push_str("    unsafe fn cpu_args_avx512(dims: &[i64], scalars: &[f64], args: &mut [tk_rt::Arg<'_>], watch: &tk_rt::cpu::Watch) -> Result<(), String> {\n");
+    s.push_str("        cpu_body!(dims, scalars, args, watch)\n");
     s.push_str("    }\n");
     s
+}
+
+/// The outputs a CPU schedule observes for the contract monitor
+/// (`tk_rt::cpu::Watch`): float ones whose every element the kernel
+/// writes (their coverage is proved), the GPU observation's rule
+/// (`schedule::observe`), so that a finished call's fold is the range of
+/// the whole tensor.
+fn observed_outputs(k: &Kernel, ir: &KernelIr) -> Vec<TensorId> {
+    written(k)
+        .into_iter()
+        .filter(|t| matches!(k.tensors[*t].dtype, Dtype::F16 | Dtype::Bf16 | Dtype::F32))
+        .filter(|t| ir.bufs.iter().enumerate().any(|(b, buf)| buf.tensor == *t && buf.written && ir.coverage.iter().any(|c| c.buf == b)))
+        .collect()
+}
+
+/// The kernel's domain relations (by index) between two of its f32
+/// outputs that it observes, each checked on the values stored (AdamW's
+/// `m * m <= 64 v`: its next launch reads them as its inputs). f32 only:
+/// the stored value is the computed one, so the check is the monitor's.
+fn observed_relations<'k>(k: &'k Kernel, ir: &KernelIr) -> Vec<(usize, &'k tir::Relation)> {
+    let observed = observed_outputs(k, ir);
+    let f32_observed = |t: TensorId| observed.contains(&t) && k.tensors[t].dtype == Dtype::F32;
+    k.relations.iter().enumerate().filter(|(_, r)| f32_observed(r.square) && f32_observed(r.bound)).collect()
+}
+
+/// The position of tensor `t` among the kernel's tensor parameters (the
+/// watch's index).
+fn tensor_position(k: &Kernel, t: TensorId) -> usize {
+    k.params.iter().filter_map(|p| if let Param::Tensor(x) = p { Some(*x) } else { None }).position(|x| x == t).expect("a written tensor is a parameter")
 }
 
 /// Each tensor parameter as a typed slice: `t_NAME` for inputs, `o_NAME`
@@ -367,10 +405,10 @@ fn written(k: &Kernel) -> Vec<TensorId> {
 /// open the chunk loop: inside, `lo..hi` is the chunk's outer range and
 /// `c_NAME` its piece of each written tensor, whose first element is
 /// `lo * inner_NAME`.
-fn chunks_open(k: &Kernel, outer: &str, work: &str) -> String {
+fn chunks_open(k: &Kernel, ir: &KernelIr, outer: &str, work: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "        let ranges = tk_rt::chunk_ranges({}, {});", outer, work);
-    s.push_str(&pieces_open(k));
+    s.push_str(&pieces_open(k, ir));
     let _ = writeln!(s, "        tk_rt::run_jobs(ranges.len(), &|c: usize| errors.keep((|| -> Result<(), String> {{");
     s.push_str(&chunk_start(k));
     s
@@ -378,13 +416,15 @@ fn chunks_open(k: &Kernel, outer: &str, work: &str) -> String {
 
 /// Split every written tensor into the pieces of `ranges` (`p_NAME`,
 /// `inner_NAME` elements a row), and the chunks' first error.
-fn pieces_open(k: &Kernel) -> String {
+fn pieces_open(k: &Kernel, ir: &KernelIr) -> String {
     let mut s = String::new();
+    let observed = observed_outputs(k, ir);
     for t in written(k) {
         let info = &k.tensors[t];
         let inner = if info.shape.len() > 1 { len_expr(k, &info.shape[1..]) } else { "1i64".into() };
         let _ = writeln!(s, "        let inner_{n}: i64 = {inner};", n = info.name, inner = inner);
-        let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner_{n}));", n = info.name);
+        let sink = if observed.contains(&t) { format!("watch.output({})", tensor_position(k, t)) } else { "None".to_string() };
+        let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split_out(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner_{n}), {sink});", n = info.name, sink = sink);
     }
     let _ = writeln!(s, "        let errors = tk_rt::cpu::FirstError::default();");
     s
@@ -397,7 +437,8 @@ fn chunk_start(k: &Kernel) -> String {
     let _ = writeln!(s, "            let (lo, hi) = ranges[c];");
     s.push_str(&own_values(k, "            "));
     for t in written(k) {
-        let _ = writeln!(s, "            let c_{n} = tk_rt::cpu::take(&p_{n}, c)?;", n = k.tensors[t].name);
+        let _ = writeln!(s, "            #[allow(unused_mut)]");
+        let _ = writeln!(s, "            let mut c_{n} = tk_rt::cpu::take(&p_{n}, c)?;", n = k.tensors[t].name);
     }
     s
 }
@@ -460,16 +501,16 @@ fn element_loops_close(rank: usize) -> String {
 
 /// The chunk loop of the element-wise forms: chunks of the first axis,
 /// weighed by a row's cost.
-fn element_chunks_open(k: &Kernel) -> String {
+fn element_chunks_open(k: &Kernel, ir: &KernelIr) -> String {
     let outer = dim_expr(k, k.vars[k.stmts[0].vars[0]].extent);
-    chunks_open(k, &outer, &format!("{} * {}", outer, row_cost(k)))
+    chunks_open(k, ir, &outer, &format!("{} * {}", outer, row_cost(k)))
 }
 
 /// The element-wise form: per element, each statement in order.
 fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rank = first.vars.len();
-    let mut s = element_chunks_open(k);
+    let mut s = element_chunks_open(k, ir);
     let names: Vec<String> = (0..rank).map(|j| format!("e{}", j)).collect();
     let (loops, indent) = element_loops(k, &first.vars, &names);
     s.push_str(&loops);
@@ -493,7 +534,7 @@ fn elementwise_body(k: &Kernel, ir: &KernelIr) -> String {
         let local = format!("l_t_{}", info.name);
         let _ = writeln!(s, "{}let {}: {} = {{ {} {} }};", indent, local, vt, aliases.join(" "), g.expr(&st.value));
         if info.role != TensorRole::Intermediate {
-            let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - {b}, {l}, \"{n}\")?;", indent, n = info.name, b = piece_base(k, st.target), l = local);
+            let _ = writeln!(s, "{}c_{n}.st(flat - {b}, {l}, \"{n}\")?;", indent, n = info.name, b = piece_base(k, st.target), l = local);
         }
         loads.retain(|(t, _)| *t != st.target);
         loads.push((st.target, LoadAs::Local(local)));
@@ -531,10 +572,10 @@ fn contraction_body(k: &Kernel, ir: &KernelIr, g: &Gemm) -> String {
 /// The plan's row blocks as the chunks, and the contraction opened: inside,
 /// block `c` (`lo..hi`, its pieces `c_NAME`) with its sums `accs` (`(i -
 /// lo) * N + j`).
-fn finish_open(k: &Kernel) -> String {
+fn finish_open(k: &Kernel, ir: &KernelIr) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "        let ranges: &[(i64, i64)] = plan.blocks();");
-    s.push_str(&pieces_open(k));
+    s.push_str(&pieces_open(k, ir));
     let _ = writeln!(s, "        tk_rt::cpu::contract_rows(&plan, op_a, op_b, &|c: usize, accs: &[f32]| errors.keep((|| -> Result<(), String> {{");
     s.push_str(&chunk_start(k));
     s
@@ -627,7 +668,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
             _ => {}
         }
     }
-    s.push_str(&finish_open(k));
+    s.push_str(&finish_open(k, ir));
     for (t, r) in reads {
         if *r == EpilogueRead::Own {
             let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten(per * nn);", name(t));
@@ -680,7 +721,7 @@ fn staged_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, reads: &[(TensorId, Epil
     );
     let _ = writeln!(s, "                    }}");
     let _ = writeln!(s, "                }}");
-    let _ = writeln!(s, "                tk_rt::cpu::unstage(&out_rows[..len], c_{n}, e * {ne} - {b}, \"{n}\")?;", n = info.name, ne = ne, b = piece_base(k, st.target));
+    let _ = writeln!(s, "                c_{n}.unstage(&out_rows[..len], e * {ne} - {b}, \"{n}\")?;", n = info.name, ne = ne, b = piece_base(k, st.target));
     let _ = writeln!(s, "                e += rows as i64;");
     let _ = writeln!(s, "            }}");
     s.push_str(&chunks_close());
@@ -694,7 +735,7 @@ const EPILOGUE_GROUP: usize = 4096;
 fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, ne: &str) -> String {
     let st = &k.stmts[0];
     let (i, j) = (st.vars[0], st.vars[1]);
-    let mut s = finish_open(k);
+    let mut s = finish_open(k, ir);
     let names = vec!["e0".to_string(), "e1".to_string()];
     let (loops, indent) = element_loops(k, &st.vars, &names);
     s.push_str(&loops);
@@ -711,7 +752,7 @@ fn plain_epilogue(k: &Kernel, ir: &KernelIr, g: &Gemm, ne: &str) -> String {
         gen.var(j),
         gen.expr(&st.value)
     );
-    let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, flat - {b}, value, \"{n}\")?;", indent, n = info.name, b = piece_base(k, st.target));
+    let _ = writeln!(s, "{}c_{n}.st(flat - {b}, value, \"{n}\")?;", indent, n = info.name, b = piece_base(k, st.target));
     s.push_str(&element_loops_close(2));
     s.push_str(&chunks_close());
     s
@@ -828,7 +869,7 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
             loads.push((t, LoadAs::Slice { slice: format!("&*c_{}", info.name), base: Some(piece_base(k, t)) }));
         }
     }
-    s.push_str(&chunks_open(k, &rows, &work));
+    s.push_str(&chunks_open(k, ir, &rows, &work));
     for (t, r) in &inputs {
         if *r == RowsRead::Row {
             let _ = writeln!(s, "            let mut in_{n} = tk_rt::cpu::Rows::overwritten(({len}) as usize);", n = name(*t), len = dim_expr(k, k.tensors[*t].shape[1]));
@@ -878,14 +919,14 @@ fn rows_body(k: &Kernel, ir: &KernelIr) -> String {
             let _ = writeln!(s, "                    }}");
             let _ = writeln!(s, "                }}");
             if info.role != TensorRole::Intermediate {
-                let _ = writeln!(s, "                tk_rt::cpu::unstage(&rb_{n}, c_{n}, e0 * {c} - {b}, \"{n}\")?;", n = info.name, c = c, b = piece_base(k, st.target));
+                let _ = writeln!(s, "                c_{n}.unstage(&rb_{n}, e0 * {c} - {b}, \"{n}\")?;", n = info.name, c = c, b = piece_base(k, st.target));
             }
             LoadAs::Row(format!("rb_{}", info.name))
         } else {
             let local = format!("l_t_{}", info.name);
             let _ = writeln!(s, "                let {}: {} = {{ {} {} }};", local, vt, row_alias, g.expr(&st.value));
             if info.role != TensorRole::Intermediate {
-                let _ = writeln!(s, "                tk_rt::cpu::st(c_{n}, e0 - {b}, {l}, \"{n}\")?;", n = info.name, b = piece_base(k, st.target), l = local);
+                let _ = writeln!(s, "                c_{n}.st(e0 - {b}, {l}, \"{n}\")?;", n = info.name, b = piece_base(k, st.target), l = local);
             }
             LoadAs::Local(local)
         };
@@ -970,7 +1011,7 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     let first = &k.stmts[0];
     let rank = first.vars.len();
     let exts: Vec<String> = first.vars.iter().map(|v| dim_expr(k, k.vars[*v].extent)).collect();
-    let mut s = element_chunks_open(k);
+    let mut s = element_chunks_open(k, ir);
     // What is read how: own-element reads of inputs and inouts (staged),
     // once-a-call and once-a-row reads (hoisted), by tensor.
     let mut own: Vec<TensorId> = Vec::new();
@@ -1002,6 +1043,10 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     }
     for t in &written(k) {
         let _ = writeln!(s, "            let mut out_{} = tk_rt::cpu::Rows::overwritten({});", k.tensors[*t].name, BLOCK);
+    }
+    let relations = observed_relations(k, ir);
+    for (i, _) in &relations {
+        let _ = writeln!(s, "            let mut holds_{i} = tk_rt::cpu::Holds::new(watch.relation({i}));", i = i);
     }
     let name = |t: &TensorId| k.tensors[*t].name.clone();
     let hoist = |t: &TensorId, index: &str| -> String {
@@ -1082,8 +1127,11 @@ fn staged_body(k: &Kernel, ir: &KernelIr) -> String {
     }
     let _ = writeln!(s, "                        }}");
     let _ = writeln!(s, "                    }}");
+    for (i, r) in &relations {
+        let _ = writeln!(s, "                    holds_{i}.check(&out_{t}[..n], &out_{b}[..n], {f:?});", i = i, t = name(&r.square), b = name(&r.bound), f = r.factor);
+    }
     for t in &outs {
-        let _ = writeln!(s, "                    tk_rt::cpu::unstage(&out_{n}[..n], c_{n}, flat0 - {b}, \"{n}\")?;", n = name(t), b = piece_base(k, *t));
+        let _ = writeln!(s, "                    c_{n}.unstage(&out_{n}[..n], flat0 - {b}, \"{n}\")?;", n = name(t), b = piece_base(k, *t));
     }
     let _ = writeln!(s, "                    b0 += n as i64;");
     let _ = writeln!(s, "                }}");
@@ -1259,7 +1307,7 @@ fn column_stores(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], pad: &str) -> St
         }
         let info = &k.tensors[st.target];
         let _ = writeln!(s, "{}let value: {} = {{ let {}: i64 = e0; {} }};", pad, value_type(info.dtype, Mode::Mirror), gen.var(st.vars[0]), gen.expr(&st.value));
-        let _ = writeln!(s, "{}tk_rt::cpu::st(c_{n}, e0 - {b}, value, \"{n}\")?;", pad, n = info.name, b = piece_base(k, st.target));
+        let _ = writeln!(s, "{}c_{n}.st(e0 - {b}, value, \"{n}\")?;", pad, n = info.name, b = piece_base(k, st.target));
     }
     s
 }
@@ -1372,7 +1420,7 @@ fn lane_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String {
     let _ = writeln!(s, "            errors.result()?;");
     let _ = writeln!(s, "        }}");
     // Phase 2: each task a range of columns, reduced and stored.
-    s.push_str(&chunks_open(k, &cols, &format!("{} * lanes_0_live as i64 * {}", cols, sums.len())));
+    s.push_str(&chunks_open(k, ir, &cols, &format!("{} * lanes_0_live as i64 * {}", cols, sums.len())));
     s.push_str(&gathered_columns_decl(sums, g));
     s.push_str(&reduce_gathered_columns(k, ir, sums, g, &PartialColumns { stride: "width", first: "lo as usize", count: "(hi - lo) as usize", e0_first: "lo" }, "            "));
     s.push_str(&chunks_close());
@@ -1388,7 +1436,7 @@ fn column_form(k: &Kernel, ir: &KernelIr, sums: &[ColumnSum], g: &Gen) -> String
     let rows = dim_expr(k, k.vars[sums[0].var].extent);
     let read = column_reads(sums);
     let name = |t: &TensorId| k.tensors[*t].name.clone();
-    let mut s = chunks_open(k, &cols, &format!("{} * {} * {}", cols, rows, sums.len()));
+    let mut s = chunks_open(k, ir, &cols, &format!("{} * {} * {}", cols, rows, sums.len()));
     for t in &read {
         let _ = writeln!(s, "            let mut in_{} = tk_rt::cpu::Rows::overwritten({});", name(t), COLUMNS);
     }

@@ -19,7 +19,7 @@ use crate::tir::{self, Builtin, Const, Contract, Dim, Kernel, Param, TExpr, TExp
 use crate::types::Dtype;
 use std::fmt::Write;
 
-pub const RUNTIME: &str = concat!(include_str!("oracle_rt.rs.txt"), include_str!("cpu_gemm_rt.rs.txt"));
+pub const RUNTIME: &str = concat!(include_str!("oracle_rt.rs.txt"), include_str!("cpu_gemm_rt.rs.txt"), include_str!("cpu_observe_rt.rs.txt"));
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {

@@ -30,10 +30,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 mod compose;
+mod host;
 mod judge;
 mod known;
 mod probe;
 pub use compose::{check_edges, Edge};
+pub(crate) use host::HostFacts;
 pub use judge::{judge, Verdict};
 pub use known::MemSpan;
 pub use probe::{join_probes, probe_launches, replay, settle, settle_reading, settle_seconds, take_captured, ProbePlan};
@@ -235,27 +237,73 @@ fn par_scan<R: Send>(n: usize, scan: impl Fn(usize, usize) -> R + Sync) -> Vec<R
     crate::abi::tk_rt::par_ranges(n as i64, n as i64, |lo, hi| scan(lo as usize, hi as usize))
 }
 
-/// The range of the floats `v` (bits by `bits`; a magnitude above `inf`
-/// is a NaN), the extreme keys turned back into values by `value`.
-fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
-    // (smallest key, largest key, largest magnitude) of a slice: integer
-    // min and max only.
-    let scan = |c: &[T]| {
-        c.iter().fold((B::MAX, B::ZERO, B::ZERO), |(lo, hi, mag), &x| {
-            let b = bits(x);
-            let k = b.key();
-            (lo.min(k), hi.max(k), mag.max(b.magnitude()))
-        })
-    };
-    let join = |a: (B, B, B), b: (B, B, B)| (a.0.min(b.0), a.1.max(b.1), a.2.max(b.2));
-    let (lo, hi, mag) = par_scan(v.len(), |lo, hi| scan(&v[lo..hi])).into_iter().fold((B::MAX, B::ZERO, B::ZERO), join);
-    Some(if mag > inf {
+/// (smallest key, largest key, largest magnitude) of the floats `c`
+/// (bits by `bits`): integer min and max only.
+fn fold_keys<T: Copy, B: FloatBits>(c: &[T], bits: &impl Fn(T) -> B) -> (B, B, B) {
+    c.iter().fold((B::MAX, B::ZERO, B::ZERO), |(lo, hi, mag), &x| {
+        let b = bits(x);
+        let k = b.key();
+        (lo.min(k), hi.max(k), mag.max(b.magnitude()))
+    })
+}
+
+fn join_keys<B: FloatBits>(a: (B, B, B), b: (B, B, B)) -> (B, B, B) {
+    (a.0.min(b.0), a.1.max(b.1), a.2.max(b.2))
+}
+
+/// The range of folded keys (a magnitude above `inf` is a NaN; nothing
+/// folded: the empty range), the extremes turned back into values by
+/// `value`.
+fn keys_range<B: FloatBits>((lo, hi, mag): (B, B, B), inf: B, value: impl Fn(B) -> f64) -> (f64, f64) {
+    if mag > inf {
         (f64::NAN, f64::NAN)
-    } else if v.is_empty() {
+    } else if lo > hi {
         (f64::INFINITY, f64::NEG_INFINITY)
     } else {
         (value(lo.unkey()), value(hi.unkey()))
-    })
+    }
+}
+
+/// The range of the floats `v` (bits by `bits`; a magnitude above `inf`
+/// is a NaN), the extreme keys turned back into values by `value`.
+fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
+    let keys = par_scan(v.len(), |lo, hi| fold_keys(&v[lo..hi], &bits)).into_iter().fold((B::MAX, B::ZERO, B::ZERO), join_keys);
+    Some(keys_range(keys, inf, value))
+}
+
+/// Copy `len` elements of `src` from `from` into `dst` at `at`, and the
+/// range of what was copied (`range_of`'s), each piece scanned as soon as
+/// it is copied, while it is in L1: the trainer copies each layer's
+/// weights out of the packed parameters every CPU step, and a scan at the
+/// next launch read them all again (at tiny, 5 ms a step). `None` where
+/// the copy does not fit (nothing copied); `Some(None)` for integer data.
+pub(crate) fn copy_with_range(dst: &mut Buf, at: usize, src: &Buf, from: usize, len: usize) -> Option<Option<(f64, f64)>> {
+    /// `len` elements of each from `at` and `from`, if both hold them.
+    fn window<'a, T>(d: &'a mut [T], at: usize, s: &'a [T], from: usize, len: usize) -> Option<(&'a mut [T], &'a [T])> {
+        Some((d.get_mut(at..at.checked_add(len)?)?, s.get(from..from.checked_add(len)?)?))
+    }
+    fn put<T: Copy + Send + Sync, B: FloatBits>((d, s): (&mut [T], &[T]), bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
+        use rayon::prelude::*;
+        /// Elements a task copies (128 KiB of halves), and a piece scanned
+        /// after its copy (in L1).
+        const TASK: usize = 1 << 16;
+        const PIECE: usize = 4096;
+        let copy = |(d, s): (&mut [T], &[T])| {
+            d.chunks_mut(PIECE).zip(s.chunks(PIECE)).fold((B::MAX, B::ZERO, B::ZERO), |acc, (d, s)| {
+                d.copy_from_slice(s);
+                join_keys(acc, fold_keys(d, &bits))
+            })
+        };
+        let keys = if d.len() >= 4 * TASK { d.par_chunks_mut(TASK).zip(s.par_chunks(TASK)).map(copy).reduce(|| (B::MAX, B::ZERO, B::ZERO), join_keys) } else { copy((d, s)) };
+        Some(keys_range(keys, inf, value))
+    }
+    match (dst, src) {
+        (Buf::F16(d), Buf::F16(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7c00, |k| half::f16::from_bits(k).to_f64())),
+        (Buf::Bf16(d), Buf::Bf16(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7f80, |k| half::bf16::from_bits(k).to_f64())),
+        (Buf::F32(d), Buf::F32(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7f80_0000, |k| f32::from_bits(k) as f64)),
+        (Buf::F64(d), Buf::F64(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7ff0_0000_0000_0000, f64::from_bits)),
+        (d, s) => crate::backend::bytes::copy_into(d, at, s, from, len).then_some(None),
+    }
 }
 
 pub use crate::abi::tk_info::eval_poly;
@@ -263,12 +311,17 @@ pub use crate::abi::tk_info::eval_poly;
 /// The first domain relation (`m * m <= 64.0 * v`) the launch's inputs
 /// break, in words naming the element; `None` when all hold. `hosts[i]`
 /// is the i-th tensor parameter's host buffer (`None` where it is not on
-/// the host, which the caller counts as unmeasured).
-pub fn relation_violation(info: &KernelInfo, hosts: &[Option<&Buf>]) -> Option<String> {
-    for (t, s, factor, text) in info.relations {
-        let buf = |name: &str| info.tensors.iter().position(|p| p.name == name).and_then(|i| hosts.get(i).copied().flatten());
+/// the host, which the caller counts as unmeasured); `ranges[i]`, where
+/// given, its range, known already; `known(r)`: relation `r` is known to
+/// hold on these buffers (their writer checked it). What is known is not
+/// scanned again.
+pub fn relation_violation(info: &KernelInfo, hosts: &[Option<&Buf>], ranges: &[Option<(f64, f64)>], known: &dyn Fn(usize) -> bool) -> Option<String> {
+    for (r, (t, s, factor, text)) in info.relations.iter().enumerate() {
+        let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
+        let buf = |name: &str| position(name).and_then(|i| hosts.get(i).copied().flatten());
         let (Some(tb), Some(sb)) = (buf(t), buf(s)) else { continue };
-        if all_hold(tb, sb, *factor) {
+        let t_range = position(t).and_then(|i| ranges.get(i).copied().flatten());
+        if known(r) || all_hold(tb, sb, *factor, t_range) {
             continue;
         }
         if let Some((i, tv, sv)) = tokitai_contracts::relation::first_violation(tb.len(), sb.len(), *factor, |i| tb.get_f64(i), |i| sb.get_f64(i)) {
@@ -284,10 +337,12 @@ pub fn relation_violation(info: &KernelInfo, hosts: &[Option<&Buf>]) -> Option<S
 /// in |t|): against one `s`, the largest |t| decides; f32 against f32, a
 /// scan without an early exit, which vectorises. `false` also means
 /// "not known": the caller's element-wise scan then finds the element.
-fn all_hold(t: &Buf, s: &Buf, factor: f64) -> bool {
+fn all_hold(t: &Buf, s: &Buf, factor: f64, t_range: Option<(f64, f64)>) -> bool {
     match (t, s) {
         (_, s) if s.len() == 1 => {
-            let Some((lo, hi)) = range_of(t) else { return false };
+            // `t`'s range known (AdamW's gradient, scanned by the norm's
+            // launch before): at tiny, scanning it again cost 5 ms a step.
+            let Some((lo, hi)) = t_range.or_else(|| range_of(t)) else { return false };
             let largest = lo.abs().max(hi.abs());
             t.is_empty() || tokitai_contracts::relation::holds(largest, s.get_f64(0), factor)
         }
@@ -356,7 +411,16 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
         // Each tensor's range scanned once between writes (`host_range`).
         let tensors = args.iter().filter_map(|a| a.tensor());
         let ranges: Vec<Option<(f64, f64)>> = tensors.zip(&needed).map(|(t, n)| if *n { t.host_range() } else { None }).collect();
-        let verdict = judge(k, bound, &ranges, relation_violation(info, &hosts).as_deref());
+        let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
+        let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
+        let known = |r: usize| {
+            let (t, s, factor, _) = info.relations[r];
+            match (position(t).and_then(|i| tensors.get(i)), position(s).and_then(|i| tensors.get(i))) {
+                (Some(t), Some(s)) => t.facts().holds_against(s.facts().version(), factor),
+                _ => false,
+            }
+        };
+        let verdict = judge(k, bound, &ranges, relation_violation(info, &hosts, &ranges, &known).as_deref());
         let covered = verdict.outside.is_none();
         count(k, Some(verdict))?;
         return Ok(Ticket::of(if covered { Standing::Covered } else { Standing::Nothing }));
@@ -482,11 +546,14 @@ mod tests {
             let cases = [(t16, Buf::F32(vec![s_one])), (Buf::F32(t32.clone()), Buf::F32(vec![s_one])), (Buf::F32(t32), Buf::F32(s_each))];
             for (tb, sb) in cases {
                 let violation = tokitai_contracts::relation::first_violation(tb.len(), sb.len(), factor, |i| tb.get_f64(i), |i| sb.get_f64(i));
-                assert_eq!(all_hold(&tb, &sb, factor), violation.is_none(), "{:?} {:?} factor {}", tb, sb, factor);
+                assert_eq!(all_hold(&tb, &sb, factor, None), violation.is_none(), "{:?} {:?} factor {}", tb, sb, factor);
             }
         }
-        assert!(!all_hold(&Buf::F32(vec![0.0, f32::NAN]), &Buf::F32(vec![1.0]), 1.0), "a NaN breaks it");
-        assert!(!all_hold(&Buf::F32(vec![0.0]), &Buf::F32(vec![f32::NAN]), 1.0), "against a NaN bound too");
+        assert!(!all_hold(&Buf::F32(vec![0.0, f32::NAN]), &Buf::F32(vec![1.0]), 1.0, None), "a NaN breaks it");
+        assert!(!all_hold(&Buf::F32(vec![0.0]), &Buf::F32(vec![f32::NAN]), 1.0, None), "against a NaN bound too");
+        let range = range_of(&Buf::F32(vec![0.5, -3.0]));
+        assert!(!all_hold(&Buf::F32(vec![0.5, -3.0]), &Buf::F32(vec![8.0]), 1.0, range), "a known range is judged as the scanned one: 9 > 8");
+        assert!(all_hold(&Buf::F32(vec![0.5, -3.0]), &Buf::F32(vec![9.0]), 1.0, range));
     }
 
     #[test]
