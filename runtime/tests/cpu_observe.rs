@@ -133,3 +133,35 @@ fn adamw_reports_whether_its_moments_relation_held_on_what_it_stored() {
     assert_eq!(off.held(relation), None);
     assert!(off.observed(m).is_none());
 }
+
+/// The fold's extremes from integer min/max of the bits are a float
+/// scan's, on signs, zeros, subnormals, infinities and NaNs of both signs,
+/// in every order, merged or not.
+#[test]
+fn the_fold_finds_a_float_scans_extremes() {
+    use tokitai_runtime::abi::tk_rt::cpu::Fold;
+    let specials = [0.0f32, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-40, -1e-40, 3.4e38, -3.4e38, f32::INFINITY, f32::NEG_INFINITY, 0.5, -2.5, 7.0, f32::MIN_POSITIVE, -f32::MIN_POSITIVE];
+    let mut rng = Rng::new(77);
+    for trial in 0..3000 {
+        let n = 1 + (rng.unit() * 9.0) as usize;
+        let mut xs: Vec<f32> = (0..n).map(|_| specials[(rng.unit() * specials.len() as f64) as usize % specials.len()]).collect();
+        if trial % 7 == 0 {
+            let at = (rng.unit() * n as f64) as usize % n;
+            xs[at] = if trial % 2 == 0 { f32::NAN } else { -f32::NAN };
+        }
+        let mut all = Fold::EMPTY;
+        all.add_all(&xs);
+        let (mut one, mut halves) = (Fold::EMPTY, Fold::EMPTY);
+        xs.iter().for_each(|&x| one.add(x));
+        let mut second = Fold::EMPTY;
+        halves.add_all(&xs[..n / 2]);
+        second.add_all(&xs[n / 2..]);
+        halves.merge(second);
+        let want = scanned(&Buf::F32(xs.clone()));
+        for (how, f) in [("add_all", all), ("add", one), ("merged", halves)] {
+            let got = f.range().map(|(lo, hi)| (lo as f64, hi as f64));
+            assert!(same(got, want), "{}: {:?} gives {:?}, a scan {:?}", how, xs, got, want);
+        }
+    }
+    assert_eq!(Fold::EMPTY.range(), None, "nothing seen");
+}
