@@ -61,6 +61,9 @@ pub(crate) struct Judge {
     /// Per output with a tolerance: `(output, abs, rel, abs as a formula
     /// in the launch's magnitudes)`.
     tolerance: Vec<(&'static str, f64, f64, Option<Poly>)>,
+    /// Per tensor parameter: is it an input the bounds depend on (one
+    /// with a domain)? (`monitor::needed`, once.)
+    needed: Vec<bool>,
 }
 
 /// Every judgement prepared so far, by the address of its kernel's info
@@ -99,7 +102,12 @@ impl Judge {
             })
             .collect();
         let tolerance = info.tolerance.iter().map(|&(out, abs, rel)| (out, abs, rel, info.tolerance_formula.iter().find(|f| f.0 == out).map(|f| f.1))).collect();
-        Judge { info, domain, tolerance }
+        Judge { info, domain, tolerance, needed: super::needed(info) }
+    }
+
+    /// Per tensor parameter: does the launch's judgement need its range?
+    pub(crate) fn needed(&self) -> &[bool] {
+        &self.needed
     }
 
     /// Judge one launch from its inputs' ranges: `ranges[i]` is `(min,

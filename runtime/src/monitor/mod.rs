@@ -404,28 +404,34 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
         return Ok(Ticket::of(Standing::Nothing));
     }
     let info = k.info;
-    let hosts: Vec<Option<&Buf>> = args.iter().filter_map(|a| a.tensor()).map(|t| t.host_buf()).collect();
-    let needed = needed(info);
-    let on_host = hosts.iter().zip(&needed).all(|(h, n)| h.is_some() || !n);
+    let judge = judge::Judge::of(info);
+    let needed = judge.needed();
+    let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
+    let on_host = tensors.iter().zip(needed).all(|(t, n)| t.host_buf().is_some() || !n);
     if on_host {
-        // Each tensor's range scanned once between writes (`host_range`).
-        let tensors = args.iter().filter_map(|a| a.tensor());
-        let ranges: Vec<Option<(f64, f64)>> = tensors.zip(&needed).map(|(t, n)| if *n { t.host_range() } else { None }).collect();
-        let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
-        let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
-        let known = |r: usize| {
-            let (t, s, factor, _) = info.relations[r];
-            match (position(t).and_then(|i| tensors.get(i)), position(s).and_then(|i| tensors.get(i))) {
-                (Some(t), Some(s)) => t.facts().holds_against(s.facts().version(), factor),
-                _ => false,
-            }
+        // Each tensor's range known, or scanned once between writes
+        // (`host_range`).
+        let ranges: Vec<Option<(f64, f64)>> = tensors.iter().zip(needed).map(|(t, n)| if *n { t.host_range() } else { None }).collect();
+        let relations = if info.relations.is_empty() {
+            None
+        } else {
+            let hosts: Vec<Option<&Buf>> = tensors.iter().map(|t| t.host_buf()).collect();
+            let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
+            let known = |r: usize| {
+                let (t, s, factor, _) = info.relations[r];
+                match (position(t).and_then(|i| tensors.get(i)), position(s).and_then(|i| tensors.get(i))) {
+                    (Some(t), Some(s)) => t.facts().holds_against(s.facts().version(), factor),
+                    _ => false,
+                }
+            };
+            relation_violation(info, &hosts, &ranges, &known)
         };
-        let verdict = judge(k, bound, &ranges, relation_violation(info, &hosts, &ranges, &known).as_deref());
+        let verdict = judge.verdict(bound, &ranges, relations.as_deref());
         let covered = verdict.outside.is_none();
         count(k, Some(verdict))?;
         return Ok(Ticket::of(if covered { Standing::Covered } else { Standing::Nothing }));
     }
-    let queued = probe::queue(dev, k, bound, args, &needed)?;
+    let queued = probe::queue(dev, k, bound, args, needed)?;
     // The launch may write what a probe still reads (an inout measured for
     // it, an input of an earlier launch): the step waits for them first.
     probe::join_before_write(written(k, args).filter_map(|(_, t)| t.device_span()));
