@@ -310,8 +310,8 @@ impl Tensor {
                     None => crate::monitor::copy_with_range(dst, at, s, from, len),
                 };
                 match range {
-                    Some(Some(range)) if at == 0 && len == n => self.facts.observed(n, range),
-                    Some(range) => self.facts.written_part(at, len, range),
+                    Some(Some(range)) if at == 0 && len == n => self.facts.observed(range),
+                    Some(range) => self.facts.written_part(at, len, n, range),
                     None => self.facts.written(),
                 }
                 range.map(|_| ()).ok_or_else(refuse)
@@ -486,8 +486,7 @@ impl Tensor {
     /// the parts' ranges that later copies into it leave standing).
     fn zeros_known(&mut self) {
         if matches!(self.dtype, DType::F16 | DType::Bf16 | DType::F32 | DType::F64) {
-            let n = self.len();
-            self.facts.observed(n, (0.0, 0.0));
+            self.facts.observed((0.0, 0.0));
         }
     }
     /// `(min, max)` of a host tensor's values (`monitor::range_of`),

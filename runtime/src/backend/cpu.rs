@@ -68,8 +68,7 @@ fn record_observations(k: &KernelDef, args: &mut [Arg], watch: &Watch) {
             crate::DType::Bf16 => half::bf16::from_f32(x).to_f64(),
             _ => x as f64,
         };
-        let len = t.len();
-        t.facts_mut().observed(len, (stored(lo), stored(hi)));
+        t.facts_mut().observed((stored(lo), stored(hi)));
     }
     let position = |name: &str| k.info.tensors.iter().position(|p| p.name == name);
     for (r, (square, bound, factor, _)) in k.info.relations.iter().enumerate() {

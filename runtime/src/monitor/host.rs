@@ -61,8 +61,14 @@ impl HostFacts {
     /// Elements `at..at + len` were written with values in `range`
     /// (`None`: not known); what was known of the rest still holds, but
     /// not the whole range or the relations.
-    pub(crate) fn written_part(&mut self, at: usize, len: usize, range: Option<(f64, f64)>) {
-        let parts = std::mem::take(&mut self.parts);
+    /// (`n`: the tensor's length.)
+    pub(crate) fn written_part(&mut self, at: usize, len: usize, n: usize, range: Option<(f64, f64)>) {
+        // A known whole range is a part over everything (kept as the range
+        // alone until a part is written: no allocation a launch).
+        let mut parts = std::mem::take(&mut self.parts);
+        if let (true, Some(whole)) = (parts.is_empty() && n > 0, self.known_range()) {
+            parts.push((0, n, whole));
+        }
         self.written();
         let end = at + len;
         // What a part keeps outside the write keeps the part's range: the
@@ -122,10 +128,9 @@ impl HostFacts {
 
     /// The whole data was written with values in `range` (observed by
     /// the writer).
-    pub(crate) fn observed(&mut self, len: usize, range: (f64, f64)) {
+    pub(crate) fn observed(&mut self, range: (f64, f64)) {
         self.written();
         self.range = OnceLock::from(Some(range));
-        self.parts = if len > 0 { vec![(0, len, range)] } else { Vec::new() };
     }
     /// Is `self * self <= factor * partner` known to hold against the
     /// partner's data as it is now (`partner`: its version)?
