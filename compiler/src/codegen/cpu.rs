@@ -356,12 +356,6 @@ fn observed_relations<'k>(k: &'k Kernel, ir: &KernelIr) -> Vec<(usize, &'k tir::
     k.relations.iter().enumerate().filter(|(_, r)| f32_observed(r.square) && f32_observed(r.bound)).collect()
 }
 
-/// The position of tensor `t` among the kernel's tensor parameters (the
-/// watch's index).
-fn tensor_position(k: &Kernel, t: TensorId) -> usize {
-    k.params.iter().filter_map(|p| if let Param::Tensor(x) = p { Some(*x) } else { None }).position(|x| x == t).expect("a written tensor is a parameter")
-}
-
 /// Each tensor parameter as a typed slice: `t_NAME` for inputs, `o_NAME`
 /// for outputs and inouts; index tensors' value contracts checked.
 fn views(k: &Kernel) -> String {
@@ -423,7 +417,7 @@ fn pieces_open(k: &Kernel, ir: &KernelIr) -> String {
         let info = &k.tensors[t];
         let inner = if info.shape.len() > 1 { len_expr(k, &info.shape[1..]) } else { "1i64".into() };
         let _ = writeln!(s, "        let inner_{n}: i64 = {inner};", n = info.name, inner = inner);
-        let sink = if observed.contains(&t) { format!("watch.output({})", tensor_position(k, t)) } else { "None".to_string() };
+        let sink = if observed.contains(&t) { format!("watch.output({})", super::launch::tensor_position(k, t)) } else { "None".to_string() };
         let _ = writeln!(s, "        let p_{n} = tk_rt::cpu::split_out(o_{n}, ranges.iter().map(|(lo, hi)| (hi - lo) * inner_{n}), {sink});", n = info.name, sink = sink);
     }
     let _ = writeln!(s, "        let errors = tk_rt::cpu::FirstError::default();");

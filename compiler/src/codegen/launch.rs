@@ -134,7 +134,7 @@ fn observes(k: &Kernel, ir: &KernelIr) -> String {
 }
 
 /// Position of tensor `t` among the tensor parameters (signature order).
-fn tensor_position(k: &Kernel, t: crate::tir::TensorId) -> usize {
+pub(super) fn tensor_position(k: &Kernel, t: crate::tir::TensorId) -> usize {
     signature_positions(k).0.iter().position(|x| *x == t).unwrap_or(usize::MAX)
 }
 

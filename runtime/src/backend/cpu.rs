@@ -61,21 +61,16 @@ fn record_observations(k: &KernelDef, args: &mut [Arg], watch: &Watch) {
     }).collect();
     for (i, t) in tensors.iter_mut().enumerate() {
         let (Some(t), Some(fold)) = (t, watch.observed(i)) else { continue };
-        let Some((lo, hi)) = fold.range() else { continue };
-        let dtype = t.dtype();
-        let stored = |x: f32| match dtype {
-            crate::DType::F16 => half::f16::from_f32(x).to_f64(),
-            crate::DType::Bf16 => half::bf16::from_f32(x).to_f64(),
-            _ => x as f64,
-        };
-        t.facts_mut().observed((stored(lo), stored(hi)));
+        let (Some((lo, hi)), Some(buf)) = (fold.range(), t.host_buf()) else { continue };
+        let stored = (buf.store_f64(lo as f64), buf.store_f64(hi as f64));
+        t.facts_mut().observed(stored);
     }
-    let position = |name: &str| k.info.tensors.iter().position(|p| p.name == name);
-    for (r, (square, bound, factor, _)) in k.info.relations.iter().enumerate() {
-        let (Some(true), Some(sq), Some(b)) = (watch.held(r), position(square), position(bound)) else { continue };
+    let judge = crate::monitor::Judge::of(k.info);
+    for r in 0..k.info.relations.len() {
+        let (Some(true), Some((sq, b, factor))) = (watch.held(r), judge.relation(r)) else { continue };
         let Some(partner) = tensors.get(b).and_then(|t| t.as_ref()).map(|t| t.facts().version()) else { continue };
         if let Some(Some(t)) = tensors.get_mut(sq) {
-            t.facts_mut().held_against(partner, *factor);
+            t.facts_mut().held_against(partner, factor);
         }
     }
 }

@@ -62,8 +62,12 @@ pub(crate) struct Judge {
     /// in the launch's magnitudes)`.
     tolerance: Vec<(&'static str, f64, f64, Option<Poly>)>,
     /// Per tensor parameter: is it an input the bounds depend on (one
-    /// with a domain)? (`monitor::needed`, once.)
+    /// with a domain)?
     needed: Vec<bool>,
+    /// Per domain relation `t * t <= factor * s`: the positions of `t`
+    /// and `s` among the tensor parameters, and the factor (`None`: a
+    /// name that is no parameter).
+    relations: Vec<Option<(usize, usize, f64)>>,
 }
 
 /// Every judgement prepared so far, by the address of its kernel's info
@@ -102,12 +106,21 @@ impl Judge {
             })
             .collect();
         let tolerance = info.tolerance.iter().map(|&(out, abs, rel)| (out, abs, rel, info.tolerance_formula.iter().find(|f| f.0 == out).map(|f| f.1))).collect();
-        Judge { info, domain, tolerance, needed: super::needed(info) }
+        let needed = info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect();
+        let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
+        let relations = info.relations.iter().map(|&(t, s, factor, _)| Some((position(t)?, position(s)?, factor))).collect();
+        Judge { info, domain, tolerance, needed, relations }
     }
 
     /// Per tensor parameter: does the launch's judgement need its range?
     pub(crate) fn needed(&self) -> &[bool] {
         &self.needed
+    }
+
+    /// Domain relation `r` as `(t, s, factor)`: `t * t <= factor * s`,
+    /// `t` and `s` positions among the tensor parameters.
+    pub(crate) fn relation(&self, r: usize) -> Option<(usize, usize, f64)> {
+        self.relations.get(r).copied().flatten()
     }
 
     /// Judge one launch from its inputs' ranges: `ranges[i]` is `(min,

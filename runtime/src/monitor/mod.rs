@@ -36,6 +36,7 @@ mod known;
 mod probe;
 pub use compose::{check_edges, Edge};
 pub(crate) use host::HostFacts;
+pub(crate) use judge::Judge;
 pub use judge::{judge, Verdict};
 pub use known::MemSpan;
 pub use probe::{join_probes, probe_launches, replay, settle, settle_reading, settle_seconds, take_captured, ProbePlan};
@@ -184,13 +185,42 @@ pub fn totals() -> (u64, u64) {
 /// nano on 2 cores, converting each f16 to f64 cost 10-30% of the step.
 pub fn range_of(b: &Buf) -> Option<(f64, f64)> {
     match b {
-        Buf::F16(v) => bits_range(v, |x| x.to_bits(), 0x7c00, |k| half::f16::from_bits(k).to_f64()),
-        Buf::Bf16(v) => bits_range(v, |x| x.to_bits(), 0x7f80, |k| half::bf16::from_bits(k).to_f64()),
-        Buf::F32(v) => bits_range(v, |x| x.to_bits(), 0x7f80_0000, |k| f32::from_bits(k) as f64),
-        Buf::F64(v) => bits_range(v, |x| x.to_bits(), 0x7ff0_0000_0000_0000, f64::from_bits),
+        Buf::F16(v) => Some(bits_range(v)),
+        Buf::Bf16(v) => Some(bits_range(v)),
+        Buf::F32(v) => Some(bits_range(v)),
+        Buf::F64(v) => Some(bits_range(v)),
         _ => None,
     }
 }
+
+/// A float element type the host scans by its bits.
+trait HostFloat: Copy + Send + Sync {
+    type Bits: FloatBits;
+    /// The bits of an infinity: a magnitude above them is a NaN.
+    const INF: Self::Bits;
+    fn bits(self) -> Self::Bits;
+    /// The value of bits, in f64 (exact).
+    fn value(bits: Self::Bits) -> f64;
+}
+
+macro_rules! host_float {
+    ($t:ty, $bits:ty, $inf:expr, |$k:ident| $value:expr) => {
+        impl HostFloat for $t {
+            type Bits = $bits;
+            const INF: $bits = $inf;
+            fn bits(self) -> $bits {
+                self.to_bits()
+            }
+            fn value($k: $bits) -> f64 {
+                $value
+            }
+        }
+    };
+}
+host_float!(half::f16, u16, 0x7c00, |k| half::f16::from_bits(k).to_f64());
+host_float!(half::bf16, u16, 0x7f80, |k| half::bf16::from_bits(k).to_f64());
+host_float!(f32, u32, 0x7f80_0000, |k| f32::from_bits(k) as f64);
+host_float!(f64, u64, 0x7ff0_0000_0000_0000, |k| f64::from_bits(k));
 
 /// An unsigned integer holding a float's bits (see [`range_of`]).
 trait FloatBits: Copy + Ord + Send + Sync {
@@ -237,38 +267,42 @@ fn par_scan<R: Send>(n: usize, scan: impl Fn(usize, usize) -> R + Sync) -> Vec<R
     crate::abi::tk_rt::par_ranges(n as i64, n as i64, |lo, hi| scan(lo as usize, hi as usize))
 }
 
-/// (smallest key, largest key, largest magnitude) of the floats `c`
-/// (bits by `bits`): integer min and max only.
-fn fold_keys<T: Copy, B: FloatBits>(c: &[T], bits: &impl Fn(T) -> B) -> (B, B, B) {
-    c.iter().fold((B::MAX, B::ZERO, B::ZERO), |(lo, hi, mag), &x| {
-        let b = bits(x);
+/// (smallest key, largest key, largest magnitude) of a fold.
+type Keys<B> = (B, B, B);
+
+/// Nothing folded.
+fn no_keys<B: FloatBits>() -> Keys<B> {
+    (B::MAX, B::ZERO, B::ZERO)
+}
+
+/// The keys of the floats `c`: integer min and max only.
+fn fold_keys<T: HostFloat>(c: &[T]) -> Keys<T::Bits> {
+    c.iter().fold(no_keys(), |(lo, hi, mag), &x| {
+        let b = x.bits();
         let k = b.key();
         (lo.min(k), hi.max(k), mag.max(b.magnitude()))
     })
 }
 
-fn join_keys<B: FloatBits>(a: (B, B, B), b: (B, B, B)) -> (B, B, B) {
+fn join_keys<B: FloatBits>(a: Keys<B>, b: Keys<B>) -> Keys<B> {
     (a.0.min(b.0), a.1.max(b.1), a.2.max(b.2))
 }
 
-/// The range of folded keys (a magnitude above `inf` is a NaN; nothing
-/// folded: the empty range), the extremes turned back into values by
-/// `value`.
-fn keys_range<B: FloatBits>((lo, hi, mag): (B, B, B), inf: B, value: impl Fn(B) -> f64) -> (f64, f64) {
-    if mag > inf {
+/// The range of folded keys of `T` (a magnitude above an infinity's is a
+/// NaN; nothing folded: the empty range).
+fn keys_range<T: HostFloat>((lo, hi, mag): Keys<T::Bits>) -> (f64, f64) {
+    if mag > T::INF {
         (f64::NAN, f64::NAN)
     } else if lo > hi {
         (f64::INFINITY, f64::NEG_INFINITY)
     } else {
-        (value(lo.unkey()), value(hi.unkey()))
+        (T::value(lo.unkey()), T::value(hi.unkey()))
     }
 }
 
-/// The range of the floats `v` (bits by `bits`; a magnitude above `inf`
-/// is a NaN), the extreme keys turned back into values by `value`.
-fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
-    let keys = par_scan(v.len(), |lo, hi| fold_keys(&v[lo..hi], &bits)).into_iter().fold((B::MAX, B::ZERO, B::ZERO), join_keys);
-    Some(keys_range(keys, inf, value))
+/// The range of the floats `v`, scanned on the executor.
+fn bits_range<T: HostFloat>(v: &[T]) -> (f64, f64) {
+    keys_range::<T>(par_scan(v.len(), |lo, hi| fold_keys(&v[lo..hi])).into_iter().fold(no_keys(), join_keys))
 }
 
 /// Copy `len` elements of `src` from `from` into `dst` at `at`, and the
@@ -278,30 +312,29 @@ fn bits_range<T: Copy + Sync, B: FloatBits>(v: &[T], bits: impl Fn(T) -> B + Syn
 /// next launch read them all again (at tiny, 5 ms a step). `None` where
 /// the copy does not fit (nothing copied); `Some(None)` for integer data.
 pub(crate) fn copy_with_range(dst: &mut Buf, at: usize, src: &Buf, from: usize, len: usize) -> Option<Option<(f64, f64)>> {
-    /// `len` elements of each from `at` and `from`, if both hold them.
-    fn window<'a, T>(d: &'a mut [T], at: usize, s: &'a [T], from: usize, len: usize) -> Option<(&'a mut [T], &'a [T])> {
-        Some((d.get_mut(at..at.checked_add(len)?)?, s.get(from..from.checked_add(len)?)?))
-    }
-    fn put<T: Copy + Send + Sync, B: FloatBits>((d, s): (&mut [T], &[T]), bits: impl Fn(T) -> B + Sync, inf: B, value: impl Fn(B) -> f64) -> Option<(f64, f64)> {
+    /// `len` elements of each from `at` and `from` (if both hold them)
+    /// copied, and their range.
+    fn put<T: HostFloat>(d: &mut [T], at: usize, s: &[T], from: usize, len: usize) -> Option<(f64, f64)> {
         use rayon::prelude::*;
         /// Elements a task copies (128 KiB of halves), and a piece scanned
         /// after its copy (in L1).
         const TASK: usize = 1 << 16;
         const PIECE: usize = 4096;
+        let (d, s) = (d.get_mut(at..at.checked_add(len)?)?, s.get(from..from.checked_add(len)?)?);
         let copy = |(d, s): (&mut [T], &[T])| {
-            d.chunks_mut(PIECE).zip(s.chunks(PIECE)).fold((B::MAX, B::ZERO, B::ZERO), |acc, (d, s)| {
+            d.chunks_mut(PIECE).zip(s.chunks(PIECE)).fold(no_keys(), |acc, (d, s)| {
                 d.copy_from_slice(s);
-                join_keys(acc, fold_keys(d, &bits))
+                join_keys(acc, fold_keys(d))
             })
         };
-        let keys = if d.len() >= 4 * TASK { d.par_chunks_mut(TASK).zip(s.par_chunks(TASK)).map(copy).reduce(|| (B::MAX, B::ZERO, B::ZERO), join_keys) } else { copy((d, s)) };
-        Some(keys_range(keys, inf, value))
+        let keys = if len >= 4 * TASK { d.par_chunks_mut(TASK).zip(s.par_chunks(TASK)).map(copy).reduce(no_keys, join_keys) } else { copy((d, s)) };
+        Some(keys_range::<T>(keys))
     }
     match (dst, src) {
-        (Buf::F16(d), Buf::F16(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7c00, |k| half::f16::from_bits(k).to_f64())),
-        (Buf::Bf16(d), Buf::Bf16(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7f80, |k| half::bf16::from_bits(k).to_f64())),
-        (Buf::F32(d), Buf::F32(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7f80_0000, |k| f32::from_bits(k) as f64)),
-        (Buf::F64(d), Buf::F64(s)) => window(d, at, s, from, len).map(|w| put(w, |x| x.to_bits(), 0x7ff0_0000_0000_0000, f64::from_bits)),
+        (Buf::F16(d), Buf::F16(s)) => put(d, at, s, from, len).map(Some),
+        (Buf::Bf16(d), Buf::Bf16(s)) => put(d, at, s, from, len).map(Some),
+        (Buf::F32(d), Buf::F32(s)) => put(d, at, s, from, len).map(Some),
+        (Buf::F64(d), Buf::F64(s)) => put(d, at, s, from, len).map(Some),
         (d, s) => crate::backend::bytes::copy_into(d, at, s, from, len).then_some(None),
     }
 }
@@ -357,12 +390,6 @@ fn all_hold(t: &Buf, s: &Buf, factor: f64, t_range: Option<(f64, f64)>) -> bool 
     }
 }
 
-/// The inputs a kernel's bounds depend on: `needed[i]` for the i-th tensor
-/// parameter (an input with a domain).
-pub(crate) fn needed(info: &KernelInfo) -> Vec<bool> {
-    info.tensors.iter().map(|p| p.role != "output" && info.domain.iter().any(|d| d.0 == p.name)).collect()
-}
-
 /// What the monitor hands a launch: where its kernel observes its
 /// outputs, and what its outputs may be known by afterwards.
 #[derive(Clone, Copy, Debug)]
@@ -416,13 +443,9 @@ pub(crate) fn before_launch(dev: &crate::Device, k: &KernelDef, bound: &Bound, a
             None
         } else {
             let hosts: Vec<Option<&Buf>> = tensors.iter().map(|t| t.host_buf()).collect();
-            let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
-            let known = |r: usize| {
-                let (t, s, factor, _) = info.relations[r];
-                match (position(t).and_then(|i| tensors.get(i)), position(s).and_then(|i| tensors.get(i))) {
-                    (Some(t), Some(s)) => t.facts().holds_against(s.facts().version(), factor),
-                    _ => false,
-                }
+            let known = |r: usize| match judge.relation(r).map(|(t, s, factor)| (tensors.get(t), tensors.get(s), factor)) {
+                Some((Some(t), Some(s), factor)) => t.facts().holds_against(s.facts().version(), factor),
+                _ => false,
             };
             relation_violation(info, &hosts, &ranges, &known)
         };
