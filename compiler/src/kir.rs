@@ -304,6 +304,13 @@ pub enum KStmt {
     /// Block-collective, as a barrier: every thread of the block runs it.
     /// Atomic merges commute, so slots shared by blocks never race.
     ObserveFlush { slot: IExpr },
+    /// The contract monitor's check of a domain relation between two
+    /// observed outputs (`KernelIr::related[fold]`, `square * square <=
+    /// factor * bound`) on the values this thread just stored into both
+    /// at one element: a failure sets the fold's non-finite word, merged
+    /// by `ObserveFlush` after the outputs' (registers only; placed by
+    /// `schedule::observe::relate`, after the second of the two stores).
+    ObserveRelation { fold: usize, square: VExpr, bound: VExpr },
     /// Set the thread's register allowance (`setmaxnreg`, sm_90a),
     /// growing it or releasing registers to the block's pool.
     /// Warpgroup-collective: every thread of the warpgroup runs it with
@@ -886,10 +893,32 @@ pub struct KernelIr {
     /// (`KStmt::ObserveFlush`): every store to one also folds the stored
     /// value into the thread's observation of it.
     pub observed: Vec<BufId>,
+    /// Domain relations between two observed outputs that the kernel
+    /// checks on the values it stores (`KStmt::ObserveRelation`); each
+    /// has its block of observation words after the outputs'.
+    pub related: Vec<Related>,
     pub reduction_loops: Vec<ReductionLoop>,
 }
 
+/// A domain relation `square * square <= factor * bound` (the kernel's
+/// relation number `relation`) that a kernel checks on the values it
+/// stores into two observed outputs (see `KernelIr::related`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Related {
+    pub relation: usize,
+    pub square: BufId,
+    pub bound: BufId,
+    pub factor: f64,
+}
+
 impl KernelIr {
+    /// Blocks of `OBSERVE_SLOTS * OBSERVE_WORDS` observation words the
+    /// kernel merges into: one per observed output, then one per related
+    /// pair.
+    pub fn observation_blocks(&self) -> i64 {
+        (self.observed.len() + self.related.len()) as i64
+    }
+
     /// An empty kernel (for evaluating contracts, which need no schedule).
     pub fn stub() -> KernelIr {
         KernelIr {
@@ -914,6 +943,7 @@ impl KernelIr {
             reduction_order: BTreeMap::new(),
             coverage: vec![],
             observed: vec![],
+            related: vec![],
             reduction_loops: vec![],
             mbarriers: vec![],
             tensor_maps: vec![],

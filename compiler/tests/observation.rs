@@ -58,6 +58,12 @@ fn check(ir: &KernelIr) {
             assert!(folded, "{}: a store to `{}` is not observed: {}", ir.name, name, l.trim());
         }
     }
+    // A related pair's check follows every store of each of its outputs.
+    for (j, r) in ir.related.iter().enumerate() {
+        assert!(ir.observed.contains(&r.square) && ir.observed.contains(&r.bound), "{}: a relation between outputs not observed", ir.name);
+        let checks = text.lines().filter(|l| l.contains(&format!("tk_relate(tk_rel{},", j))).count();
+        assert!(checks > 0, "{}: relation {} checked nowhere", ir.name, j);
+    }
     let flushes = ir.body.iter().filter(|s| matches!(s, KStmt::ObserveFlush { .. })).count();
     assert_eq!(flushes, usize::from(!ir.observed.is_empty()), "{}: one merge, at the end of the body", ir.name);
     if !ir.observed.is_empty() {
@@ -72,7 +78,7 @@ fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
         for path in examples() {
             let text = std::fs::read_to_string(&path).unwrap();
             let arts = compile_source(SourceFile::new(path.display().to_string(), text), &target).unwrap_or_else(|e| panic!("{}", e));
-            for (ir, variants) in arts.kernels.iter().zip(&arts.variants) {
+            for ((ir, variants), k) in arts.kernels.iter().zip(&arts.variants).zip(&arts.program.kernels) {
                 check(ir);
                 observed += usize::from(!ir.observed.is_empty());
                 let names = |x: &KernelIr| x.observed.iter().map(|b| x.bufs[*b].name.clone()).collect::<Vec<_>>();
@@ -101,7 +107,7 @@ fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
                 for o in variants.iter().filter(|o| o.keys.0 <= o.keys.1) {
                     let twin = format!("{}{}", o.ir.name, TWIN_SUFFIX);
                     let has = variants.iter().any(|v| v.ir.name == twin);
-                    assert_eq!(has, observing_twin(&o.ir).is_some(), "{}: its observing twin", o.ir.name);
+                    assert_eq!(has, observing_twin(&o.ir, k).is_some(), "{}: its observing twin", o.ir.name);
                     assert!(!(has && o.ir.name.ends_with("_ws")), "{}: a warp-specialised form with a twin", o.ir.name);
                 }
             }
@@ -109,4 +115,107 @@ fn every_store_to_an_observed_output_is_folded_and_variants_observe_alike() {
     }
     assert!(observed > 15, "only {} kernels observe their outputs", observed);
     assert!(twins > 40, "only {} observing twins", twins);
+}
+
+/// `body`'s statements, nested ones included, in order.
+fn flat(body: &[KStmt]) -> Vec<&KStmt> {
+    body.iter()
+        .flat_map(|s| {
+            let inner = match s {
+                KStmt::For { body, .. } => flat(body),
+                KStmt::If { then, els, .. } => flat(then).into_iter().chain(flat(els)).collect(),
+                _ => Vec::new(),
+            };
+            std::iter::once(s).chain(inner)
+        })
+        .collect()
+}
+
+/// AdamW checks `m * m <= 64 v` on the moments it stores: one check for
+/// each element of every pair of stores, none where a store of either is
+/// unpaired (the relation is then left to the probes), and the words are
+/// a block after the outputs' (the prover checks the merge in bounds).
+#[test]
+fn adamw_checks_its_moments_relation_on_every_pair_it_stores() {
+    let path = examples().into_iter().find(|p| p.ends_with("optim.tk")).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let arts = compile_source(SourceFile::new(path.display().to_string(), text), &Target::default_cuda()).unwrap();
+    let (ir, k) = arts.kernels.iter().zip(&arts.program.kernels).find(|(ir, _)| ir.name == "adamw").unwrap();
+    assert_eq!(ir.related.len(), 1, "adamw relates m and v");
+    let r = &ir.related[0];
+    assert_eq!((ir.bufs[r.square].name.as_str(), ir.bufs[r.bound].name.as_str(), r.factor), ("m", "v", 64.0));
+    assert_eq!(k.relations[r.relation].text, "m * m <= 64.0 * v");
+    assert_eq!(ir.observation_blocks(), 4, "theta, m, v, and the relation");
+    // One check per element stored: a vector store of 8 takes 8 checks.
+    let stmts = flat(&ir.body);
+    let stored: u32 = stmts.iter().map(|s| match s {
+        KStmt::Store { buf, .. } if *buf == r.bound => 1,
+        KStmt::VecStore { buf, width, .. } if *buf == r.bound => *width,
+        _ => 0,
+    }).sum();
+    let checks = stmts.iter().filter(|s| matches!(s, KStmt::ObserveRelation { fold: 0, .. })).count() as u32;
+    assert_eq!(checks, stored, "a check for each element of `v` stored");
+    // SGD has no relation between its outputs (`g * g <= nsq` is between inputs).
+    let sgd = arts.kernels.iter().find(|ir| ir.name == "sgd_momentum").unwrap();
+    assert!(sgd.related.is_empty());
+}
+
+/// A store of `m` with no partner store of `v` beside it: the relation is
+/// not checked at all (a partial check would vouch for values it never
+/// saw), and the kernel still observes both outputs.
+#[test]
+fn an_unpaired_store_leaves_the_relation_to_the_probes() {
+    let src = r#"
+kernel rel(m: inout f32[N], v: inout f32[N], g: f32[N])
+    requires N >= 1, N <= 1000000
+    domain m in [-1.0, 1.0], v in [0.0, 1.0], g in [-1.0, 1.0], m * m <= 4.0 * v
+{
+    m[i] = 0.5 * m[i] + g[i];
+    v[i] = v[i] + g[i] * g[i];
+}
+"#;
+    let arts = compile_source(SourceFile::new("rel.tk", src), &Target::default_cuda()).unwrap_or_else(|e| panic!("{}", e));
+    let ir = &arts.kernels[0];
+    assert_eq!(ir.observed.len(), 2, "both outputs observed");
+    // Paired as lowered: a check for each element stored.
+    let paired = !ir.related.is_empty();
+    let mut unpaired = ir.clone();
+    // Drop every store of `v`: each store of `m` is then alone.
+    fn drop_stores(body: &mut Vec<KStmt>, buf: usize) {
+        body.retain(|s| !matches!(s, KStmt::Store { buf: b, .. } | KStmt::VecStore { buf: b, .. } if *b == buf));
+        for s in body {
+            match s {
+                KStmt::For { body, .. } => drop_stores(body, buf),
+                KStmt::If { then, els, .. } => {
+                    drop_stores(then, buf);
+                    drop_stores(els, buf);
+                }
+                _ => {}
+            }
+        }
+    }
+    let v = unpaired.bufs.iter().position(|b| b.name == "v").unwrap();
+    drop_stores(&mut unpaired.body, v);
+    let mut body = unpaired.body.clone();
+    // Remove the checks `relate` placed, then relate again.
+    fn drop_checks(body: &mut Vec<KStmt>) {
+        body.retain(|s| !matches!(s, KStmt::ObserveRelation { .. }));
+        for s in body {
+            match s {
+                KStmt::For { body, .. } => drop_checks(body),
+                KStmt::If { then, els, .. } => {
+                    drop_checks(then);
+                    drop_checks(els);
+                }
+                _ => {}
+            }
+        }
+    }
+    drop_checks(&mut body);
+    unpaired.body = body;
+    unpaired.related.clear();
+    tokitai_compiler::schedule::observe::relate(&mut unpaired, &arts.program.kernels[0]);
+    assert!(paired, "the lowered kernel pairs its stores");
+    assert!(unpaired.related.is_empty(), "an unpaired store of `m`: no check");
+    assert!(!flat(&unpaired.body).iter().any(|s| matches!(s, KStmt::ObserveRelation { .. })));
 }

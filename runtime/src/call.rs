@@ -56,6 +56,8 @@ pub struct KernelDef {
     /// Outputs the kernel observes for the contract monitor (positions
     /// among the tensor parameters; see `monitor::observe`).
     pub observes: &'static [usize],
+    /// Domain relations it checks on what it stores (see `Chosen::relates`).
+    pub relates: &'static [usize],
 }
 
 /// One argument in signature order.
@@ -99,6 +101,9 @@ pub struct Chosen {
     /// Outputs it observes: it takes the observation words (or null)
     /// after everything else.
     pub observes: &'static [usize],
+    /// Domain relations (by index) it checks on the values it stores into
+    /// two observed outputs: their words follow the outputs'.
+    pub relates: &'static [usize],
 }
 
 /// A launch the contract monitor observes: what it runs (`chosen`, which
@@ -112,7 +117,7 @@ pub struct Observed {
 
 impl Chosen {
     pub(crate) fn of(v: &Variant) -> Chosen {
-        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared, tensor_maps: v.tensor_maps, observes: v.observes }
+        Chosen { name: v.name, block: v.block, hip_source: v.hip_source, index_bits: v.index_bits, grid: v.grid, dynamic_shared: v.dynamic_shared, tensor_maps: v.tensor_maps, observes: v.observes, relates: v.relates }
     }
 }
 
@@ -142,7 +147,7 @@ impl KernelDef {
     }
     /// The kernel itself (no variant).
     pub fn primary(&self) -> Chosen {
-        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[], observes: self.observes }
+        Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[], observes: self.observes, relates: self.relates }
     }
     /// The kernel and every variant.
     pub fn all_compiled(&self) -> Vec<Chosen> {

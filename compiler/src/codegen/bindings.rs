@@ -100,6 +100,11 @@ pub mod tk_info {
         /// the tensor parameters): it takes the observation words after
         /// everything else, `OBSERVE_WORDS * OBSERVE_SLOTS` per output.
         pub observes: &'static [usize],
+        /// Domain relations (by index among the kernel's) it checks on
+        /// the values it stores into two observed outputs: a block of
+        /// observation words each, after the outputs', whose third words
+        /// count the blocks that stored a pair breaking it.
+        pub relates: &'static [usize],
     }
     /// A tensor map a variant takes (a `CUtensorMap` built at launch): of
     /// the tensor at this position among the tensor parameters, a 2-D

@@ -60,6 +60,11 @@ fn observation_name(j: usize) -> String {
     format!("tk_obs{}", j)
 }
 
+/// The register fold of the `j`-th related pair (`KernelIr::related`).
+fn relation_name(j: usize) -> String {
+    format!("tk_rel{}", j)
+}
+
 pub fn print_kernel(ir: &KernelIr) -> String {
     let mut vec_arrays = HashSet::new();
     collect_vec_arrays(&ir.body, &mut vec_arrays);
@@ -226,6 +231,10 @@ impl<'a> Printer<'a> {
         for (j, &b) in ir.observed.iter().enumerate() {
             self.line(&format!("tk_observed {} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // what this thread stores to `{}`", observation_name(j), ir.bufs[b].name));
         }
+        for (j, r) in ir.related.iter().enumerate() {
+            let (sq, bd) = (&ir.bufs[r.square].name, &ir.bufs[r.bound].name);
+            self.line(&format!("tk_observed {} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // `{} * {} <= {:?} * {}` on what this thread stores", relation_name(j), sq, sq, r.factor, bd));
+        }
         self.block(&ir.body);
         self.indent -= 1;
         self.line("}");
@@ -386,15 +395,20 @@ impl<'a> Printer<'a> {
                     self.line(&format!("asm volatile(\"\" : {} :: \"memory\");", regs.join(", ")));
                 }
             }
+            KStmt::ObserveRelation { fold, square, bound } => {
+                let l = format!("if (tk_obs_on) tk_relate({}, {}, {}, {:?});", relation_name(*fold), self.vexpr(square), self.vexpr(bound), self.ir.related[*fold].factor);
+                self.line(&l);
+            }
             KStmt::ObserveFlush { slot } => {
                 // A null buffer: the monitor is off (the folds were
                 // skipped too; their registers stay).
                 self.line("if (tk_obs_on) {");
                 self.indent += 1;
                 let slot = self.iexpr(slot);
-                for j in 0..self.ir.observed.len() {
+                let folds = (0..self.ir.observed.len()).map(observation_name).chain((0..self.ir.related.len()).map(relation_name));
+                for (j, fold) in folds.enumerate() {
                     let at = j as i64 * OBSERVE_SLOTS * OBSERVE_WORDS;
-                    self.line(&format!("tk_observe_flush(tk_obs + {} + {} * ({}), {});", at, OBSERVE_WORDS, slot, observation_name(j)));
+                    self.line(&format!("tk_observe_flush(tk_obs + {} + {} * ({}), {});", at, OBSERVE_WORDS, slot, fold));
                 }
                 self.indent -= 1;
                 self.line("}");

@@ -66,7 +66,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 .map(|m| format!("super::tk_info::TensorMapParam {{ tensor: {}, box_inner: {}, box_outer: {} }}", tensor_position(k, v.bufs[m.buf].tensor), m.box_inner, m.box_outer))
                 .collect();
             format!(
-                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, tensor_maps: &[{}], observes: &{} }}",
+                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, tensor_maps: &[{}], observes: &{}, relates: &{} }}",
                 v.name,
                 v.params_text(),
                 v.block,
@@ -78,7 +78,8 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 if v.dynamic_shared() { v.shared_bytes() } else { 0 },
                 guard,
                 maps.join(", "),
-                observes(k, v)
+                observes(k, v),
+                relates(v)
             )
         })
         .collect();
@@ -95,6 +96,8 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
     s.push_str(&grid_fn(k, ir, "grid"));
     let _ = writeln!(s, "    /// Outputs the kernel observes for the contract monitor (positions among the tensor parameters, in the order of their observation words).");
     let _ = writeln!(s, "    pub const OBSERVES: &[usize] = &{};", observes(k, ir));
+    let _ = writeln!(s, "    /// Domain relations (by index) the kernel checks on the values it stores into two observed outputs, in the order of their observation words (after the outputs').");
+    let _ = writeln!(s, "    pub const RELATES: &[usize] = &{};", relates(ir));
     let _ = writeln!(s, "    /// Threads per block.");
     let _ = writeln!(s, "    pub const BLOCK: u32 = {};", ir.block);
     let _ = writeln!(s, "    /// Shared memory per block, in bytes.");
@@ -131,6 +134,11 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
 /// array.
 fn observes(k: &Kernel, ir: &KernelIr) -> String {
     format!("{:?}", ir.observed.iter().map(|b| tensor_position(k, ir.bufs[*b].tensor)).collect::<Vec<_>>())
+}
+
+/// `KernelIr::related` as the kernel's relation indices, a Rust array.
+fn relates(ir: &KernelIr) -> String {
+    format!("{:?}", ir.related.iter().map(|r| r.relation).collect::<Vec<_>>())
 }
 
 /// Position of tensor `t` among the tensor parameters (signature order).
@@ -173,7 +181,7 @@ pub fn launcher(k: &Kernel, rt: &str) -> String {
     let _ = writeln!(s, "    /// This kernel for the runtime: contracts, oracles, geometry and HIP source.");
     let _ = writeln!(
         s,
-        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, cpu: cpu_args, cpu_watched, cpu_schedule: CPU_SCHEDULE, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, fingerprint: FINGERPRINT, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET, observes: OBSERVES }};",
+        "    pub const KERNEL: {rt}::KernelDef = {rt}::KernelDef {{ info: &INFO, mirror: mirror_args, cpu: cpu_args, cpu_watched, cpu_schedule: CPU_SCHEDULE, exact, requires: check_requires, grid, params: PARAMS, signature: SIGNATURE, variants: VARIANTS, rejected: REJECTED, schedule_params: SCHEDULE_PARAMS, fingerprint: FINGERPRINT, row_length, block: BLOCK, shared_bytes: SHARED_BYTES, dynamic_shared: DYNAMIC_SHARED, index_bits: INDEX_BITS, hip_source: HIP_SOURCE, target: TARGET, observes: OBSERVES, relates: RELATES }};",
         rt = rt
     );
     let mut params = vec![format!("dev: &{}::Device", rt)];

@@ -101,7 +101,7 @@ pub fn kernel_entry(k: &Kernel, ir: &KernelIr, source_sha: &str, hip_text: &str,
                 name: "tk_obs".into(),
                 kind: "observations",
                 dtype: "u32".into(),
-                shape: vec![(ir.observed.len() as i64 * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS).to_string()],
+                shape: vec![(ir.observation_blocks() * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS).to_string()],
                 role: "output".into(),
             },
         })

@@ -46,6 +46,14 @@ __device__ __forceinline__ void tk_observe(tk_observed& o, float v) {
 }
 __device__ __forceinline__ void tk_observe(tk_observed& o, tk_f16 v) { tk_observe(o, tk_to_f32(v)); }
 __device__ __forceinline__ void tk_observe(tk_observed& o, tk_bf16 v) { tk_observe(o, tk_to_f32(v)); }
+// A domain relation `t * t <= factor * s` on the values a thread stored at
+// one element (KStmt::ObserveRelation), compared in double as the host
+// compares it (tokitai_contracts::relation::holds): the square of an f32 is
+// exact there. A failure, a NaN included, counts in the fold's third word.
+__device__ __forceinline__ void tk_relate(tk_observed& o, float t, float s, double factor) {
+    const double td = (double)t;
+    o.bad |= (td * td <= factor * (double)s) ? 0u : 1u;
+}
 // An f32's order key: its bits with the sign bit set for a positive value,
 // all bits flipped for a negative one, so that unsigned order is the
 // values' order; no value has key 0 or complemented key 0 but NaNs, so

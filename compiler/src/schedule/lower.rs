@@ -89,6 +89,7 @@ impl<'k> Builder<'k> {
             reduction_order: BTreeMap::new(),
             coverage: Vec::new(),
             observed: Vec::new(),
+            related: Vec::new(),
             reduction_loops: Vec::new(),
             mbarriers: Vec::new(),
             tensor_maps: Vec::new(),
@@ -99,7 +100,7 @@ impl<'k> Builder<'k> {
     /// The kernel, its outputs observed for the contract monitor (see
     /// `observe`): every schedule's kernel ends here.
     pub fn finish(mut self) -> KernelIr {
-        super::observe::instrument(&mut self.ir);
+        super::observe::instrument(&mut self.ir, self.k);
         self.ir
     }
 

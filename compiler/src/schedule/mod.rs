@@ -217,7 +217,7 @@ pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result
         let twins: Vec<Variant> = variants.iter().filter_map(intrinsic_twin).collect();
         variants.extend(twins);
     }
-    let observing = observing_twins(ir, &variants);
+    let observing = observing_twins(k, ir, &variants);
     variants.extend(observing);
     Ok(Candidates { variants, rejected })
 }
@@ -227,9 +227,9 @@ pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result
 /// launch takes one only in place of its original, while the monitor
 /// observes), the original's guard. A variant only the tuner takes has
 /// none: a launch on it is probed instead.
-fn observing_twins(ir: &KernelIr, variants: &[Variant]) -> Vec<Variant> {
+fn observing_twins(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> Vec<Variant> {
     let keyed = variants.iter().filter(|v| v.keys.0 <= v.keys.1).map(|v| (&v.ir, v.guard));
-    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir).map(|ir| Variant { ir, keys: (1, 0), guard })).collect()
+    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir, k).map(|ir| Variant { ir, keys: (1, 0), guard })).collect()
 }
 
 /// Does `k` get fast-intrinsic candidates (`intrinsic_twin`)? On CUDA,

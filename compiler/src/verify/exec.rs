@@ -937,6 +937,8 @@ impl<'a> Exec<'a> {
             }
             KStmt::WgmmaFence | KStmt::WgmmaWait { .. } => self.warp_collective(128),
             KStmt::ProxyFence => self.warp_collective(32),
+            // Registers only: the values the thread just stored.
+            KStmt::ObserveRelation { .. } => {}
             KStmt::ObserveFlush { slot } => {
                 // Every thread of the block combines (shuffles, then
                 // barriers: reached by all, as a barrier is); the first
@@ -947,7 +949,7 @@ impl<'a> Exec<'a> {
                 let first_thread = Term::var(TID).eq(Term::c(0));
                 self.path.push(first_thread.clone());
                 self.cover_path.push(first_thread);
-                for j in 0..self.ir.observed.len() as i64 {
+                for j in 0..self.ir.observation_blocks() {
                     let at = Term::c(j * OBSERVE_SLOTS * OBSERVE_WORDS).add(slot.clone().mul(Term::c(OBSERVE_WORDS)));
                     self.record(Target::Observations, true, at, OBSERVE_WORDS as u32, None, None);
                 }

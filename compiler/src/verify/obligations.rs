@@ -240,7 +240,7 @@ impl<'a> Gen<'a> {
                 Target::Shared(s) => (Term::c(self.exec.ir.shared[*s].len as i64), format!("shared `{}[{}]`", self.exec.ir.shared[*s].name, self.exec.ir.shared[*s].len)),
                 Target::Array(l, n) => (Term::c(*n as i64), format!("register array `{}[{}]`", self.exec.ir.locals[*l].name, n)),
                 Target::Observations => {
-                    let words = self.exec.ir.observed.len() as i64 * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS;
+                    let words = self.exec.ir.observation_blocks() * crate::kir::OBSERVE_SLOTS * crate::kir::OBSERVE_WORDS;
                     (Term::c(words), format!("the {} observation words the launch passes", words))
                 }
             };

@@ -264,7 +264,7 @@ impl Pass<'_> {
                     self.touch(*arr, st);
                 }
             }
-            KStmt::LetInt { .. } | KStmt::ObserveFlush { .. } => {}
+            KStmt::LetInt { .. } | KStmt::ObserveFlush { .. } | KStmt::ObserveRelation { .. } => {}
             KStmt::CpAsync { .. } => st.open = true,
             KStmt::CpAsyncCommit => {
                 st.pending = st.pending.map(|n| n + 1).filter(|n| *n <= MANY_GROUPS);

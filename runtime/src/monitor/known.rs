@@ -61,6 +61,47 @@ pub(super) enum Known {
 
 static KNOWN: Mutex<Vec<(MemSpan, &'static str, Known)>> = Mutex::new(Vec::new());
 
+/// A fact about a domain relation `square * square <= factor * bound`
+/// between the values of two spans, each read as its dtype.
+#[derive(Clone, Debug)]
+pub(super) struct RelationFact {
+    pub(super) square: (MemSpan, &'static str),
+    pub(super) bound: (MemSpan, &'static str),
+    pub(super) factor: f64,
+    pub(super) known: RelationKnown,
+}
+
+/// What is known of a relation (see [`RelationFact`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RelationKnown {
+    /// The kernel that wrote both in this step checked it on every pair
+    /// it stored, into these observation words (`KStmt::ObserveRelation`).
+    Observed(ObservedSlots),
+    /// That check was read back: it held on every element.
+    Held,
+}
+
+static RELATIONS: Mutex<Vec<RelationFact>> = Mutex::new(Vec::new());
+
+fn with_relations<R>(f: impl FnOnce(&mut Vec<RelationFact>) -> R) -> Option<R> {
+    RELATIONS.lock().ok().map(|mut r| f(&mut r))
+}
+
+/// Record a relation fact (replacing one about the same two spans).
+pub(super) fn remember_relation(fact: RelationFact) {
+    with_relations(|r| {
+        r.retain(|f| !(f.square.0.overlaps(&fact.square.0) || f.bound.0.overlaps(&fact.bound.0)));
+        r.push(fact);
+    });
+}
+
+/// What is known of the relation `square * square <= factor * bound`
+/// between these two spans (as these dtypes), if anything: a fact about
+/// exactly them, neither written since.
+pub(super) fn relation(square: (MemSpan, &'static str), bound: (MemSpan, &'static str), factor: f64) -> Option<RelationKnown> {
+    with_relations(|r| r.iter().find(|f| f.square == square && f.bound == bound && f.factor == factor).map(|f| f.known.clone())).flatten()
+}
+
 fn with<R>(f: impl FnOnce(&mut Vec<(MemSpan, &'static str, Known)>) -> R) -> Option<R> {
     KNOWN.lock().ok().map(|mut k| f(&mut k))
 }
@@ -69,12 +110,14 @@ fn with<R>(f: impl FnOnce(&mut Vec<(MemSpan, &'static str, Known)>) -> R) -> Opt
 pub fn forget(span: Option<MemSpan>) {
     if let Some(span) = span {
         with(|k| k.retain(|(s, _, _)| !s.overlaps(&span)));
+        with_relations(|r| r.retain(|f| !(f.square.0.overlaps(&span) || f.bound.0.overlaps(&span))));
     }
 }
 
 /// Forget everything (a capture begins or ends, a graph is replayed).
 pub fn forget_all() {
     with(|k| k.clear());
+    with_relations(|r| r.clear());
 }
 
 /// The fact about this span read as `dtype` (of `elem` bytes), if one is
@@ -141,7 +184,19 @@ pub(super) fn remember(span: MemSpan, dtype: &'static str, fact: Known) {
 /// observation read back (`observed(at)`: its range, `None` where it saw
 /// a non-finite value or nothing) holds on as that range, until the
 /// tensor is written again.
-pub(super) fn settled(covered: impl Fn(usize) -> bool, observed: impl Fn(&ObservedSlots) -> Option<(f64, f64)>) {
+pub(super) fn settled(covered: impl Fn(usize) -> bool, observed: impl Fn(&ObservedSlots) -> Option<(f64, f64)>, held: impl Fn(&ObservedSlots) -> bool) {
+    // A relation checked in this step holds on from now on where it held
+    // on every pair stored; else nothing is known.
+    with_relations(|r| {
+        r.retain_mut(|f| match &f.known {
+            RelationKnown::Observed(at) if held(at) => {
+                f.known = RelationKnown::Held;
+                true
+            }
+            RelationKnown::Observed(_) => false,
+            RelationKnown::Held => true,
+        })
+    });
     with(|k| {
         k.retain_mut(|(_, _, f)| match f {
             Known::Measured(_) => false,
@@ -184,10 +239,10 @@ mod tests {
         forget(Some(MemSpan { device: 0, start: 1096, bytes: 8 }));
         assert!(lookup(a, "f32", 4).is_none(), "an overlapping write");
         remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
-        settled(|i| i != 3, |_| None);
+        settled(|i| i != 3, |_| None, |_| false);
         assert!(lookup(a, "f32", 4).is_none(), "the producer was not covered");
         remember(a, "f32", Known::Proved { lo: 0.0, hi: 1.0, producer: Some(3), kernel: "k" });
-        settled(|i| i == 3, |_| None);
+        settled(|i| i == 3, |_| None, |_| false);
         assert!(matches!(lookup(a, "f32", 4), Some(Known::Proved { producer: None, .. })), "a covered producer's fact lasts");
         forget_all();
         // A measurement answers for views inside it, at whole elements,
@@ -202,6 +257,34 @@ mod tests {
         remember(a, "f32", fact());
         assert!(lookup(inside, "f32", 4).is_none(), "a proved range holds for the span its producer wrote");
         forget_all();
+    }
+
+    #[test]
+    fn a_relation_checked_by_its_writer_holds_until_either_span_is_written() {
+        forget_all();
+        let (m, v) = (MemSpan { device: 0, start: 8192, bytes: 400 }, MemSpan { device: 0, start: 9000, bytes: 400 });
+        let fact = |known| RelationFact { square: (m, "f32"), bound: (v, "f32"), factor: 64.0, known };
+        let at = ObservedSlots { at: 576 };
+        remember_relation(fact(RelationKnown::Observed(at.clone())));
+        assert_eq!(relation((m, "f32"), (v, "f32"), 64.0), Some(RelationKnown::Observed(at.clone())));
+        assert_eq!(relation((m, "f32"), (v, "f32"), 32.0), None, "another factor");
+        assert_eq!(relation((v, "f32"), (m, "f32"), 64.0), None, "the spans swapped");
+        assert_eq!(relation((m, "f16"), (v, "f32"), 64.0), None, "read as another dtype");
+        // Read back: it held on every pair stored.
+        settled(|_| true, |_| None, |o| *o == at);
+        assert_eq!(relation((m, "f32"), (v, "f32"), 64.0), Some(RelationKnown::Held));
+        forget(Some(MemSpan { device: 0, start: 9396, bytes: 4 }));
+        assert_eq!(relation((m, "f32"), (v, "f32"), 64.0), None, "the bound's last element written");
+        remember_relation(fact(RelationKnown::Held));
+        forget(Some(MemSpan { device: 0, start: 8192, bytes: 4 }));
+        assert_eq!(relation((m, "f32"), (v, "f32"), 64.0), None, "the square's first element written");
+        // Broken on some pair: nothing is known after the read-back.
+        remember_relation(fact(RelationKnown::Observed(at.clone())));
+        settled(|_| true, |_| None, |_| false);
+        assert_eq!(relation((m, "f32"), (v, "f32"), 64.0), None, "it failed somewhere");
+        remember_relation(fact(RelationKnown::Held));
+        forget_all();
+        assert_eq!(relation((m, "f32"), (v, "f32"), 64.0), None);
     }
 
     #[test]

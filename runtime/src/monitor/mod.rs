@@ -74,6 +74,15 @@ pub fn seen_range(t: &crate::Tensor) -> Option<(f64, f64)> {
     }
 }
 
+/// Does the monitor know that `t * t <= factor * s` holds on every element
+/// of `t` and `s`, from the check of the kernel that wrote both, read back
+/// (after a settle) and neither written since? For checks that the
+/// kernels' relation checks agree with the data (gpucheck).
+pub fn relation_held(t: &crate::Tensor, s: &crate::Tensor, factor: f64) -> bool {
+    let (Some(ts), Some(ss)) = (t.device_span(), s.device_span()) else { return false };
+    known::relation((ts, t.dtype().name()), (ss, s.dtype().name()), factor) == Some(known::RelationKnown::Held)
+}
+
 /// Forget everything (a capture begins or ends, a graph is replayed, the
 /// mode changes); the step waits for every probe first.
 pub fn forget_all() {
@@ -495,6 +504,18 @@ pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
             (Some(at), _, _) => known::remember(span, a.dtype().name(), known::Known::Observed(at)),
             (None, Some(producer), Some((_, lo, hi))) => known::remember(span, a.dtype().name(), known::Known::Proved { lo: *lo, hi: *hi, producer, kernel: k.info.name }),
             _ => {}
+        }
+    }
+    // The domain relations the kernel checked on what it stored into two
+    // of its outputs: known by that check until either is written.
+    let Some(observe) = ticket.observe else { return };
+    let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
+    for &r in observe.chosen.relates {
+        let (Some(at), Some((t, s, factor, _))) = (observe.relation_slots(r), k.info.relations.get(r)) else { continue };
+        let position = |name: &str| k.info.tensors.iter().position(|p| p.name == name).and_then(|i| tensors.get(i).copied());
+        let (Some(t), Some(s)) = (position(t), position(s)) else { continue };
+        if let (Some(ts), Some(ss)) = (t.device_span(), s.device_span()) {
+            known::remember_relation(known::RelationFact { square: (ts, t.dtype().name()), bound: (ss, s.dtype().name()), factor: *factor, known: known::RelationKnown::Observed(at) });
         }
     }
 }

@@ -89,6 +89,18 @@ struct RelationSlots {
     rows: usize,
 }
 
+/// Where a launch finds whether one of its domain relations holds.
+#[derive(Clone, Debug)]
+enum RelationSource {
+    /// Checked by a probe before the launch.
+    Probed(RelationSlots),
+    /// Checked by the kernel that wrote both tensors in this step, on the
+    /// values it stored (its observation words).
+    Observed(ObservedSlots),
+    /// Checked so in an earlier step (read back then): it held.
+    Held,
+}
+
 /// Where a launch's observation of one output lands: `OBSERVE_SLOTS`
 /// slots of `OBSERVE_WORDS` words from i32 slot `at` (see
 /// `monitor::observe`), zero before the launch.
@@ -121,6 +133,13 @@ pub(super) fn observed_range(i32s: &[i32], o: &ObservedSlots) -> Option<(f64, f6
     (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
 }
 
+/// Blocks of the launch that checked a relation into these words
+/// (`KStmt::ObserveRelation`) that stored a pair breaking it (a NaN
+/// included): the third words, summed.
+pub(super) fn relation_broken(i32s: &[i32], o: &ObservedSlots) -> u64 {
+    i32s[o.at..o.at + OBSERVED_WORDS].chunks_exact(OBSERVE_WORDS).map(|w| w[2] as u32 as u64).sum()
+}
+
 /// Where a launch finds one input's range.
 #[derive(Clone, Debug)]
 enum RangeSource {
@@ -147,7 +166,7 @@ struct Pending {
     /// need it.
     ranges: Vec<Option<RangeSource>>,
     /// Per domain relation of the kernel, in order.
-    relations: Vec<RelationSlots>,
+    relations: Vec<RelationSource>,
 }
 
 /// The launches of a captured step, with the slots their probes write at
@@ -400,6 +419,12 @@ impl Observe {
     pub(super) fn slots_of(&self, position: usize) -> Option<ObservedSlots> {
         self.chosen.observes.iter().position(|p| *p == position).map(|j| ObservedSlots { at: self.first + j * OBSERVED_WORDS })
     }
+    /// The words of the launch's check of domain relation `r` (by index
+    /// among its kernel's), where it checks that one: after the outputs'.
+    pub(super) fn relation_slots(&self, r: usize) -> Option<ObservedSlots> {
+        let outputs = self.chosen.observes.len();
+        self.chosen.relates.iter().position(|x| *x == r).map(|j| ObservedSlots { at: self.first + (outputs + j) * OBSERVED_WORDS })
+    }
 }
 
 /// Queue the probes of a launch on `dev` whose inputs are on the device,
@@ -425,10 +450,17 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             want_i32 += rows(t.len());
         }
     }
+    // Each relation: known from the kernel that wrote both (checked as it
+    // stored them), or probed.
     let mut relations = Vec::new();
     for (t, s, factor, text) in info.relations {
         let (Some(ti), Some(si)) = (position(t), position(s)) else { return Ok(Queued::Unmeasured(format!("relation `{}` names no tensor", text))) };
         let (tt, st) = (tensors[ti], tensors[si]);
+        let spans = tt.device_span().zip(st.device_span());
+        if let Some(known) = spans.and_then(|(a, b)| known::relation((a, tt.dtype().name()), (b, st.dtype().name()), *factor)) {
+            relations.push(Err(known));
+            continue;
+        }
         let kernel: &'static KernelDef = match (tt.dtype(), st.dtype(), st.len()) {
             (DType::F32, DType::F32, n) if n == tt.len() => &probe_relation_f32::KERNEL,
             (DType::F16, DType::F32, 1) if st.shape().is_empty() => &probe_relation_f16_one::KERNEL,
@@ -439,7 +471,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             return Ok(Queued::Unmeasured(format!("relation `{}`: factor {} is not an f32", text, factor)));
         }
         want_i32 += rows(tt.len());
-        relations.push((kernel, tt, st, *factor as f32));
+        relations.push(Ok((kernel, tt, st, *factor as f32)));
     }
     // Not in a captured step (unless `TOKITAI_OBSERVE=all`): its probes
     // run beside it, off the critical path, while an observing kernel
@@ -455,7 +487,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         (Observing::Off, _) | (Observing::Eager, true) => None,
         _ => Some(k.observing(dev.chosen(k, &bound.dims))),
     };
-    let observed_words = chosen.map_or(0, |c| c.observes.len() * OBSERVED_WORDS);
+    let observed_words = chosen.map_or(0, |c| (c.observes.len() + c.relates.len()) * OBSERVED_WORDS);
     want_i32 += observed_words;
     if want_f64 > F64_SLOTS || want_i32 > I32_SLOTS {
         return Ok(Queued::Unmeasured(format!("its probes need {} + {} slots, more than the {} + {} there are", want_f64, want_i32, F64_SLOTS, I32_SLOTS)));
@@ -526,7 +558,18 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         ranges.push(Some(RangeSource::Slots(at)));
     }
     let mut relation_slots = Vec::new();
-    for (kernel, t, s, factor) in relations {
+    for relation in relations {
+        let (kernel, t, s, factor) = match relation {
+            Ok(probe) => probe,
+            Err(known::RelationKnown::Observed(at)) => {
+                relation_slots.push(RelationSource::Observed(at));
+                continue;
+            }
+            Err(known::RelationKnown::Held) => {
+                relation_slots.push(RelationSource::Held);
+                continue;
+            }
+        };
         let r = rows(t.len());
         let at = RelationSlots { broken: st.i32_used, rows: r };
         st.i32_used += r;
@@ -547,7 +590,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             Ok(())
         })?;
         reads.push(s.view(0, s.shape())?);
-        relation_slots.push(at);
+        relation_slots.push(RelationSource::Probed(at));
     }
     if beside && !reads.is_empty() {
         st.beside.get_or_insert_with(|| Beside { dev: dev.clone(), reads: Vec::new() }).reads.extend(reads);
@@ -710,7 +753,7 @@ fn judge_all(pending: &[Pending], f64s: &[f64], i32s: &[i32]) -> Result<()> {
     let covered: Vec<bool> = verdicts.iter().map(|v| v.outside.is_none()).collect();
     let verdicts = pending.iter().zip(verdicts).map(|(p, v)| (&p.kernel, Some(v)));
     let counted = count_all(verdicts);
-    known::settled(|i| covered.get(i).copied().unwrap_or(false), |o| observed_range(i32s, o));
+    known::settled(|i| covered.get(i).copied().unwrap_or(false), |o| observed_range(i32s, o), |o| relation_broken(i32s, o) == 0);
     counted.map_err(|e| match e {
         Error::Contract { kernel, message } => Error::Contract { kernel, message: format!("{} (measured on the device before the launch, found when its step was read back)", message) },
         other => other,
@@ -765,9 +808,16 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[i32], ranges: &mut Vec<Optio
                 .unwrap_or((f64::NAN, f64::NAN)),
         })
     }));
-    let broken = p.kernel.info.relations.iter().zip(&p.relations).find_map(|((_, _, _, text), r)| {
-        let n: i64 = i32s[r.broken..r.broken + r.rows].iter().map(|&b| b as i64).sum();
-        (n > 0).then(|| format!("the domain relation `{}` fails at {} elements", text, n))
+    let broken = p.kernel.info.relations.iter().zip(&p.relations).find_map(|((_, _, _, text), r)| match r {
+        RelationSource::Probed(r) => {
+            let n: i64 = i32s[r.broken..r.broken + r.rows].iter().map(|&b| b as i64).sum();
+            (n > 0).then(|| format!("the domain relation `{}` fails at {} elements", text, n))
+        }
+        RelationSource::Observed(at) => {
+            let n = relation_broken(i32s, at);
+            (n > 0).then(|| format!("the domain relation `{}` fails on values stored by {} blocks of the launch that wrote both", text, n))
+        }
+        RelationSource::Held => None,
     });
     p.judge.verdict(&p.bound, ranges, broken.as_deref())
 }

@@ -65,7 +65,11 @@ fn main() {
     if args.monitor {
         let verdicts = monitor::run(&dev);
         let (checked, mismatches, errors) = monitor::observations(&dev);
-        std::process::exit(if verdicts == 0 && checked > 0 && mismatches + errors == 0 { 0 } else { 1 });
+        // Relation checks: some pairs must break it, or the comparison
+        // shows nothing.
+        let (pairs, broken, rel_mismatches, rel_errors) = monitor::relations(&dev);
+        let relations_ok = pairs > broken && broken > 0 && rel_mismatches + rel_errors == 0;
+        std::process::exit(if verdicts == 0 && checked > 0 && mismatches + errors == 0 && relations_ok { 0 } else { 1 });
     }
     if let Some(n) = args.soundness {
         std::process::exit(soundness(&dev, n, args.json.clone(), args.only.clone()));

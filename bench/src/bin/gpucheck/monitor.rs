@@ -191,3 +191,112 @@ pub fn observations(dev: &Device) -> (usize, usize, usize) {
     println!("observations on {}: {} outputs checked, {} disagree with the data, {} errors", dev.describe(), checked, mismatches, errors);
     (checked, mismatches, errors)
 }
+
+/// `tokitai-gpucheck --monitor`, third part: the kernels' checks of a
+/// domain relation on what they store (AdamW's `m * m <= 64 v`) agree with
+/// the data. For every kernel that checks one, random cases as drawn and
+/// with the relation's inputs broken at the last element (its square at
+/// the top of its domain, its bound at the bottom), each with the step
+/// taken and with the step skipped (a non-finite `nsq`-like input, where
+/// the kernel has one, stores the moments unchanged: the broken pair
+/// stays): after the step is read back, the monitor must know the
+/// relation to hold on the outputs exactly where it holds on the data
+/// read back. Returns (pairs checked, of which broken, mismatches, errors).
+pub fn relations(dev: &Device) -> (usize, usize, usize, usize) {
+    monitor::set_mode(monitor::Mode::Warn);
+    let (mut checked, mut broken, mut mismatches, mut errors) = (0, 0, 0, 0);
+    for k in kernels::all() {
+        if k.relates.is_empty() {
+            continue;
+        }
+        let info = k.info;
+        let position = |name: &str| info.tensors.iter().position(|p| p.name == name);
+        for drawn in drawn_cases(k, 0x2e1a) {
+            for &r in k.relates {
+                let (t, s, factor, text) = info.relations[r];
+                let (Some(ti), Some(si)) = (position(t), position(s)) else { continue };
+                for (what, breaks, skips) in [("as drawn", false, false), ("broken", true, false), ("broken, step skipped", true, true)] {
+                    let mut c = drawn.clone();
+                    if breaks {
+                        let hi = info.domain.iter().find(|d| d.0 == t).map_or(1.0, |d| d.2);
+                        let lo = info.domain.iter().find(|d| d.0 == s).map_or(0.0, |d| d.1.max(0.0));
+                        set_last(&mut c, ti, hi);
+                        set_last(&mut c, si, lo);
+                    }
+                    if skips {
+                        // An input that the kernel tests for being finite
+                        // to skip its step: the one named `nsq` (AdamW's).
+                        let Some(n) = position("nsq") else { continue };
+                        set_last(&mut c, n, f64::INFINITY);
+                    }
+                    // A second launch on the first one's outputs is judged
+                    // by the first one's check: read back before it (the
+                    // check's verdict kept), or in the same step (its words).
+                    let covered = || monitor::coverage().get(info.name).map_or(0, |c| c.covered);
+                    let run = || -> tokitai_runtime::Result<(bool, bool, bool, bool, bool)> {
+                        let mut tensors = upload(dev, &c)?;
+                        launch_on(dev, k, &mut tensors, &c.scalars)?;
+                        dev.synchronize()?;
+                        let (tb, sb) = (tensors[ti].to_buf()?, tensors[si].to_buf()?);
+                        let data = relation_holds_on(&tb, &sb, factor);
+                        let known = monitor::relation_held(&tensors[ti], &tensors[si], factor);
+                        let mut next = c.clone();
+                        for (slot, t) in next.tensors.iter_mut().zip(&tensors) {
+                            slot.1 = t.to_buf()?;
+                        }
+                        let host_next = host_covered(k, &next);
+                        let before = covered();
+                        launch_on(dev, k, &mut tensors, &c.scalars)?;
+                        dev.synchronize()?;
+                        let read_back = covered() > before;
+                        // Both launches in one step: the second's verdict is
+                        // the count's growth less the first's.
+                        let mut tensors = upload(dev, &c)?;
+                        let before = covered();
+                        launch_on(dev, k, &mut tensors, &c.scalars)?;
+                        launch_on(dev, k, &mut tensors, &c.scalars)?;
+                        dev.synchronize()?;
+                        let same_step = covered() - before > u64::from(host_covered(k, &c));
+                        Ok((known, data, host_next, read_back, same_step))
+                    };
+                    match run() {
+                        Ok((known, data, host_next, read_back, same_step)) => {
+                            checked += 1;
+                            broken += usize::from(!data);
+                            if known != data || read_back != host_next || same_step != host_next {
+                                mismatches += 1;
+                                println!(
+                                    "{:<22} RELATION `{}` dims {:?} {}: monitor knows it holds: {}, it holds on the data: {}; next launch covered: host {}, device after a read-back {}, in the same step {}",
+                                    info.name, text, c.dims, what, known, data, host_next, read_back, same_step
+                                );
+                            }
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            println!("{:<22} ERROR dims {:?} {}: {}", info.name, c.dims, what, e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("relation checks on {}: {} output pairs checked ({} broken), {} disagree with the data, {} errors", dev.describe(), checked, broken, mismatches, errors);
+    (checked, broken, mismatches, errors)
+}
+
+/// Set the last element of tensor `t` of `c` to `v`.
+fn set_last(c: &mut Case, t: usize, v: f64) {
+    let buf = &mut c.tensors[t].1;
+    let mut vals = buf.to_f64();
+    if let Some(x) = vals.last_mut() {
+        *x = v;
+    }
+    buf.set_from_f64(&vals);
+}
+
+/// Does `t * t <= factor * s` hold on every element of host data (in
+/// f64, as the monitor compares; `s` of one element bounds them all)?
+fn relation_holds_on(t: &tokitai_runtime::abi::tk_rt::Buf, s: &tokitai_runtime::abi::tk_rt::Buf, factor: f64) -> bool {
+    let (t, s) = (t.to_f64(), s.to_f64());
+    t.iter().enumerate().all(|(i, x)| x * x <= factor * s[if s.len() == 1 { 0 } else { i }])
+}
