@@ -508,14 +508,14 @@ pub(crate) fn after_launch(k: &KernelDef, args: &[Arg], ticket: Ticket) {
     }
     // The domain relations the kernel checked on what it stored into two
     // of its outputs: known by that check until either is written.
-    let Some(observe) = ticket.observe else { return };
+    let Some(observe) = ticket.observe.filter(|o| !o.chosen.relates.is_empty()) else { return };
+    let judge = judge::Judge::of(k.info);
     let tensors: Vec<&crate::Tensor> = args.iter().filter_map(|a| a.tensor()).collect();
     for &r in observe.chosen.relates {
-        let (Some(at), Some((t, s, factor, _))) = (observe.relation_slots(r), k.info.relations.get(r)) else { continue };
-        let position = |name: &str| k.info.tensors.iter().position(|p| p.name == name).and_then(|i| tensors.get(i).copied());
-        let (Some(t), Some(s)) = (position(t), position(s)) else { continue };
+        let (Some(at), Some((t, s, factor))) = (observe.relation_slots(r), judge.relation(r)) else { continue };
+        let (Some(t), Some(s)) = (tensors.get(t), tensors.get(s)) else { continue };
         if let (Some(ts), Some(ss)) = (t.device_span(), s.device_span()) {
-            known::remember_relation(known::RelationFact { square: (ts, t.dtype().name()), bound: (ss, s.dtype().name()), factor: *factor, known: known::RelationKnown::Observed(at) });
+            known::remember_relation(known::RelationFact { square: (ts, t.dtype().name()), bound: (ss, s.dtype().name()), factor, known: known::RelationKnown::Observed(at) });
         }
     }
 }

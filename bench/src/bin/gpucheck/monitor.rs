@@ -18,15 +18,6 @@ fn variant(k: &KernelDef, case: &Case, which: usize) -> Option<Case> {
     let info = k.info;
     let mut c = case.clone();
     let float_input = |name: &str| info.tensors.iter().position(|p| p.name == name && p.role != "output" && p.dtype.starts_with('f'));
-    let set_at = |c: &mut Case, t: usize, first: bool, v: f64| {
-        let buf = &mut c.tensors[t].1;
-        let mut vals = buf.to_f64();
-        if let Some(x) = if first { vals.first_mut() } else { vals.last_mut() } {
-            *x = v;
-        }
-        buf.set_from_f64(&vals);
-    };
-    let set_last = |c: &mut Case, t: usize, v: f64| set_at(c, t, false, v);
     match which {
         0 => {}
         1 => {
@@ -284,14 +275,19 @@ pub fn relations(dev: &Device) -> (usize, usize, usize, usize) {
     (checked, broken, mismatches, errors)
 }
 
-/// Set the last element of tensor `t` of `c` to `v`.
-fn set_last(c: &mut Case, t: usize, v: f64) {
+/// Set the first (or last) element of tensor `t` of `c` to `v`.
+fn set_at(c: &mut Case, t: usize, first: bool, v: f64) {
     let buf = &mut c.tensors[t].1;
     let mut vals = buf.to_f64();
-    if let Some(x) = vals.last_mut() {
+    if let Some(x) = if first { vals.first_mut() } else { vals.last_mut() } {
         *x = v;
     }
     buf.set_from_f64(&vals);
+}
+
+/// Set the last element of tensor `t` of `c` to `v`.
+fn set_last(c: &mut Case, t: usize, v: f64) {
+    set_at(c, t, false, v)
 }
 
 /// Does `t * t <= factor * s` hold on every element of host data (in
