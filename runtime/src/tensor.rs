@@ -5,6 +5,12 @@ use crate::abi::tk_rt::Buf;
 use crate::{Device, Error, Result};
 use half::{bf16, f16};
 
+/// Uploads of at most this many elements are scanned on the host for
+/// the contract monitor (see `Tensor::write`).
+const UPLOAD_SCANNED: usize = 4096;
+/// Uploads of at most this many elements are known element by element.
+const UPLOAD_EACH: usize = 16;
+
 /// Element types (the language's dtypes; halves are `half::f16`/`bf16`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -185,7 +191,7 @@ impl Tensor {
     pub(crate) fn zeros_lasting(shape: &[usize], dtype: DType, dev: &Device) -> Result<Tensor> {
         match dev {
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?)).written()),
+            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros_lasting(elements(shape) * dtype.size_bytes())?)).written().zeroed()),
             _ => Tensor::zeros(shape, dtype, dev),
         }
     }
@@ -194,7 +200,7 @@ impl Tensor {
             // Zeroed on the device: no host buffer crosses the bus (the
             // trainer allocates its activations this way every step).
             #[cfg(feature = "cuda")]
-            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?)).written()),
+            Device::Cuda(c) => Ok(Tensor::new(shape, dtype, Storage::Cuda(c.zeros(elements(shape) * dtype.size_bytes())?)).written().zeroed()),
             // The CPU holds the dtype itself: the zeros are its storage.
             Device::Cpu => {
                 let mut t = Tensor::from_buf(shape, buf_zeros(dtype, elements(shape)))?;
@@ -219,6 +225,11 @@ impl Tensor {
     /// them is gone (see `monitor::known`).
     fn written(self) -> Tensor {
         crate::monitor::forget(self.device_span());
+        self
+    }
+    /// Device bytes just zeroed: the contract monitor knows their range.
+    fn zeroed(self) -> Tensor {
+        crate::monitor::filled(&self, 0.0, 0.0);
         self
     }
 
@@ -362,7 +373,24 @@ impl Tensor {
                 Ok(())
             }
             #[cfg(feature = "cuda")]
-            Storage::Cuda(dst) => dst.write(&crate::backend::bytes::to_bytes(buf)),
+            Storage::Cuda(dst) => {
+                dst.write(&crate::backend::bytes::to_bytes(buf))?;
+                // A small upload's range is scanned here, so that no probe
+                // reads it back (a step's learning rate, bias corrections);
+                // a large one (a batch) is left to the probes: scanning it
+                // would hold the host at the step's start.
+                // A few values are known one by one: the trainer's
+                // learning rate and bias corrections are one upload read
+                // through views, each judged by its own value.
+                if src.len() <= UPLOAD_EACH {
+                    crate::monitor::filled_each(self, &buf.to_f64());
+                } else if src.len() <= UPLOAD_SCANNED {
+                    if let Some((lo, hi)) = src.host_range() {
+                        crate::monitor::filled(self, lo, hi);
+                    }
+                }
+                Ok(())
+            }
             #[cfg(feature = "hip")]
             Storage::Hip(_) => Err(Error::Tensor("writing into a HIP tensor in place is not supported".into())),
         }
@@ -379,7 +407,11 @@ impl Tensor {
                 Ok(())
             }
             #[cfg(feature = "cuda")]
-            Storage::Cuda(b) => b.clear(),
+            Storage::Cuda(b) => {
+                b.clear()?;
+                crate::monitor::filled(self, 0.0, 0.0);
+                Ok(())
+            }
             #[cfg(feature = "hip")]
             Storage::Hip(_) => Err(Error::Tensor("clearing a HIP tensor in place is not supported".into())),
         }

@@ -16,6 +16,7 @@
 //! a graph's launches do not pass through the monitor when replayed.
 
 use super::probe::{ObservedSlots, RangeSlots};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// Bytes `start..start + bytes` of device `device`'s memory.
@@ -59,7 +60,20 @@ pub(super) enum Known {
     Proved { lo: f64, hi: f64, producer: Option<usize>, kernel: &'static str },
 }
 
-static KNOWN: Mutex<Vec<(MemSpan, &'static str, Known)>> = Mutex::new(Vec::new());
+/// The facts, by where their spans start. Spans never overlap (recording
+/// one cuts what it overlaps, see [`cut`]), so they are ordered by their
+/// ends too: the facts touching a span are a run of neighbours, found in
+/// logarithmic time (a step looks facts up at every launch, and zeroed
+/// activations add one each).
+type Facts = BTreeMap<(usize, u64), (MemSpan, &'static str, Known)>;
+
+static KNOWN: Mutex<Facts> = Mutex::new(BTreeMap::new());
+
+/// The keys of the facts in `k` whose spans overlap `span`, last first.
+fn overlapping(k: &Facts, span: MemSpan) -> Vec<(usize, u64)> {
+    let end = span.start + span.bytes as u64;
+    k.range((span.device, 0)..(span.device, end)).rev().take_while(|(_, (s, _, _))| s.start + s.bytes as u64 > span.start).map(|(key, _)| *key).collect()
+}
 
 /// A fact about a domain relation `square * square <= factor * bound`
 /// between the values of two spans, each read as its dtype.
@@ -102,15 +116,50 @@ pub(super) fn relation(square: (MemSpan, &'static str), bound: (MemSpan, &'stati
     with_relations(|r| r.iter().find(|f| f.square == square && f.bound == bound && f.factor == factor).map(|f| f.known.clone())).flatten()
 }
 
-fn with<R>(f: impl FnOnce(&mut Vec<(MemSpan, &'static str, Known)>) -> R) -> Option<R> {
+fn with<R>(f: impl FnOnce(&mut Facts) -> R) -> Option<R> {
     KNOWN.lock().ok().map(|mut k| f(&mut k))
 }
 
 /// Something wrote `span`: what was known about it no longer holds.
 pub fn forget(span: Option<MemSpan>) {
     if let Some(span) = span {
-        with(|k| k.retain(|(s, _, _)| !s.overlaps(&span)));
+        with(|k| cut(k, span));
         with_relations(|r| r.retain(|f| !(f.square.0.overlaps(&span) || f.bound.0.overlaps(&span))));
+    }
+}
+
+/// Drop what is known of `span` from `k`. A range fact about a larger
+/// span stays true of the bytes outside `span` (a wider range than theirs,
+/// never a wrong one), so it is kept for those: the packed gradient,
+/// zeroed once, keeps its padding known as zero while each layer's piece
+/// is written by its own kernel. A probe's measurement is dropped whole
+/// (its rows are the whole span's).
+fn cut(k: &mut Facts, span: MemSpan) {
+    for key in overlapping(k, span) {
+        let Some((s, d, f)) = k.remove(&key) else { continue };
+        if matches!(f, Known::Seen { .. } | Known::Observed(_) | Known::Proved { .. }) {
+            let end = s.start + s.bytes as u64;
+            if s.start < span.start {
+                let before = MemSpan { bytes: (span.start - s.start) as usize, ..s };
+                k.insert((before.device, before.start), (before, d, f.clone()));
+            }
+            let span_end = span.start + span.bytes as u64;
+            if span_end < end {
+                let after = MemSpan { start: span_end, bytes: (end - span_end) as usize, ..s };
+                k.insert((after.device, after.start), (after, d, f));
+            }
+        }
+    }
+}
+
+/// `span` was just filled with `value` by the host's own hand (a clear, an
+/// upload of data whose range the host scanned): known as that range, like
+/// a read-back observation, until written.
+pub fn filled(span: Option<MemSpan>, dtype: &'static str, lo: f64, hi: f64) {
+    if let Some(span) = span.filter(|s| s.bytes > 0) {
+        if lo.is_finite() && hi.is_finite() {
+            remember(span, dtype, Known::Seen { lo, hi });
+        }
     }
 }
 
@@ -126,34 +175,43 @@ pub fn forget_all() {
 /// `RangeSlots::within`).
 pub(super) fn lookup(span: MemSpan, dtype: &'static str, elem: usize) -> Option<Known> {
     with(|k| {
-        if let Some((_, _, f)) = k.iter().find(|(s, d, _)| *s == span && *d == dtype) {
-            return Some(f.clone());
-        }
-        k.iter().find_map(|(s, d, f)| match f {
-            Known::Measured(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => {
-                let a = (span.start - s.start) as usize / elem;
-                Some(Known::Measured(at.within(s.bytes / elem, a, a + span.bytes / elem)))
+        if let Some((s, d, f)) = k.get(&(span.device, span.start)) {
+            if *s == span && *d == dtype {
+                return Some(f.clone());
             }
-            // The whole output's range holds every view inside it (a wider
-            // range: a larger bound, never a launch covered that is not).
-            Known::Observed(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Observed(at.clone())),
-            Known::Seen { lo, hi } if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Seen { lo: *lo, hi: *hi }),
-            _ => None,
-        })
-        .or_else(|| pieces(k, span, dtype))
+        }
+        // Facts are disjoint: only the last one starting at or before the
+        // span can hold it.
+        let holder = k.range((span.device, 0)..=(span.device, span.start)).next_back().map(|(_, fact)| fact);
+        holder
+            .and_then(|(s, d, f)| match f {
+                Known::Measured(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => {
+                    let a = (span.start - s.start) as usize / elem;
+                    Some(Known::Measured(at.within(s.bytes / elem, a, a + span.bytes / elem)))
+                }
+                // The whole output's range holds every view inside it (a wider
+                // range: a larger bound, never a launch covered that is not).
+                Known::Observed(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Observed(at.clone())),
+                Known::Seen { lo, hi } if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Seen { lo: *lo, hi: *hi }),
+                _ => None,
+            })
+            .or_else(|| pieces(k, span, dtype))
     })
     .flatten()
 }
 
 /// The observations (in this step, or read back) of pieces that are
 /// `span` end to end, read as `dtype`: a range for all of it.
-fn pieces(k: &[(MemSpan, &'static str, Known)], span: MemSpan, dtype: &'static str) -> Option<Known> {
-    let mut inside: Vec<&(MemSpan, &'static str, Known)> =
-        k.iter().filter(|(s, d, f)| *d == dtype && s.bytes > 0 && span.holds(s, 1) && matches!(f, Known::Observed(_) | Known::Seen { .. })).collect();
+fn pieces(k: &Facts, span: MemSpan, dtype: &'static str) -> Option<Known> {
+    let end = span.start + span.bytes as u64;
+    let inside: Vec<&(MemSpan, &'static str, Known)> = k
+        .range((span.device, span.start)..(span.device, end))
+        .map(|(_, fact)| fact)
+        .filter(|(s, d, f)| *d == dtype && s.bytes > 0 && span.holds(s, 1) && matches!(f, Known::Observed(_) | Known::Seen { .. }))
+        .collect();
     if inside.len() < 2 {
         return None;
     }
-    inside.sort_by_key(|(s, _, _)| s.start);
     let mut next = span.start;
     let (mut observed, mut seen): (Vec<ObservedSlots>, Option<(f64, f64)>) = (Vec::new(), None);
     for (s, _, f) in inside {
@@ -167,14 +225,17 @@ fn pieces(k: &[(MemSpan, &'static str, Known)], span: MemSpan, dtype: &'static s
             _ => unreachable!("filtered above"),
         }
     }
-    (next == span.start + span.bytes as u64).then_some(Known::Pieces { observed, seen })
+    (next == end).then_some(Known::Pieces { observed, seen })
 }
 
-/// Record a fact about `span` (replacing what overlapped it).
+/// Record a fact about `span` (replacing what was known of it; see `cut`).
 pub(super) fn remember(span: MemSpan, dtype: &'static str, fact: Known) {
+    if span.bytes == 0 {
+        return;
+    }
     with(|k| {
-        k.retain(|(s, _, _)| !s.overlaps(&span));
-        k.push((span, dtype, fact));
+        cut(k, span);
+        k.insert((span.device, span.start), (span, dtype, fact));
     });
 }
 
@@ -198,7 +259,7 @@ pub(super) fn settled(covered: impl Fn(usize) -> bool, observed: impl Fn(&Observ
         })
     });
     with(|k| {
-        k.retain_mut(|(_, _, f)| match f {
+        k.retain(|_, (_, _, f)| match f {
             Known::Measured(_) => false,
             Known::Observed(at) => match observed(at) {
                 Some((lo, hi)) => {
@@ -223,6 +284,44 @@ pub(super) fn settled(covered: impl Fn(usize) -> bool, observed: impl Fn(&Observ
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_inside_a_known_span_keeps_the_rest_known() {
+        // The packed gradient: zeroed once (known as zero), then two
+        // pieces written by observing kernels, with padding between them
+        // and after: the whole is known from its pieces, the padding
+        // still as zero.
+        forget_all();
+        let whole = MemSpan { device: 0, start: 4096, bytes: 1000 };
+        filled(Some(whole), "f16", 0.0, 0.0);
+        let a = MemSpan { device: 0, start: 4096, bytes: 200 };
+        let b = MemSpan { device: 0, start: 4396, bytes: 400 };
+        remember(a, "f16", Known::Observed(ObservedSlots { at: 0 }));
+        remember(b, "f16", Known::Observed(ObservedSlots { at: 192 }));
+        match lookup(whole, "f16", 2) {
+            Some(Known::Pieces { observed, seen }) => {
+                assert_eq!(observed, vec![ObservedSlots { at: 0 }, ObservedSlots { at: 192 }]);
+                assert_eq!(seen, Some((0.0, 0.0)), "the padding is known as zero");
+            }
+            other => panic!("the whole should be known from its pieces: {:?}", other),
+        }
+        // A write into the padding by a kernel that does not observe: the
+        // whole is no longer known, the rest of the padding still is.
+        forget(Some(MemSpan { device: 0, start: 4300, bytes: 8 }));
+        assert!(lookup(whole, "f16", 2).is_none());
+        let rest = MemSpan { device: 0, start: 4308, bytes: 88 };
+        assert!(matches!(lookup(rest, "f16", 2), Some(Known::Seen { lo, hi }) if lo == 0.0 && hi == 0.0), "{:?}", lookup(rest, "f16", 2));
+        // Non-finite or empty fills are not facts.
+        forget_all();
+        filled(Some(whole), "f16", f64::NAN, f64::NAN);
+        filled(Some(MemSpan { bytes: 0, ..whole }), "f16", 0.0, 0.0);
+        assert!(lookup(whole, "f16", 2).is_none());
+        // A probe's measurement is dropped whole by a write inside it.
+        remember(whole, "f16", Known::Measured(RangeSlots::for_test(4)));
+        forget(Some(a));
+        assert!(lookup(MemSpan { device: 0, start: 4700, bytes: 100 }, "f16", 2).is_none());
+        forget_all();
+    }
 
     #[test]
     fn a_write_anywhere_in_a_span_forgets_it() {

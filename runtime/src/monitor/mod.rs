@@ -49,6 +49,29 @@ pub fn forget(span: Option<MemSpan>) {
     known::forget(span);
 }
 
+/// `t` (on a device) was just filled by the host's own hand with values
+/// in `[lo, hi]`: zeros, or an upload whose range the host scanned. The
+/// monitor knows that range until the bytes are written (see
+/// `known::filled`): the packed gradient's padding, zeroed once, and a
+/// step's learning rate and bias corrections need no probe.
+pub(crate) fn filled(t: &crate::Tensor, lo: f64, hi: f64) {
+    if matches!(t.dtype(), crate::DType::F16 | crate::DType::Bf16 | crate::DType::F32) {
+        known::filled(t.device_span(), t.dtype().name(), lo, hi);
+    }
+}
+
+/// As [`filled`], each element with its own value (`values`, in order):
+/// views of single elements are judged by their own values.
+pub(crate) fn filled_each(t: &crate::Tensor, values: &[f64]) {
+    let (Some(span), size) = (t.device_span(), t.dtype().size_bytes()) else { return };
+    if !matches!(t.dtype(), crate::DType::F16 | crate::DType::Bf16 | crate::DType::F32) || values.len() * size != span.bytes {
+        return;
+    }
+    for (i, &v) in values.iter().enumerate() {
+        known::filled(Some(MemSpan { start: span.start + (i * size) as u64, bytes: size, ..span }), t.dtype().name(), v, v);
+    }
+}
+
 /// Measure `t` now, ahead of the launches that read it or views inside it
 /// before anything writes it: one probe instead of one per view (the
 /// trainer measures its packed parameters and the optimizer's moments at

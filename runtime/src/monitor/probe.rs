@@ -99,6 +99,28 @@ enum RelationSource {
     Observed(ObservedSlots),
     /// Checked so in an earlier step (read back then): it held.
     Held,
+    /// Decided by the ranges of the launch's inputs at positions `t` and
+    /// `s` (see [`relation_by_ranges`]): `s` is one value, so the relation
+    /// holds on every element exactly where it holds at `t`'s extremes.
+    Ranges { t: usize, s: usize, factor: f64 },
+}
+
+/// Does `t * t <= factor * s` hold for every element of a `t` with values
+/// in `t_range`, `s` being one value in `s_range`? Exactly where it holds
+/// at both of `t`'s extremes and `s`'s least value (`t * t` is largest at
+/// an extreme; `factor > 0`), in the f64 arithmetic of
+/// `tokitai_contracts::relation::holds`, which is the probes' and the
+/// host's: so the verdict is the one a probe of every element gives. A
+/// range that saw a NaN or an infinity decides nothing: such a launch is
+/// outside its domain box anyway, and the relation is reported unchecked.
+pub(super) fn relation_by_ranges(t_range: Option<(f64, f64)>, s_range: Option<(f64, f64)>, factor: f64) -> std::result::Result<(), String> {
+    use tokitai_contracts::relation::holds;
+    let finite = |r: Option<(f64, f64)>| r.filter(|(lo, hi)| lo.is_finite() && hi.is_finite());
+    match (finite(t_range), finite(s_range)) {
+        (Some((lo, hi)), Some((s, _))) if holds(lo, s, factor) && holds(hi, s, factor) => Ok(()),
+        (Some((lo, hi)), Some((s, _))) => Err(format!("its square reaches {:e} at the extremes [{}, {}], above {} x {}", lo.abs().max(hi.abs()).powi(2), lo, hi, factor, s)),
+        _ => Err("an input it relates holds a value that is not finite (or was not measured)".into()),
+    }
 }
 
 /// Where a launch's observation of one output lands: `OBSERVE_SLOTS`
@@ -427,6 +449,16 @@ impl Observe {
     }
 }
 
+/// How [`queue`] settles one domain relation of a launch.
+enum Relation<'a> {
+    /// Known already (see `known::relation`).
+    Known(known::RelationKnown),
+    /// By the launch's ranges (see [`RelationSource::Ranges`]).
+    Ranges { t: usize, s: usize, factor: f64 },
+    /// By this probe of `t` and `s`, with the factor as an f32.
+    Probe(&'static KernelDef, &'a Tensor, &'a Tensor, f32),
+}
+
 /// Queue the probes of a launch on `dev` whose inputs are on the device,
 /// skipping inputs whose range is already known (see `known`).
 pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], needed: &[bool]) -> Result<Queued> {
@@ -458,7 +490,14 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
         let (tt, st) = (tensors[ti], tensors[si]);
         let spans = tt.device_span().zip(st.device_span());
         if let Some(known) = spans.and_then(|(a, b)| known::relation((a, tt.dtype().name()), (b, st.dtype().name()), *factor)) {
-            relations.push(Err(known));
+            relations.push(Relation::Known(known));
+            continue;
+        }
+        // One bound for every element: the ranges the launch needs anyway
+        // decide it (adamw's `g * g <= nsq`; a probe read the 170 MB
+        // gradient again at tiny).
+        if st.len() == 1 && needed[ti] && needed[si] && *factor > 0.0 {
+            relations.push(Relation::Ranges { t: ti, s: si, factor: *factor });
             continue;
         }
         let kernel: &'static KernelDef = match (tt.dtype(), st.dtype(), st.len()) {
@@ -471,7 +510,7 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
             return Ok(Queued::Unmeasured(format!("relation `{}`: factor {} is not an f32", text, factor)));
         }
         want_i32 += rows(tt.len());
-        relations.push(Ok((kernel, tt, st, *factor as f32)));
+        relations.push(Relation::Probe(kernel, tt, st, *factor as f32));
     }
     // Not in a captured step (unless `TOKITAI_OBSERVE=all`): its probes
     // run beside it, off the critical path, while an observing kernel
@@ -560,13 +599,17 @@ pub(super) fn queue(dev: &Device, k: &KernelDef, bound: &Bound, args: &[Arg], ne
     let mut relation_slots = Vec::new();
     for relation in relations {
         let (kernel, t, s, factor) = match relation {
-            Ok(probe) => probe,
-            Err(known::RelationKnown::Observed(at)) => {
+            Relation::Probe(kernel, t, s, factor) => (kernel, t, s, factor),
+            Relation::Known(known::RelationKnown::Observed(at)) => {
                 relation_slots.push(RelationSource::Observed(at));
                 continue;
             }
-            Err(known::RelationKnown::Held) => {
+            Relation::Known(known::RelationKnown::Held) => {
                 relation_slots.push(RelationSource::Held);
+                continue;
+            }
+            Relation::Ranges { t, s, factor } => {
+                relation_slots.push(RelationSource::Ranges { t, s, factor });
                 continue;
             }
         };
@@ -818,6 +861,7 @@ fn judge_pending(p: &Pending, f64s: &[f64], i32s: &[i32], ranges: &mut Vec<Optio
             (n > 0).then(|| format!("the domain relation `{}` fails on values stored by {} blocks of the launch that wrote both", text, n))
         }
         RelationSource::Held => None,
+        RelationSource::Ranges { t, s, factor } => relation_by_ranges(ranges[*t], ranges[*s], *factor).err().map(|why| format!("the domain relation `{}` fails: {}", text, why)),
     });
     p.judge.verdict(&p.bound, ranges, broken.as_deref())
 }
@@ -878,6 +922,39 @@ mod tests {
                 let probe = range_kernel(dtype).unwrap_or_else(|| panic!("{}: no probe reads {} data (input `{}`)", k.info.name, t.dtype, t.name));
                 assert_eq!(probe.info.tensors[0].dtype, t.dtype, "{}: the probe for {} reads {}", k.info.name, t.dtype, probe.info.tensors[0].dtype);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// A relation with one bound, decided by ranges, gives the verdict
+        /// of checking every element (the probe's), f16 and f32 values,
+        /// bounds from 0, factors of adamw and others.
+        #[test]
+        fn a_relation_decided_by_ranges_is_the_element_by_element_verdict(
+            t in proptest::collection::vec(-70000.0f32..70000.0, 1..40),
+            s in 0.0f32..5e9,
+            factor in proptest::sample::select(vec![1.0f64, 64.0, 0.5]),
+            half in proptest::bool::ANY,
+        ) {
+            let t: Vec<f64> = t.iter().map(|&x| if half { half::f16::from_f32(x).to_f64() } else { x as f64 }).collect();
+            let s = s as f64;
+            let range = (t.iter().copied().fold(f64::INFINITY, f64::min), t.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            let by_elements = tokitai_contracts::relation::first_violation(t.len(), 1, factor, |i| t[i], |_| s).is_none();
+            proptest::prop_assert_eq!(relation_by_ranges(Some(range), Some((s, s)), factor).is_ok(), by_elements);
+        }
+    }
+
+    #[test]
+    fn a_relation_decided_by_ranges_holds_at_the_boundary_and_not_past_it_or_on_nan() {
+        // 8^2 = 64 * 1: holds with equality; one ulp of t more does not.
+        assert!(relation_by_ranges(Some((-8.0, 3.0)), Some((1.0, 1.0)), 64.0).is_ok());
+        let past = f64::from(f32::from_bits(8.0f32.to_bits() + 1));
+        assert!(relation_by_ranges(Some((-past, 3.0)), Some((1.0, 1.0)), 64.0).is_err());
+        // The bound's least value decides.
+        assert!(relation_by_ranges(Some((0.0, 2.0)), Some((3.9, 100.0)), 1.0).is_err());
+        for nan in [Some((f64::NAN, f64::NAN)), None] {
+            assert!(relation_by_ranges(nan, Some((1.0, 1.0)), 1.0).is_err());
+            assert!(relation_by_ranges(Some((0.0, 0.0)), nan, 1.0).is_err());
         }
     }
 
