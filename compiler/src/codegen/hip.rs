@@ -229,11 +229,14 @@ impl<'a> Printer<'a> {
             self.line("const bool tk_obs_on = tk_obs != nullptr;");
         }
         for (j, &b) in ir.observed.iter().enumerate() {
-            self.line(&format!("tk_observed {} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // what this thread stores to `{}`", observation_name(j), ir.bufs[b].name));
+            // An f16 output's fold takes the pairs a paired store writes
+            // (prelude: `tk_observed_f16`).
+            let fold = if ir.bufs[b].dtype == Dtype::F16 { "tk_observed_f16" } else { "tk_observed" };
+            self.line(&format!("{} {} = {}_none(); // what this thread stores to `{}`", fold, observation_name(j), fold, ir.bufs[b].name));
         }
         for (j, r) in ir.related.iter().enumerate() {
             let (sq, bd) = (&ir.bufs[r.square].name, &ir.bufs[r.bound].name);
-            self.line(&format!("tk_observed {} = {{__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}}; // `{} * {} <= {:?} * {}` on what this thread stores", relation_name(j), sq, sq, r.factor, bd));
+            self.line(&format!("tk_observed {} = tk_observed_none(); // `{} * {} <= {:?} * {}` on what this thread stores", relation_name(j), sq, sq, r.factor, bd));
         }
         self.block(&ir.body);
         self.indent -= 1;
@@ -363,8 +366,9 @@ impl<'a> Printer<'a> {
                 );
                 self.line(&l);
                 if let Some(obs) = self.observation(*buf) {
-                    let folds: Vec<String> = (0..*width as i64).map(|e| format!("tk_observe({}, {});", obs, self.array_elem(*arr, &IExpr::c(e)))).collect();
-                    self.line(&format!("if (tk_obs_on) {{ {} }}", folds.join(" ")));
+                    // Every lane of the vector (prelude: `tk_observe` of a
+                    // `tk_vec`, by pairs for an f16 fold).
+                    self.line(&format!("if (tk_obs_on) {{ tk_observe({}, {}); }}", obs, self.local(*arr)));
                 }
             }
             KStmt::SharedVecStore { arr, base, width, src } => {

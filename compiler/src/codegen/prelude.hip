@@ -34,18 +34,75 @@ template <class T> __device__ __forceinline__ T tk_imax(T a, T b) { return a > b
 // test buffers for the alignment before they take the vector path.
 template <class T, int W> struct alignas(sizeof(T) * W < 16 ? sizeof(T) * W : 16) tk_vec { T v[W]; };
 // The contract monitor's observation of the values a thread stores
-// (KStmt::ObserveFlush): the smallest and largest value (fminf and fmaxf
-// pass over a NaN; infinities are kept and read back as non-finite), and
-// whether a NaN was stored. Two min/max and a compare a value, in
-// registers; printed only where the launch passes observation words.
+// (KStmt::ObserveFlush): the smallest and largest value, and whether a NaN
+// was stored (infinities are kept and read back as non-finite). Printed
+// only where the launch passes observation words. A fold is in registers
+// and short: inside a contraction's epilogue every store is predicated
+// straight-line code, and a longer fold (a compare and a select a value)
+// turned each guarded store into a branch, which serialised the bias
+// loads: linear_fwd_ws 62 -> 74 us a launch (H100, issue 18).
+// On NVIDIA sm_80 and later the min and max propagate a NaN (`.NaN`), so
+// the fold is two instructions and the NaN is found once, at the merge;
+// elsewhere fminf and fmaxf pass over a NaN and a compare counts it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define TK_NAN_MINMAX 1
+#endif
 struct tk_observed { float lo, hi; unsigned bad; };
+__device__ __forceinline__ tk_observed tk_observed_none() { return {__int_as_float(0x7f800000), __int_as_float(0xff800000), 0u}; }
 __device__ __forceinline__ void tk_observe(tk_observed& o, float v) {
+#ifdef TK_NAN_MINMAX
+    asm("min.NaN.f32 %0, %0, %1;" : "+f"(o.lo) : "f"(v));
+    asm("max.NaN.f32 %0, %0, %1;" : "+f"(o.hi) : "f"(v));
+#else
     o.lo = fminf(o.lo, v);
     o.hi = fmaxf(o.hi, v);
     o.bad |= (v != v) ? 1u : 0u;
+#endif
 }
 __device__ __forceinline__ void tk_observe(tk_observed& o, tk_f16 v) { tk_observe(o, tk_to_f32(v)); }
 __device__ __forceinline__ void tk_observe(tk_observed& o, tk_bf16 v) { tk_observe(o, tk_to_f32(v)); }
+// The observation of an f16 output: on NVIDIA sm_80 and later its smallest
+// and largest values as two pairs of halves, folded a pair at a time
+// (`min.NaN.f16x2`: one instruction for the two values a paired store
+// writes); elsewhere as f32. Both are exact: every half is a float.
+#ifdef TK_NAN_MINMAX
+struct tk_observed_f16 { unsigned lo, hi; };
+__device__ __forceinline__ tk_observed_f16 tk_observed_f16_none() { return {0x7c007c00u, 0xfc00fc00u}; }
+__device__ __forceinline__ void tk_observe_pair(tk_observed_f16& o, unsigned pair) {
+    asm("min.NaN.f16x2 %0, %0, %1;" : "+r"(o.lo) : "r"(pair));
+    asm("max.NaN.f16x2 %0, %0, %1;" : "+r"(o.hi) : "r"(pair));
+}
+__device__ __forceinline__ void tk_observe(tk_observed_f16& o, tk_f16 v) {
+    const unsigned h = __half_as_ushort(v);
+    tk_observe_pair(o, h | (h << 16));
+}
+__device__ __forceinline__ void tk_observe(tk_observed_f16& o, const tk_vec<tk_f16, 2>& v) {
+    tk_observe_pair(o, (unsigned)__half_as_ushort(v.v[0]) | ((unsigned)__half_as_ushort(v.v[1]) << 16));
+}
+// As f32 for the merge: a NaN in either half of either pair is a NaN stored.
+__device__ __forceinline__ tk_observed tk_observed_of(tk_observed_f16 o) {
+    const float l0 = __half2float(__ushort_as_half((unsigned short)(o.lo & 0xffffu))), l1 = __half2float(__ushort_as_half((unsigned short)(o.lo >> 16)));
+    const float h0 = __half2float(__ushort_as_half((unsigned short)(o.hi & 0xffffu))), h1 = __half2float(__ushort_as_half((unsigned short)(o.hi >> 16)));
+    const unsigned bad = (l0 != l0 || l1 != l1 || h0 != h0 || h1 != h1) ? 1u : 0u;
+    return {fminf(l0, l1), fmaxf(h0, h1), bad};
+}
+#else
+struct tk_observed_f16 { tk_observed o; };
+__device__ __forceinline__ tk_observed_f16 tk_observed_f16_none() { return {tk_observed_none()}; }
+__device__ __forceinline__ void tk_observe(tk_observed_f16& o, tk_f16 v) { tk_observe(o.o, v); }
+__device__ __forceinline__ void tk_observe(tk_observed_f16& o, const tk_vec<tk_f16, 2>& v) { tk_observe(o.o, v.v[0]); tk_observe(o.o, v.v[1]); }
+__device__ __forceinline__ tk_observed tk_observed_of(tk_observed_f16 o) { return o.o; }
+#endif
+// A vector store's values: each lane (an f16 fold takes pairs).
+template <class F, class T, int W> __device__ __forceinline__ void tk_observe(F& o, const tk_vec<T, W>& v) {
+#pragma unroll
+    for (int e = 0; e < W; ++e) tk_observe(o, v.v[e]);
+}
+template <int W> __device__ __forceinline__ void tk_observe(tk_observed_f16& o, const tk_vec<tk_f16, W>& v) {
+#pragma unroll
+    for (int e = 0; e + 1 < W; e += 2) tk_observe(o, *reinterpret_cast<const tk_vec<tk_f16, 2>*>(&v.v[e]));
+    if (W % 2 != 0) tk_observe(o, v.v[W - 1]);
+}
 // A domain relation `t * t <= factor * s` on the values a thread stored at
 // one element (KStmt::ObserveRelation), compared in double as the host
 // compares it (tokitai_contracts::relation::holds): the square of an f32 is
@@ -86,6 +143,9 @@ __device__ __forceinline__ tk_observed tk_observed_warp(tk_observed o) {
 __device__ __forceinline__ void tk_observe_flush(unsigned* slot, tk_observed o) {
     __shared__ tk_observed tk_obs_warps[32];
     const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    // A NaN the folds carried (see TK_NAN_MINMAX) is counted before the
+    // shuffles' fminf and fmaxf pass over it.
+    o.bad |= (o.lo != o.lo || o.hi != o.hi) ? 1u : 0u;
     o = tk_observed_warp(o);
     if (lane == 0u) tk_obs_warps[warp] = o;
     __syncthreads();
@@ -102,3 +162,4 @@ __device__ __forceinline__ void tk_observe_flush(unsigned* slot, tk_observed o) 
     }
     __syncthreads();
 }
+__device__ __forceinline__ void tk_observe_flush(unsigned* slot, tk_observed_f16 o) { tk_observe_flush(slot, tk_observed_of(o)); }
