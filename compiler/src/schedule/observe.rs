@@ -209,10 +209,15 @@ pub fn observing_twin(ir: &KernelIr, k: &Kernel) -> Option<KernelIr> {
 
 /// Does `body` move registers between warpgroups (`setmaxnreg`: the
 /// warp-specialised contractions)? Their consumers run at the register
-/// limit with the epilogue as the bottleneck, and a twin's folds there
-/// cost them 12-19% (H100, tiny MoE step, Nsight Compute: linear_fwd_ws
-/// 62 -> 74 us a launch): more than the probe of their output, which runs
-/// at about 7 us. So they have none.
+/// limit, and a twin costs more than the probe of its output (about 10 us
+/// for 8 MB), so they have none. Measured (tiny MoE step, Nsight Compute):
+/// with a compare-and-select fold, linear_fwd_ws 62 -> 74 us a launch
+/// (H100): the fold turned each guarded store of the epilogue into a
+/// branch, serialising the bias loads. With the two-instruction folds the
+/// stores stay predicated, yet 61 -> 70 us (H200): the consumer loop
+/// already spills 3 accumulator registers a k-slab, and the folds' two
+/// registers make that 7 (SASS of the NVRTC cubin, bench/RESULTS.md,
+/// twenty-seventh session).
 fn sets_registers(body: &[KStmt]) -> bool {
     body.iter().any(|s| match s {
         KStmt::SetMaxRegisters { .. } => true,
