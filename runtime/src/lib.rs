@@ -22,6 +22,8 @@ pub mod abi {
 
 pub mod backend;
 pub mod cache;
+pub mod exit;
+pub mod gluing;
 pub mod check;
 mod device;
 mod error;

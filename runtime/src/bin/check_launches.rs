@@ -21,14 +21,7 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    std::process::exit(match run(&cli) {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(e) => {
-            eprintln!("error: {}", e);
-            2
-        }
-    });
+    tokitai_runtime::exit::exit(run(&cli));
 }
 
 fn run(cli: &Cli) -> Result<bool, String> {
