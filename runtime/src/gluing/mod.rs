@@ -159,9 +159,12 @@ fn residuals(site: &Site, compared: &[&site::Intersection], dev: &Device) -> Res
         .into_iter()
         .map(|computed| {
             let computed = computed as f64;
-            // |computed - exact| <= abs + rel |exact|, exact >= 0.
-            let low = ((computed - abs) / (1.0 + rel)).max(0.0);
-            let high = if rel < 1.0 { (computed + abs) / (1.0 - rel) } else { f64::INFINITY };
+            // |computed - exact| <= abs + rel |exact|, exact >= 0; each end
+            // moved outward by a few of f64's roundings, so that the f64
+            // arithmetic here cannot narrow the interval.
+            let outward = 8.0 * f64::EPSILON;
+            let low = ((computed - abs) / (1.0 + rel) * (1.0 - outward)).max(0.0);
+            let high = if rel < 1.0 { (computed + abs) / (1.0 - rel) * (1.0 + outward) } else { f64::INFINITY };
             (computed, (low, high))
         })
         .collect())
