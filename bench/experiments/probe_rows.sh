@@ -27,7 +27,7 @@ print(f"  all probes: {sum(v[1] for v in t.values()):.1f} us over two steps")
 PY
   rm -rf "$OUT/c" "$OUT/w"
 done
-for pass in 1 2; do
+for pass in $(seq "${PASSES:-2}"); do
   for row in 65536 8192; do
     echo "## pass $pass, rows of $row"
     TOKITAI_PROBE_ROW=$row timeout 100 "$BIN/tokitai-bench-moe" --configs tiny:4096 --steps 20 --curve-steps 2 --contracts off,warn 2>&1 | grep "ms/step" | grep -v graph
