@@ -34,6 +34,7 @@ mod host;
 mod judge;
 mod known;
 mod probe;
+mod readback;
 pub use compose::{check_edges, Edge};
 pub(crate) use host::HostFacts;
 pub(crate) use judge::Judge;
