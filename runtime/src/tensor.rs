@@ -375,13 +375,12 @@ impl Tensor {
             #[cfg(feature = "cuda")]
             Storage::Cuda(dst) => {
                 dst.write(&crate::backend::bytes::to_bytes(buf))?;
-                // A small upload's range is scanned here, so that no probe
-                // reads it back (a step's learning rate, bias corrections);
-                // a large one (a batch) is left to the probes: scanning it
+                // A small upload is known without a probe: a few values one
+                // by one (the trainer's learning rate and bias corrections
+                // are one upload read through views, each judged by its own
+                // value), up to UPLOAD_SCANNED by the range the host scans.
+                // A large one (a batch) is left to the probes: scanning it
                 // would hold the host at the step's start.
-                // A few values are known one by one: the trainer's
-                // learning rate and bias corrections are one upload read
-                // through views, each judged by its own value.
                 if src.len() <= UPLOAD_EACH {
                     crate::monitor::filled_each(self, &buf.to_f64());
                 } else if src.len() <= UPLOAD_SCANNED {

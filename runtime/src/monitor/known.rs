@@ -182,17 +182,17 @@ pub(super) fn lookup(span: MemSpan, dtype: &'static str, elem: usize) -> Option<
         }
         // Facts are disjoint: only the last one starting at or before the
         // span can hold it.
-        let holder = k.range((span.device, 0)..=(span.device, span.start)).next_back().map(|(_, fact)| fact);
+        let holder = k.range((span.device, 0)..=(span.device, span.start)).next_back().map(|(_, fact)| fact).filter(|(s, d, _)| *d == dtype && span.bytes > 0 && s.holds(&span, elem));
         holder
-            .and_then(|(s, d, f)| match f {
-                Known::Measured(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => {
+            .and_then(|(s, _, f)| match f {
+                Known::Measured(at) => {
                     let a = (span.start - s.start) as usize / elem;
                     Some(Known::Measured(at.within(s.bytes / elem, a, a + span.bytes / elem)))
                 }
                 // The whole output's range holds every view inside it (a wider
                 // range: a larger bound, never a launch covered that is not).
-                Known::Observed(at) if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Observed(at.clone())),
-                Known::Seen { lo, hi } if *d == dtype && span.bytes > 0 && s.holds(&span, elem) => Some(Known::Seen { lo: *lo, hi: *hi }),
+                Known::Observed(at) => Some(Known::Observed(at.clone())),
+                Known::Seen { lo, hi } => Some(Known::Seen { lo: *lo, hi: *hi }),
                 _ => None,
             })
             .or_else(|| pieces(k, span, dtype))

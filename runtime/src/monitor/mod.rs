@@ -56,16 +56,21 @@ pub fn forget(span: Option<MemSpan>) {
 /// `known::filled`): the packed gradient's padding, zeroed once, and a
 /// step's learning rate and bias corrections need no probe.
 pub(crate) fn filled(t: &crate::Tensor, lo: f64, hi: f64) {
-    if matches!(t.dtype(), crate::DType::F16 | crate::DType::Bf16 | crate::DType::F32) {
+    if probed_dtype(t) {
         known::filled(t.device_span(), t.dtype().name(), lo, hi);
     }
+}
+
+/// Is `t` of a dtype the probes measure (so a fact about it saves one)?
+fn probed_dtype(t: &crate::Tensor) -> bool {
+    matches!(t.dtype(), crate::DType::F16 | crate::DType::Bf16 | crate::DType::F32)
 }
 
 /// As [`filled`], each element with its own value (`values`, in order):
 /// views of single elements are judged by their own values.
 pub(crate) fn filled_each(t: &crate::Tensor, values: &[f64]) {
     let (Some(span), size) = (t.device_span(), t.dtype().size_bytes()) else { return };
-    if !matches!(t.dtype(), crate::DType::F16 | crate::DType::Bf16 | crate::DType::F32) || values.len() * size != span.bytes {
+    if !probed_dtype(t) || values.len() * size != span.bytes {
         return;
     }
     for (i, &v) in values.iter().enumerate() {
