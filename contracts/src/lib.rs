@@ -13,6 +13,7 @@ pub mod plot;
 pub mod poly;
 pub mod relation;
 pub mod relax;
+pub mod residue;
 pub mod report;
 pub mod term;
 pub mod tuning;

@@ -36,6 +36,9 @@ pub enum ObligationKind {
     /// An output's derived error bound is within its `tolerance` over the
     /// domain (design.md, obligation 8).
     Tolerance,
+    /// A product the p-adic skip rule leaves out is zero modulo `p^k`
+    /// (`residue`).
+    SkipExact,
 }
 
 impl ObligationKind {
@@ -54,6 +57,7 @@ impl ObligationKind {
             ObligationKind::Initialized => "initialized",
             ObligationKind::ReductionComplete => "reduction-complete",
             ObligationKind::Tolerance => "tolerance",
+            ObligationKind::SkipExact => "skip-exact",
         }
     }
 }

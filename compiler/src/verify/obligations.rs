@@ -64,6 +64,7 @@ impl KernelProofs {
                         ObligationKind::Initialized => "E0911",
                         ObligationKind::ReductionComplete => "E0912",
                         ObligationKind::Tolerance => "E0913",
+                        ObligationKind::SkipExact => "E0914",
                     };
                     let mut d = Diagnostic::error(code, format!("kernel `{}`: {} refuted: {}", self.kernel, v.obligation.kind.name(), v.obligation.description), v.span)
                         .with_label("this access or contract fails")
