@@ -129,3 +129,99 @@ fn the_command_line_glues_refuses_and_rejects_with_its_exit_codes() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/site.json"));
 }
+
+/// The router's cover (`gluing::router`): blocks that route a sample
+/// alike glue to one routing; a block that routes it otherwise is named
+/// by the obstructions of both its overlaps.
+#[test]
+fn the_routers_cover_glues_where_adjacent_blocks_agree() {
+    use tokitai_runtime::gluing::{router::block_name, router_site};
+    let same: Vec<f32> = (0..9).flat_map(|_| [0.5f32, 0.25, 0.125, 0.125]).collect();
+    let g = glue(&router_site(&same, 1e-3).unwrap(), &Device::Cpu).unwrap();
+    assert!(g.obstructions.is_empty(), "{:?}", g.obstructions);
+    assert_eq!(g.overlaps.len(), 8);
+    assert_eq!(g.section.as_ref().map(Vec::len), Some(17 * 4));
+    assert_eq!(&g.section.unwrap()[..4], &[0.5, 0.25, 0.125, 0.125]);
+
+    let mut odd = same.clone();
+    odd[3 * 4..4 * 4].copy_from_slice(&[0.25, 0.5, 0.125, 0.125]);
+    let g = glue(&router_site(&odd, 0.1).unwrap(), &Device::Cpu).unwrap();
+    assert_eq!(g.section, None);
+    let named: Vec<[String; 2]> = g.obstructions.iter().map(|o| match o {
+        Obstruction::IncompatibleOverlap { opens, residual, decided: true, .. } => {
+            assert_eq!(*residual, 0.5, "|0.5 - 0.25| + |0.25 - 0.5|");
+            opens.clone()
+        }
+        other => panic!("unexpected obstruction {:?}", other),
+    }).collect();
+    assert_eq!(named, vec![[block_name(2), block_name(3)], [block_name(3), block_name(4)]]);
+    assert_eq!(block_name(8), "numerical");
+    // The wrong number of values is an error naming the sections.
+    let e = router_site(&same[..35], 0.1).unwrap_err();
+    assert!(e.to_string().contains("router sections") && e.to_string().contains("36"), "{}", e);
+}
+
+/// The site of a real sample: the router's forward pass on the CPU
+/// (`moe::sheaf::forward`), one sample's block routings as sections. Each
+/// overlap's computed residual is the L1 distance of the two blocks'
+/// routings (rounded to f16, as the site stores them) within the proved
+/// interval, and gluing accepts exactly the overlaps whose interval lies
+/// below the tolerance.
+#[test]
+fn a_real_samples_block_routings_form_a_site() {
+    use half::f16;
+    use tokitai_runtime::gluing::router_site;
+    use tokitai_runtime::moe::sheaf::{block_of_columns, forward};
+    use tokitai_runtime::{DType, Tensor};
+    let (b, d) = (3usize, 96usize);
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as f64 / (1u64 << 31) as f64
+    };
+    let x: Vec<f16> = (0..b * d).map(|_| f16::from_f64(next())).collect();
+    let w: Vec<f16> = (0..d * 6).map(|_| f16::from_f64(0.25 * next() - 0.125)).collect();
+    let logits: Vec<f16> = (0..b * 6).map(|_| f16::from_f64(4.0 * next() - 2.0)).collect();
+    let dev = Device::Cpu;
+    let x = Tensor::from_f16(&[b, d], x).unwrap();
+    let w = Tensor::from_f16(&[d, 6], w).unwrap();
+    let logits = Tensor::from_f16(&[b, 6], logits).unwrap();
+    let blk = Tensor::from_i32(&[d], block_of_columns()).unwrap();
+    let mut probs = Tensor::output(&[b, 4], DType::F32, &dev).unwrap();
+    let tape = forward(&dev, &x, &logits, &w, &blk, &mut probs).unwrap();
+    let routings = tape.block_routings(1).unwrap();
+    assert!(tape.block_routings(3).is_err(), "sample 3 of 3 is outside the batch");
+    let rounded: Vec<f64> = routings.iter().map(|v| f16::from_f32(*v).to_f64()).collect();
+    let l1 = |u: usize| (0..4).map(|e| (rounded[u * 4 + e] - rounded[(u + 1) * 4 + e]).abs()).sum::<f64>();
+    // A tolerance in the middle of the distances, so some overlaps agree
+    // and some do not.
+    let mut distances: Vec<f64> = (0..8).map(l1).collect();
+    distances.sort_by(f64::total_cmp);
+    let tolerance = (distances[3] + distances[4]) / 2.0;
+    let g = glue(&router_site(&routings, tolerance).unwrap(), &dev).unwrap();
+    assert_eq!(g.overlaps.len(), 8);
+    for (u, o) in g.overlaps.iter().enumerate() {
+        let exact = l1(u);
+        assert!(o.exact.0 <= exact && exact <= o.exact.1, "overlap {}: L1 {} outside {:?}", u, exact, o.exact);
+        assert_eq!(o.agrees, o.exact.1 <= tolerance, "overlap {}", u);
+        if o.agrees {
+            assert!(exact <= tolerance);
+        }
+    }
+    assert!(g.overlaps.iter().any(|o| o.agrees) && g.overlaps.iter().any(|o| !o.agrees), "{:?} at {}", distances, tolerance);
+    assert_eq!(g.section.is_some(), g.obstructions.is_empty());
+}
+
+/// The router example in `examples/sites` is what `router_site_file`
+/// writes for nine blocks of which one (cat3) routes otherwise.
+#[test]
+fn the_router_example_file_is_the_router_site() {
+    let mut probs: Vec<f32> = (0..9).flat_map(|_| [0.5f32, 0.25, 0.125, 0.125]).collect();
+    probs[12..16].copy_from_slice(&[0.25, 0.5, 0.125, 0.125]);
+    let text = tokitai_runtime::gluing::router_site_file(&probs, 0.1).unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/sites/router.json");
+    if std::env::var_os("TOKITAI_WRITE_EXAMPLES").is_some() {
+        std::fs::write(path, format!("{}\n", text)).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(path).unwrap().trim_end(), text, "rerun with TOKITAI_WRITE_EXAMPLES=1 to rewrite it");
+}

@@ -35,7 +35,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
     let dev = Device::from_spec(&cli.device).map_err(|e| format!("--device: {}", e))?;
     let g = glue(&site, &dev).map_err(|e| e.to_string())?;
     for o in &g.overlaps {
-        println!("overlap \"{}\" / \"{}\": {} points, residual {} (exactly in [{}, {}]), {}", o.opens[0], o.opens[1], o.points, o.residual, o.exact.0, o.exact.1, if o.agrees { "agrees" } else { "does not agree" });
+        println!("overlap \"{}\" / \"{}\": {} point{}, residual {} (exactly in [{}, {}]), {}", o.opens[0], o.opens[1], o.points, if o.points == 1 { "" } else { "s" }, o.residual, o.exact.0, o.exact.1, if o.agrees { "agrees" } else { "does not agree" });
     }
     match &g.section {
         Some(s) => println!("glued: a global section of {} points x {} values: {:?}", site.points, site.dim, s),

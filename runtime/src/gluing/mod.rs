@@ -13,11 +13,13 @@
 //! tell, and the overlap is reported as undecided: gluing never returns a
 //! section that the exact residuals would refuse.
 
+pub mod router;
 pub mod site;
 
 use crate::kernels::sheaf::overlap_residual;
 use crate::{Bound, Device, Result, Tensor};
 use serde::Serialize;
+pub use router::{router_site, router_site_file};
 pub use site::{Site, SiteError};
 
 /// Why a well-formed site does not glue.

@@ -52,6 +52,14 @@ impl Tape {
     pub fn mean_energy(&self) -> Result<f64> {
         Ok(batch_mean(&self.energy.to_f64_vec()?))
     }
+
+    /// Sample `r`'s block routings, `[9, 4]` row-major (a device read):
+    /// the sections of the router's cover (`gluing::router_site`).
+    pub fn block_routings(&self, r: usize) -> Result<Vec<f32>> {
+        let all = self.ps.to_f32_vec()?;
+        let width = BLOCKS * N_EXPERTS;
+        all.get(r * width..(r + 1) * width).map(<[f32]>::to_vec).ok_or_else(|| crate::Error::Tensor(format!("block routings: sample {} is outside the batch of {}", r, all.len() / width)))
+    }
 }
 
 /// The batch mean of per-sample energies.
