@@ -18,7 +18,7 @@
 //! `Site::parse`, so it is checked like any user's file, and the text is
 //! what `tokitai-glue` reads (`router_site_file`).
 
-use super::site::{Site, SiteError};
+use super::site::{wrong, Site, SiteError};
 use crate::moe::config::N_EXPERTS;
 use crate::moe::sheaf::BLOCKS;
 use serde_json::json;
@@ -37,7 +37,7 @@ pub fn block_name(u: usize) -> String {
 /// each overlap's L1 distance.
 pub fn router_site_file(probs: &[f32], tolerance: f64) -> Result<String, SiteError> {
     if probs.len() != BLOCKS * N_EXPERTS {
-        return Err(SiteError { item: "router sections".into(), message: format!("{} values, expected {} blocks x {} experts = {}", probs.len(), BLOCKS, N_EXPERTS, BLOCKS * N_EXPERTS) });
+        return Err(wrong("router sections", format!("{} values, expected {} blocks x {} experts = {}", probs.len(), BLOCKS, N_EXPERTS, BLOCKS * N_EXPERTS)));
     }
     let shared = |u: usize| BLOCKS + u;
     let points_of = |u: usize| {

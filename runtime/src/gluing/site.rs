@@ -118,7 +118,7 @@ impl fmt::Display for SiteError {
 
 impl std::error::Error for SiteError {}
 
-fn wrong(item: impl Into<String>, message: impl Into<String>) -> SiteError {
+pub(super) fn wrong(item: impl Into<String>, message: impl Into<String>) -> SiteError {
     SiteError { item: item.into(), message: message.into() }
 }
 
