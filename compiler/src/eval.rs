@@ -171,6 +171,15 @@ impl<'a> Ev<'a> {
                             v[2]
                         }
                     }
+                    // Residues are below 2^32: exact in f64, and their
+                    // products exact in u64.
+                    Builtin::MulMod => ((v[0] as u64 * v[1] as u64) % self.modulus_q()) as f64,
+                    Builtin::AddMod => ((v[0] as u64 + v[1] as u64) % self.modulus_q()) as f64,
+                    Builtin::Vp => self.k.modulus.map_or(0, |m| m.valuation(v[0] as u64)) as f64,
+                    // Exact: the dense value (what skipping must equal);
+                    // mirror: as the kernel computes it.
+                    Builtin::SkipIf if self.mode == Mode::Mirror && v[0] != 0.0 => 0.0,
+                    Builtin::SkipIf => v[1],
                 }
             }
             TExprKind::Cast(a) => {
@@ -198,9 +207,15 @@ impl<'a> Ev<'a> {
                 _ if ty.is_int() => (acc as i64).wrapping_add(term as i64) as f64,
                 _ => acc + term,
             },
+            RedOp::SumMod => ((acc as u64 + term as u64) % self.modulus_q()) as f64,
             RedOp::Max | RedOp::Argmax => acc.max(term),
             RedOp::Min => acc.min(term),
         }
+    }
+
+    /// The kernel's `p^k` (checked: residue builtins need a modulus).
+    fn modulus_q(&self) -> u64 {
+        self.k.modulus.map_or(1, |m| m.q() as u64)
     }
 
     fn term(&mut self, op: RedOp, var: usize, body: &TExpr, k: i64, acc: f64) -> f64 {
@@ -220,7 +235,7 @@ impl<'a> Ev<'a> {
         let ext = self.dim(self.k.vars[var].extent);
         let bt = body.ty;
         let ident = match (op, bt.is_float()) {
-            (RedOp::Sum, _) => 0.0,
+            (RedOp::Sum | RedOp::SumMod, _) => 0.0,
             (RedOp::Max | RedOp::Argmax, true) => f64::NEG_INFINITY,
             (RedOp::Min, true) => f64::INFINITY,
             (RedOp::Max | RedOp::Argmax, false) => i64::MIN as f64,

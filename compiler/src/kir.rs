@@ -898,6 +898,9 @@ pub struct KernelIr {
     /// has its block of observation words after the outputs'.
     pub related: Vec<Related>,
     pub reduction_loops: Vec<ReductionLoop>,
+    /// The modulus of the residue builtins (`mulmod`, `addmod`, `vp`,
+    /// `skip_if`), printed into each call as constants.
+    pub modulus: Option<tokitai_contracts::residue::Modulus>,
 }
 
 /// A domain relation `square * square <= factor * bound` (the kernel's
@@ -947,6 +950,7 @@ impl KernelIr {
             reduction_loops: vec![],
             mbarriers: vec![],
             tensor_maps: vec![],
+            modulus: None,
         }
     }
 

@@ -105,6 +105,17 @@ pub enum Builtin {
     Min,
     Max,
     Select,
+    /// `vp(x)`: the p-adic valuation of a residue, capped at `k` (`vp(0)
+    /// = k`), for the kernel's `modulus p^k`.
+    Vp,
+    /// `mulmod(a, b)`: `a * b mod p^k`, the product widened to 64 bits.
+    MulMod,
+    /// `addmod(a, b)`: `a + b mod p^k`, the sum widened to 64 bits.
+    AddMod,
+    /// `skip_if(c, e)`: the value of `e`, where the code may give 0
+    /// instead when `c` holds. Proved per kernel: `c` implies `e = 0`
+    /// modulo `p^k` (`verify::residue`).
+    SkipIf,
 }
 
 impl Builtin {
@@ -119,6 +130,10 @@ impl Builtin {
             "min" => Builtin::Min,
             "max" => Builtin::Max,
             "select" => Builtin::Select,
+            "vp" => Builtin::Vp,
+            "mulmod" => Builtin::MulMod,
+            "addmod" => Builtin::AddMod,
+            "skip_if" => Builtin::SkipIf,
             _ => return None,
         })
     }
@@ -133,9 +148,17 @@ impl Builtin {
             Builtin::Min => "min",
             Builtin::Max => "max",
             Builtin::Select => "select",
+            Builtin::Vp => "vp",
+            Builtin::MulMod => "mulmod",
+            Builtin::AddMod => "addmod",
+            Builtin::SkipIf => "skip_if",
         }
     }
-    pub const NAMES: [&'static str; 9] = ["exp", "log", "tanh", "sqrt", "rsqrt", "abs", "min", "max", "select"];
+    /// Is this one of the residue builtins (which need a `modulus`)?
+    pub fn is_residue(self) -> bool {
+        matches!(self, Builtin::Vp | Builtin::MulMod | Builtin::AddMod | Builtin::SkipIf)
+    }
+    pub const NAMES: [&'static str; 13] = ["exp", "log", "tanh", "sqrt", "rsqrt", "abs", "min", "max", "select", "vp", "mulmod", "addmod", "skip_if"];
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -341,6 +364,8 @@ pub struct Kernel {
     pub domain: Vec<DomainRange>,
     pub relations: Vec<Relation>,
     pub tolerance: Vec<Tolerance>,
+    /// The `modulus p^k` of the kernel's residue arithmetic, if declared.
+    pub modulus: Option<tokitai_contracts::residue::Modulus>,
     /// Equivalence class of each dim under `requires A == B` (and `A == 4`).
     pub dim_class: Vec<usize>,
     /// Literal value known for a dim from `requires A == 4`.

@@ -58,7 +58,7 @@ fn every_injected_bug_is_refuted() {
     println!("kill rate: {}/{}", results.len() - survivors.len(), results.len());
     assert!(results.len() >= 100, "only {} mutants", results.len());
     // Every operator the issue names is exercised.
-    for op in ["off-by-one bound", "off-by-one index", "dropped guard", "wrong stride", "swapped dims", "missing barrier", "misplaced barrier", "overlapping tiles", "skipped k-block", "swapped stage"] {
+    for op in ["off-by-one bound", "off-by-one index", "dropped guard", "wrong stride", "swapped dims", "missing barrier", "misplaced barrier", "overlapping tiles", "skipped k-block", "swapped stage", "skip threshold one low", "unconditional skip"] {
         assert!(per_operator.get(op).is_some_and(|(n, _)| *n > 0), "no mutant of kind `{}`", op);
     }
     assert!(survivors.is_empty(), "{} mutants survived:\n{}", survivors.len(), survivors.join("\n"));

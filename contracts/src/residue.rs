@@ -22,17 +22,28 @@
 //! the chain for `v` and the product `a * b` under `mod p^k`) is proved
 //! for `p^k = 2^4` in 0.35 s but ran for more than an hour for `2^16`
 //! without an answer: nonlinear integer arithmetic with a remainder by a
-//! large constant. It is split instead into two parts that each go
-//! through in seconds (about 2 s a lemma and 15 s for the cover at 2^16):
+//! large constant. Even split into a cover ("`v(a) + v(b) >= k` gives
+//! `p^i | a` and `p^(k-i) | b` for some `i`") and per-`i` lemmas, the
+//! cover took 15 s at 2^16, over the default solver budget. So it is
+//! split further, into pieces that each go through in well under a
+//! second, and the part that depends on a kernel is pure linear
+//! arithmetic over two integers:
 //!
-//! 1. **cover** (linear): `v(a) + v(b) >= k` implies that for some
-//!    `i` in `0..=k`, `p^i | a` and `p^(k-i) | b`;
-//! 2. **split lemma** `i` (one per `i`, nonlinear but small): `p^i | a`
-//!    and `p^(k-i) | b` imply `p^k | a * b`, for `a, b` in `[0, p^k)`.
+//! 1. **skip condition** (per kernel, [`skip_condition`]): the kernel's
+//!    condition, with `vp(a)` and `vp(b)` read as integers `va`, `vb` in
+//!    `[0, k]`, implies `va + vb >= k`;
+//! 2. **threshold split** (linear): `va + vb >= k` gives some `i` in
+//!    `0..=k` with `va >= i` and `vb >= k - i`;
+//! 3. **valuation lemma** `j` (one per `j`): `v(x) >= j` implies
+//!    `p^j | x` for a residue `x` (what the chain means);
+//! 4. **split lemma** `i` (one per `i`): `p^i | a` and `p^(k-i) | b`
+//!    imply `p^k | a * b`, for `a, b` in `[0, p^k)`.
 //!
-//! Together they are the skip rule, and each is an ordinary obligation
-//! with a counterexample when it fails (the mutation tests below change
-//! the threshold or the chain and see each refuted).
+//! Together: the condition gives `va + vb >= k` (1), so some `i` has
+//! `v(a) >= i` and `v(b) >= k - i` (2), so `p^i | a` and `p^(k-i) | b`
+//! (3), so `p^k | a * b` (4). Each is an ordinary obligation with a
+//! counterexample when it fails (the mutation tests change the threshold,
+//! the chain or a lemma and see each refuted).
 
 use crate::{Formula, Obligation, ObligationKind, Term};
 use std::fmt;
@@ -160,19 +171,38 @@ fn obligation(kind: ObligationKind, description: String, hypotheses: Vec<Formula
     Obligation { kind, description, origin: (0, 0), hypotheses, goal, show }
 }
 
-/// The skip rule's cover: `va + v(b) >= threshold` implies `p^i | a` and
-/// `p^(k-i) | b` for some `i` (linear; in the rule `va` is `v(a)` and
-/// `threshold` is `k`).
-fn cover(m: &Modulus, threshold: i64, va: Term) -> Obligation {
-    let (a, b) = (Term::var("a"), Term::var("b"));
-    let hyps = vec![residue(m, &a), residue(m, &b), Term::c(threshold).le(va.add(valuation(m, &b)))];
-    let goal = Formula::or((0..=m.k).map(|i| Formula::and(vec![divides(m, i, &a), divides(m, m.k - i, &b)])).collect());
-    obligation(
-        ObligationKind::SkipExact,
-        format!("modulo {}: v(a) + v(b) >= {} gives p^i | a and p^(k-i) | b for some i", m, threshold),
-        hyps,
-        goal,
-    )
+/// The skip condition of one kernel: `condition`, a formula over the
+/// integers `va` and `vb` (the kernel's `vp(a)` and `vp(b)`, each in
+/// `[0, k]`), implies `va + vb >= k`. `text` is the condition as the
+/// kernel prints it.
+pub fn skip_condition(m: &Modulus, condition: Formula, text: &str) -> Obligation {
+    let (va, vb) = (Term::var("va"), Term::var("vb"));
+    let k = Term::c(m.k as i64);
+    let hyps = vec![va.clone().within(Term::c(0), k.clone().add(Term::c(1))), vb.clone().within(Term::c(0), k.clone().add(Term::c(1))), condition];
+    let mut ob = obligation(ObligationKind::SkipExact, format!("modulo {}: the skip condition `{}` implies vp(a) + vp(b) >= {}", m, text, m.k), hyps, k.le(va.add(vb)));
+    ob.show = vec![("va".into(), "vp(a)".into()), ("vb".into(), "vp(b)".into())];
+    ob
+}
+
+/// `va + vb >= threshold` (valuations in `[0, k]`) gives some `i` in
+/// `0..=k` with `va >= i` and `vb >= k - i` (linear; the rule's
+/// threshold is `k`).
+fn threshold_split(m: &Modulus, threshold: i64) -> Obligation {
+    let (va, vb) = (Term::var("va"), Term::var("vb"));
+    let k = m.k as i64;
+    let hyps = vec![va.clone().within(Term::c(0), Term::c(k + 1)), vb.clone().within(Term::c(0), Term::c(k + 1)), Term::c(threshold).le(va.clone().add(vb.clone()))];
+    let goal = Formula::or((0..=k).map(|i| Formula::and(vec![Term::c(i).le(va.clone()), Term::c(k - i).le(vb.clone())])).collect());
+    let mut ob = obligation(ObligationKind::SkipExact, format!("modulo {}: vp(a) + vp(b) >= {} gives i with vp(a) >= i and vp(b) >= {} - i", m, threshold, k), hyps, goal);
+    ob.show = vec![("va".into(), "vp(a)".into()), ("vb".into(), "vp(b)".into())];
+    ob
+}
+
+/// Valuation lemma `j`: `v(x) >= j` implies `p^j | x`, with `v` given
+/// by `chain` (in the rule, [`valuation`]).
+fn valuation_lemma(m: &Modulus, j: u32, chain: Term) -> Obligation {
+    let x = Term::var("a");
+    let hyps = vec![residue(m, &x), Term::c(j as i64).le(chain)];
+    obligation(ObligationKind::SkipExact, format!("modulo {}: vp(a) >= {} gives p^{} | a", m, j, j), hyps, divides(m, j, &x))
 }
 
 /// Split lemma `i`: `p^i | a` and `p^(k-i) | b` imply `p^k | a * b`.
@@ -203,7 +233,7 @@ fn tile_rule(m: &Modulus) -> Obligation {
 /// step, `acc + (a * b mod p^k)` with `acc` a residue, fit in `u64`; and
 /// the capped valuation lies in `[0, k]`. (`a * b < 2^64` is written as
 /// `a * b / 2^32 < 2^32`: terms are `i64` constants.)
-fn no_overflow(m: &Modulus) -> Vec<Obligation> {
+pub fn no_overflow(m: &Modulus) -> Vec<Obligation> {
     let (a, b, acc) = (Term::var("a"), Term::var("b"), Term::var("acc"));
     let q = m.q();
     let half = Term::c(1i64 << 32);
@@ -229,26 +259,32 @@ fn no_overflow(m: &Modulus) -> Vec<Obligation> {
     ]
 }
 
-/// Every obligation of the residue arithmetic and the skip rule for `m`,
-/// all to be proved.
+/// Every obligation of the residue arithmetic and the skip rule for `m`
+/// that does not depend on a kernel, all to be proved (a kernel that
+/// skips adds its [`skip_condition`]).
 pub fn obligations(m: &Modulus) -> Vec<Obligation> {
-    let mut out = vec![cover(m, m.k as i64, valuation(m, &Term::var("a"))), tile_rule(m)];
+    let a = Term::var("a");
+    let mut out = vec![threshold_split(m, m.k as i64), tile_rule(m)];
+    out.extend((0..=m.k).map(|j| valuation_lemma(m, j, valuation(m, &a))));
     out.extend((0..=m.k).map(|i| split_lemma(m, i, m.k - i)));
     out.extend(no_overflow(m));
     out
 }
 
 /// Wrong rules the mutation test must see refuted, each with its name:
-/// a threshold one below `k` (`a = p^(k-1)`, `b = 1` is then skipped), a
-/// split lemma with one factor of `p` short, and a valuation chain that
-/// counts one level too high (`p^j | x` read as `j + 1`).
+/// a kernel condition with the threshold one below `k` (`vp(a) = k - 1`,
+/// `vp(b) = 0` is then skipped), a threshold split to `k - 1`, a split
+/// lemma with one factor of `p` short, and a valuation chain that counts
+/// one level too high (`p^j | x` read as `j + 1`).
 pub fn mutants(m: &Modulus) -> Vec<(&'static str, Obligation)> {
     let a = Term::var("a");
     let high = (0..m.k).fold(Term::c(0), |t, j| Term::Ite(Box::new(divides(m, j, &a)), Box::new(Term::c(j as i64 + 1)), Box::new(t)));
+    let below = Term::c(m.k as i64 - 1).le(Term::var("va").add(Term::var("vb")));
     vec![
-        ("threshold k - 1", cover(m, m.k as i64 - 1, valuation(m, &a))),
+        ("kernel threshold k - 1", skip_condition(m, below, "vp(a) + vp(b) >= k - 1")),
+        ("threshold split at k - 1", threshold_split(m, m.k as i64 - 1)),
         ("split lemma one factor short", split_lemma(m, m.k - 1, 0)),
-        ("valuation counted one too high", cover(m, m.k as i64, high)),
+        ("valuation counted one too high", valuation_lemma(m, m.k, high)),
     ]
 }
 

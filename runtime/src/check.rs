@@ -131,6 +131,12 @@ pub fn case_with(k: &KernelDef, rng: &mut Rng, dims: Vec<i64>, scalars: Vec<f64>
                 let hi = info.index_ranges.iter().find(|r| r.0 == t.name).map(|r| dim(r.1)).unwrap_or(8);
                 Buf::I32((0..len).map(|_| rng.range(0, hi - 1) as i32).collect())
             }
+            "u32" if output => Buf::U32(vec![u32::MAX; len]),
+            // Residues: `requires a in [0, Q)` gives the range.
+            "u32" => {
+                let hi = info.index_ranges.iter().find(|r| r.0 == t.name).map(|r| dim(r.1)).unwrap_or(1 << 16);
+                Buf::U32((0..len).map(|_| rng.range(0, hi - 1) as u32).collect())
+            }
             other => return Err(Error::Argument { kernel: info.name.into(), message: format!("no generator for dtype {}", other) }),
         };
         tensors.push((shape, buf));

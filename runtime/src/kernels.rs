@@ -24,4 +24,4 @@ macro_rules! kernel_files {
     };
 }
 
-kernel_files!(gelu, layernorm, linear, loss, matmul, moe, optim, probe, sheaf, softmax);
+kernel_files!(gelu, layernorm, linear, loss, matmul, moe, optim, padic, probe, sheaf, softmax);

@@ -30,6 +30,7 @@ mod error;
 pub mod kernels;
 pub mod moe;
 pub mod monitor;
+pub mod padic;
 pub mod profile;
 pub mod record;
 mod call;

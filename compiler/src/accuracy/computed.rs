@@ -337,6 +337,7 @@ impl Walk<'_> {
             Builtin::Log => (Function::Log, Interval::ln),
             Builtin::Sqrt => (Function::Sqrt, Interval::sqrt),
             Builtin::Rsqrt => (Function::Rsqrt, Interval::rsqrt),
+            Builtin::Vp | Builtin::MulMod | Builtin::AddMod | Builtin::SkipIf => return fail("residue arithmetic where a float is expected", e.span),
         };
         let x = self.computed(&args[0])?;
         match exact(&x) {
@@ -357,6 +358,7 @@ impl Walk<'_> {
     fn computed_reduce(&mut self, op: RedOp, var: VarId, body: &TExpr, e: &TExpr, n_lo: i64, n_hi: i64) -> Result<Interval, Fail> {
         match op {
             RedOp::Argmax => fail("an argmax where a float is expected", e.span),
+            RedOp::SumMod => fail("a `summod` where a float is expected", e.span),
             RedOp::Max | RedOp::Min => {
                 if n_lo < 1 {
                     return fail("a maximum or minimum over a range that may be empty", e.span);

@@ -545,6 +545,7 @@ impl<'a> Walk<'a> {
         let n = self.dim_poly(extent);
         let n_hi = n.max_over(self.ranges);
         match op {
+            RedOp::SumMod => fail("a `summod` in a bound stated in magnitudes", e.span),
             RedOp::Max | RedOp::Min => {
                 let t = self.float(body)?;
                 Ok(PVal { mag: t.mag.clone(), nonneg: t.nonneg, err: t.abs_err(), rel: 0.0 })

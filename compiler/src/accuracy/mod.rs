@@ -781,6 +781,18 @@ impl<'a> Walk<'a> {
                     Ok(V::Int { range: x.hull(&y), exact: c_exact && ex && ey })
                 }
             }
+            // Residue arithmetic is exact; its results lie in [0, p^k)
+            // (the valuation in [0, k]). skip_if is exact too: where it
+            // skips, the dense value is 0 modulo p^k (verify::residue).
+            Builtin::Vp | Builtin::MulMod | Builtin::AddMod | Builtin::SkipIf => {
+                let mut exact = true;
+                for a in args {
+                    exact &= Self::exact_flag(&self.eval(a)?);
+                }
+                let m = self.k.modulus.ok_or(("a residue builtin without a modulus".to_string(), span))?;
+                let hi = if f == Builtin::Vp { m.k as f64 } else { (m.q() - 1) as f64 };
+                Ok(V::Int { range: Interval::new(0.0, hi), exact })
+            }
         }
     }
 
@@ -853,6 +865,11 @@ impl<'a> Walk<'a> {
                     V::Int { range, exact } => Ok(V::Int { range, exact }),
                     b => Ok(b),
                 }
+            }
+            RedOp::SumMod => {
+                let (_, exact) = self.int(body)?;
+                let m = self.k.modulus.ok_or(("`summod` without a modulus".to_string(), e.span))?;
+                Ok(V::Int { range: Interval::new(0.0, (m.q() - 1) as f64), exact })
             }
             RedOp::Sum => {
                 if !body.ty.is_float() {

@@ -511,7 +511,7 @@ impl<'a> KernelChecker<'a> {
     fn infer_call(&mut self, id: &ast::Ident, args: &[ast::Expr], span: Span, scope: &mut Scope) -> Inferred {
         if let Some(b) = Builtin::from_name(&id.name) {
             let arity = match b {
-                Builtin::Min | Builtin::Max => 2,
+                Builtin::Min | Builtin::Max | Builtin::MulMod | Builtin::AddMod | Builtin::SkipIf => 2,
                 Builtin::Select => 3,
                 _ => 1,
             };
@@ -522,6 +522,8 @@ impl<'a> KernelChecker<'a> {
                         .with_help(match b {
                             Builtin::Select => "select(condition, if_true, if_false)",
                             Builtin::Min | Builtin::Max => "min(a, b) / max(a, b); a reduction is written `max(k) expr`",
+                            Builtin::MulMod | Builtin::AddMod => "mulmod(a, b) / addmod(a, b): two residues",
+                            Builtin::SkipIf => "skip_if(condition, value): the value, or 0 where the condition holds",
                             _ => "one argument",
                         }),
                 );
@@ -571,6 +573,22 @@ impl<'a> KernelChecker<'a> {
                     let (ex, ey, flex) = self.unify(x, y, span, "select")?;
                     let ty = ex.ty;
                     Some((mk(TExprKind::Call(b, vec![c, ex, ey]), ty, span), flex))
+                }
+                Builtin::Vp | Builtin::MulMod | Builtin::AddMod => {
+                    // Residues are u32; `check::residue` proves each in [0, p^k).
+                    let mut operands = Vec::new();
+                    for ((x, f), a) in inferred.into_iter().zip(args) {
+                        operands.push(self.coerce(x, f, Dtype::U32, &format!("an operand of `{}`", id.name), a.span)?);
+                    }
+                    Some((mk(TExprKind::Call(b, operands), Dtype::U32, span), Flex::No))
+                }
+                Builtin::SkipIf => {
+                    let mut it = inferred.into_iter();
+                    let (c, cf) = it.next()?;
+                    let c = self.coerce(c, cf, Dtype::Bool, "the condition of `skip_if`", args[0].span)?;
+                    let (x, xf) = it.next()?;
+                    let x = self.coerce(x, xf, Dtype::U32, "the value of `skip_if`", args[1].span)?;
+                    Some((mk(TExprKind::Call(b, vec![c, x]), Dtype::U32, span), Flex::No))
                 }
             };
         }
@@ -699,6 +717,14 @@ impl<'a> KernelChecker<'a> {
                 Diagnostic::error("E0304", format!("`{}` over bools", op.name()), body.span)
                     .with_label("this is bool")
                     .with_help("convert first, e.g. `select(c, 1.0, 0.0)`"),
+            );
+            return None;
+        }
+        if op == RedOp::SumMod && b.ty != Dtype::U32 {
+            self.error(
+                Diagnostic::error("E0304", format!("`summod` over {}: it sums u32 residues", b.ty), body.span)
+                    .with_label(format!("this is {}", b.ty))
+                    .with_help("sum residues such as `mulmod(a[i, k], b[k, j])`; a float sum is written `sum(k)`"),
             );
             return None;
         }

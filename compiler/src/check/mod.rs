@@ -9,6 +9,7 @@
 mod contracts;
 mod expr;
 mod races;
+mod residue;
 
 use crate::diag::Diagnostic;
 use crate::span::{SourceFile, Span};
@@ -308,7 +309,14 @@ impl<'a> KernelChecker<'a> {
             return None;
         }
         let requires = self.check_requires(k);
+        let modulus = self.check_modulus(k);
         let stmts = self.check_body(k);
+        // A declared modulus that is not one was reported already: its
+        // builtins would only repeat it.
+        let declared = k.clauses.iter().any(|c| matches!(c, ast::Clause::Modulus { .. }));
+        if let (Some(stmts), false) = (&stmts, declared && modulus.is_none()) {
+            self.check_residues(&k.name.name, modulus, stmts);
+        }
         let ensures = self.check_ensures(k);
         let domain = self.check_domain(k);
         let relations = self.check_relations(k, domain.as_deref().unwrap_or_default());
@@ -337,6 +345,7 @@ impl<'a> KernelChecker<'a> {
             domain: domain.unwrap_or_default(),
             relations: relations.unwrap_or_default(),
             tolerance: tolerance.unwrap_or_default(),
+            modulus,
             dim_class,
             dim_value,
             graph,

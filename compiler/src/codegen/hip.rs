@@ -10,6 +10,9 @@ use std::collections::{BTreeSet, HashSet};
 
 
 pub const PRELUDE: &str = include_str!("prelude.hip");
+/// Helpers of the residue builtins, printed before a kernel that declares
+/// a `modulus` (guarded, so a module of several prints them once).
+const RESIDUE_PRELUDE: &str = include_str!("residue.hip");
 
 /// The prelude followed by one kernel: what the runtime compiles.
 pub fn kernel_source(ir: &KernelIr) -> String {
@@ -70,7 +73,8 @@ pub fn print_kernel(ir: &KernelIr) -> String {
     collect_vec_arrays(&ir.body, &mut vec_arrays);
     let mut row_tiles = HashSet::new();
     collect_row_tiles(&ir.body, &mut row_tiles);
-    let mut p = Printer { ir, out: String::new(), indent: 0, vec_arrays, row_tiles, unit: WgmmaGroups::default() };
+    let out = if ir.modulus.is_some() { format!("{}\n", RESIDUE_PRELUDE) } else { String::new() };
+    let mut p = Printer { ir, out, indent: 0, vec_arrays, row_tiles, unit: WgmmaGroups::default() };
     p.kernel();
     p.out
 }
@@ -712,6 +716,7 @@ impl<'a> Printer<'a> {
             VKind::Binary(BinOp::Div, a, b) if self.intrinsics() && ty == Dtype::F32 => format!("__fdividef({}, {})", self.vexpr(a), self.vexpr(b)),
             VKind::Binary(op, a, b) => format!("({} {} {})", self.vexpr(a), op_symbol(*op), self.vexpr(b)),
             VKind::Fma(a, b, c) => format!("{}({}, {}, {})", if ty == Dtype::F64 { "fma" } else { "fmaf" }, self.vexpr(a), self.vexpr(b), self.vexpr(c)),
+            VKind::Call(f, args) if f.is_residue() => self.residue_call(*f, args),
             VKind::Call(f, args) => {
                 let args: Vec<String> = args.iter().map(|a| self.vexpr(a)).collect();
                 let name = if *f == Builtin::Exp && ty == Dtype::F32 && self.intrinsics() { "__expf" } else { builtin_name(*f, ty) };
@@ -720,6 +725,25 @@ impl<'a> Printer<'a> {
             VKind::Cast(a) => cast(&self.vexpr(a), a.ty, ty),
             VKind::Select(c, a, b) => format!("({} ? {} : {})", self.vexpr(c), self.vexpr(a), self.vexpr(b)),
             VKind::ShflXor { value, mask } => format!("tk_shfl_xor({}, {})", self.vexpr(value), mask),
+        }
+    }
+}
+
+impl Printer<'_> {
+    /// A residue builtin with the kernel's modulus as constants (so the
+    /// device compiler turns `% q` into multiplications).
+    fn residue_call(&self, f: Builtin, args: &[VExpr]) -> String {
+        let m = self.ir.modulus.expect("residue builtins only in kernels with a modulus (check::residue)");
+        let a: Vec<String> = args.iter().map(|x| self.vexpr(x)).collect();
+        match f {
+            Builtin::MulMod => format!("tk_mulmod({}, {}, {}ull)", a[0], a[1], m.q()),
+            Builtin::AddMod => format!("tk_addmod({}, {}, {}ull)", a[0], a[1], m.q()),
+            Builtin::Vp if m.p == 2 => format!("tk_vp2({}, {}u)", a[0], m.k),
+            Builtin::Vp => format!("tk_vp({}, {}u, {}u)", a[0], m.p, m.k),
+            // Where the condition holds the value is 0 modulo q (proved),
+            // and is not computed.
+            Builtin::SkipIf => format!("({} ? 0u : {})", a[0], a[1]),
+            _ => unreachable!("not a residue builtin"),
         }
     }
 }
@@ -757,6 +781,7 @@ fn builtin_name(f: Builtin, ty: Dtype) -> &'static str {
         Builtin::Min => "tk_imin",
         Builtin::Max => "tk_imax",
         Builtin::Select => "tk_select",
+        Builtin::Vp | Builtin::MulMod | Builtin::AddMod | Builtin::SkipIf => unreachable!("printed by Printer::residue_call"),
     }
 }
 

@@ -531,6 +531,7 @@ impl<'a> Gen<'a> {
                 }
                 self.round(ty, format!("({} {} {})", x, op.symbol(), y))
             }
+            TExprKind::Call(f, args) if f.is_residue() => self.residue_call(*f, args),
             TExprKind::Call(f, args) => {
                 let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
                 let r = match f {
@@ -548,6 +549,7 @@ impl<'a> Gen<'a> {
                     Builtin::Min => format!("({}).min({})", a[0], a[1]),
                     Builtin::Max => format!("({}).max({})", a[0], a[1]),
                     Builtin::Select => return format!("(if {} {{ {} }} else {{ {} }})", a[0], a[1], a[2]),
+                    Builtin::Vp | Builtin::MulMod | Builtin::AddMod | Builtin::SkipIf => unreachable!("residue_call"),
                 };
                 self.round(ty, r)
             }
@@ -569,10 +571,33 @@ impl<'a> Gen<'a> {
         }
     }
 
+    /// A residue builtin, exactly (u64 inside, reduced modulo `q`). The
+    /// exact oracle evaluates `skip_if(c, e)` as `e`, the dense value,
+    /// so that comparing a kernel with it tests the skip rule; the mirror
+    /// skips as the kernel does.
+    fn residue_call(&self, f: Builtin, args: &[TExpr]) -> String {
+        let m = self.k.modulus.expect("residue builtins only in kernels with a modulus (check::residue)");
+        let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
+        // Residues are u32 in the kernel, i64 in the exact oracle.
+        let vt = self.vt(Dtype::U32);
+        match f {
+            Builtin::MulMod => format!("(((({}) as u64) * (({}) as u64) % {}u64) as {})", a[0], a[1], m.q(), vt),
+            Builtin::AddMod => format!("((((({}) as u64) + (({}) as u64)) % {}u64) as {})", a[0], a[1], m.q(), vt),
+            Builtin::Vp => format!("(tk_rt::vp(({}) as u32, {}, {}) as {})", a[0], m.p, m.k, vt),
+            Builtin::SkipIf if self.mode == Mode::Exact => a[1].clone(),
+            Builtin::SkipIf => format!("(if {} {{ 0 as {} }} else {{ {} }})", a[0], vt, a[1]),
+            _ => unreachable!("not a residue builtin"),
+        }
+    }
+
     /// `acc (op) term`, rounded as the kernel does.
     fn combine(&self, op: RedOp, ty: Dtype, acc: &str, term: &str) -> String {
         match op {
             RedOp::Sum if ty.is_int() => format!("({}).wrapping_add({})", acc, term),
+            RedOp::SumMod => {
+                let q = self.k.modulus.expect("summod only in kernels with a modulus (check::residue)").q();
+                format!("((((({}) as u64) + (({}) as u64)) % {}u64) as {})", acc, term, q, self.vt(ty))
+            }
             RedOp::Sum => self.round(ty, format!("({} + {})", acc, term)),
             RedOp::Max if ty.is_int() => format!("std::cmp::max({}, {})", acc, term),
             RedOp::Min if ty.is_int() => format!("std::cmp::min({}, {})", acc, term),
@@ -586,7 +611,8 @@ impl<'a> Gen<'a> {
         let vt = self.vt(ty);
         match (op, ty.is_float()) {
             (RedOp::Sum, true) => format!("(0.0{})", vt),
-            (RedOp::Sum, false) => format!("(0{})", vt),
+            (RedOp::Sum | RedOp::SumMod, false) => format!("(0{})", vt),
+            (RedOp::SumMod, true) => unreachable!("summod sums u32 residues"),
             (RedOp::Max | RedOp::Argmax, true) => format!("{}::NEG_INFINITY", vt),
             (RedOp::Min, true) => format!("{}::INFINITY", vt),
             (RedOp::Max | RedOp::Argmax, false) => format!("{}::MIN", vt),

@@ -93,6 +93,7 @@ impl<'k> Builder<'k> {
             reduction_loops: Vec::new(),
             mbarriers: Vec::new(),
             tensor_maps: Vec::new(),
+            modulus: k.modulus,
         };
         Builder { k, ir, buf_of, row_var: None, closing_barrier: true }
     }
@@ -292,6 +293,15 @@ impl<'k> Builder<'k> {
                 let (x, y) = (self.lower(&args[1], env, out)?, self.lower(&args[2], env, out)?);
                 VExpr::new(VKind::Select(Box::new(c), Box::new(x), Box::new(y)), ty)
             }
+            TExprKind::Call(f, args) if f.is_residue() => {
+                // Residue operands are u32 already (skip_if's condition a
+                // bool): nothing to widen.
+                let mut vs = Vec::new();
+                for a in args {
+                    vs.push(self.lower(a, env, out)?);
+                }
+                VExpr::new(VKind::Call(*f, vs), ty)
+            }
             TExprKind::Call(f, args) => {
                 let mut vs = Vec::new();
                 for a in args {
@@ -398,7 +408,8 @@ fn arith(ty: Dtype, f: impl FnOnce(Dtype) -> VExpr) -> VExpr {
 pub fn identity(op: RedOp, ty: Dtype) -> VExpr {
     let c = match (op, ty.is_float()) {
         (RedOp::Sum, true) => Const::Float(0.0),
-        (RedOp::Sum, false) => Const::Int(0),
+        (RedOp::Sum | RedOp::SumMod, false) => Const::Int(0),
+        (RedOp::SumMod, true) => unreachable!("summod sums u32 residues (check::expr)"),
         (RedOp::Max | RedOp::Argmax, true) => Const::Float(f64::NEG_INFINITY),
         (RedOp::Min, true) => Const::Float(f64::INFINITY),
         (RedOp::Max | RedOp::Argmax, false) => Const::Int(match ty {
@@ -424,6 +435,10 @@ pub fn combine_into(op: RedOp, acc: LocalId, idx: Option<LocalId>, ty: Dtype, te
     match op {
         RedOp::Sum => {
             let s = VExpr::new(VKind::Binary(BinOp::Add, Box::new(a.cast(ct)), Box::new(term.cast(ct))), ct).cast(ty);
+            out.push(KStmt::Assign { local: acc, value: s });
+        }
+        RedOp::SumMod => {
+            let s = VExpr::new(VKind::Call(Builtin::AddMod, vec![a, term.cast(ty)]), ty);
             out.push(KStmt::Assign { local: acc, value: s });
         }
         RedOp::Max | RedOp::Min => {

@@ -65,6 +65,10 @@ pub enum Clause {
     Domain(Vec<Pred>, Span),
     Tolerance(Vec<TolEntry>, Span),
     Ensures(Vec<Pred>, Span),
+    /// `modulus p^k`: the kernel's residue arithmetic (`mulmod`, `addmod`,
+    /// `summod`, `vp`) is modulo `p^k` (checked by
+    /// `tokitai_contracts::residue::Modulus::new`).
+    Modulus { p: i64, k: i64, span: Span },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -167,6 +171,9 @@ pub enum UnOp {
 #[serde(rename_all = "lowercase")]
 pub enum RedOp {
     Sum,
+    /// A sum of residues modulo the kernel's `modulus`, reduced after
+    /// every step (`addmod`).
+    SumMod,
     Max,
     Min,
     Argmax,
@@ -176,6 +183,7 @@ impl RedOp {
     pub fn name(self) -> &'static str {
         match self {
             RedOp::Sum => "sum",
+            RedOp::SumMod => "summod",
             RedOp::Max => "max",
             RedOp::Min => "min",
             RedOp::Argmax => "argmax",

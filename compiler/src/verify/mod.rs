@@ -7,6 +7,7 @@ mod mbarrier;
 pub mod float_ensures;
 mod obligations;
 mod protocol;
+mod residue;
 pub mod mutate;
 pub mod tolerance;
 

@@ -71,6 +71,26 @@ fn mutate_at(all: &mut Vec<Mutant>, ir: &KernelIr, operator: &'static str, descr
     }
 }
 
+/// Apply `f` to the condition of the first `skip_if` in the statement's
+/// own value (not in nested statements, which are sites of their own).
+fn on_skip_condition(s: &mut KStmt, f: &mut dyn FnMut(&mut VExpr) -> bool) -> bool {
+    fn find(e: &mut VExpr, f: &mut dyn FnMut(&mut VExpr) -> bool) -> bool {
+        match &mut e.kind {
+            VKind::Call(crate::tir::Builtin::SkipIf, args) => f(&mut args[0]),
+            VKind::Unary(_, a) | VKind::Cast(a) => find(a, f),
+            VKind::ShflXor { value, .. } => find(value, f),
+            VKind::Binary(_, a, b) => find(a, f) || find(b, f),
+            VKind::Fma(a, b, c) | VKind::Select(a, b, c) => find(a, f) || find(b, f) || find(c, f),
+            VKind::Call(_, args) => args.iter_mut().any(|a| find(a, f)),
+            _ => false,
+        }
+    }
+    match s {
+        KStmt::Decl { init: Some(v), .. } | KStmt::Assign { value: v, .. } | KStmt::Store { value: v, .. } | KStmt::ArraySet { value: v, .. } => find(v, f),
+        _ => false,
+    }
+}
+
 /// Add a mutant made by `f` on the statement list holding `site`, given
 /// the site's index in it (a statement removed, moved or wrapped), if `f`
 /// applies there.
@@ -394,6 +414,30 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
             }
             _ => {}
         }
+    }
+    // A wrong skip rule (issue 23): a `skip_if` that leaves out products
+    // one valuation short of the threshold, or every product.
+    for site in &list {
+        let lower = |s: &mut KStmt| {
+            on_skip_condition(s, &mut |c| match &mut c.kind {
+                VKind::Binary(crate::syntax::ast::BinOp::Ge, _, t) => match &mut t.kind {
+                    VKind::Const(crate::tir::Const::Int(v)) if *v > 0 => {
+                        *v -= 1;
+                        true
+                    }
+                    _ => false,
+                },
+                _ => false,
+            })
+        };
+        mutate_at(&mut all, ir, "skip threshold one low", "a product is skipped at vp(a) + vp(b) >= k - 1".into(), &lower, site);
+        let always = |s: &mut KStmt| {
+            on_skip_condition(s, &mut |c| {
+                *c = VExpr::new(VKind::Const(crate::tir::Const::Bool(true)), crate::types::Dtype::Bool);
+                true
+            })
+        };
+        mutate_at(&mut all, ir, "unconditional skip", "every product is skipped".into(), &always, site);
     }
     // A skipped k-block: the contraction's slab loop starts one slab late.
     if let Schedule::Contraction { bk, .. } | Schedule::TensorCore { bk, .. } | Schedule::Warpgroup { bk, .. } = ir.schedule {

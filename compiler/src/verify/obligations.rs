@@ -1016,14 +1016,21 @@ enum RingPlace {
 }
 
 fn discharge_all(ir: &KernelIr, obs: Vec<(Obligation, Span)>, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
+    discharge_scoped(&crate::cache::fingerprint(ir), &ir.name, obs, cfg, progress)
+}
+
+/// Discharge obligations in parallel, each outcome kept in the proof
+/// cache under `scope` (what the obligations depend on beyond their own
+/// text: the kernel's printed IR, or nothing for a lemma that holds for
+/// every kernel) and the query. `name` labels the timings.
+pub(super) fn discharge_scoped(scope: &str, name: &str, obs: Vec<(Obligation, Span)>, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
     use rayon::prelude::*;
-    let kernel = crate::cache::fingerprint(ir);
     progress.add(obs.len());
     obs.into_par_iter()
         .map(|(obligation, span)| {
             let key = || {
                 crate::cache::Key::builder("obligation")
-                    .part(&kernel)
+                    .part(scope)
                     .part(obligation.kind.name())
                     .part(&obligation.description)
                     .part(format!("{:?}|{:?}|{}", obligation.hypotheses, obligation.goal, cfg.timeout_ms))
@@ -1034,8 +1041,8 @@ fn discharge_all(ir: &KernelIr, obs: Vec<(Obligation, Span)>, cfg: &Config, prog
                 let start = std::time::Instant::now();
                 let outcome = discharge(&obligation, cfg);
                 let seconds = start.elapsed().as_secs_f64();
-                crate::timings::record(&ir.name, obligation.kind.name(), seconds);
-                crate::timings::record_obligation(&ir.name, &format!("{}: {}", obligation.kind.name(), obligation.description), seconds);
+                crate::timings::record(name, obligation.kind.name(), seconds);
+                crate::timings::record_obligation(name, &format!("{}: {}", obligation.kind.name(), obligation.description), seconds);
                 outcome
             };
             let (outcome, cached) = crate::cache::cached(key, decided, solve);
@@ -1081,6 +1088,7 @@ pub fn verify_kernel(k: &Kernel, ir: &mut KernelIr, cfg: &Config) -> KernelProof
     let protocol = g.protocol();
     let dtypes = g.dtypes();
     let mut obligations = discharge_all(ir, g.obs, cfg, &progress);
+    obligations.extend(super::residue::residue_proofs(k, ir, cfg, &progress));
     obligations.extend(super::tolerance::tolerance_proofs(k, ir, cfg));
     obligations.extend(super::float_ensures::float_ensures_proofs(k, ir));
     obligations.extend(overflow_i32);
@@ -1116,6 +1124,7 @@ pub fn first_refutation(k: &Kernel, ir: &KernelIr, cfg: &Config) -> Option<Verif
     g.ensures();
     g.overflow(ir.index_ty);
     g.requires_satisfiable();
+    g.obs.extend(super::residue::kernel_obligations(ir).into_iter().map(|o| (o, Span::default())));
     // A refutation is what a mutant should have: look for one cheaply in
     // every obligation before proving any (most of a mutant's obligations
     // hold, and proving them first was most of the cost).

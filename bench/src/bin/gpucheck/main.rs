@@ -19,6 +19,7 @@
 //! observations of their outputs are the outputs' ranges (monitor.rs).
 
 mod monitor;
+mod padic;
 
 use tokitai_runtime::check::{check, check_within, make_coherent, random_case, Rng};
 use tokitai_runtime::{kernels, Device};
@@ -178,6 +179,14 @@ fn main() {
                 println!("moe forward ERROR {}", e);
                 rows.push(serde_json::json!({"kernel": "moe forward", "error": e.to_string(), "passed": false}));
             }
+        }
+    }
+    // The p-adic products against the host's dense product (adversarial
+    // inputs the random cases above almost never draw).
+    if wanted("padic") {
+        for (label, ok) in padic::run(&dev, args.small) {
+            failed += !ok as usize;
+            rows.push(serde_json::json!({"kernel": label, "passed": ok}));
         }
     }
     let total = rows.len();

@@ -1,0 +1,258 @@
+//! Residue arithmetic and the valuation skip rule (issue 23), proved on
+//! the printed `KernelIr`.
+//!
+//! Every `skip_if(c, e)` the kernel prints (`(c ? 0u : e)`) must leave out
+//! only values that are 0 modulo `p^k`. The rule this module knows is the
+//! p-adic one: `e` is `mulmod(a, b)` and `c` implies `vp(a) + vp(b) >= k`.
+//! The condition is read off the IR as it is printed: `vp(a)` and `vp(b)`
+//! become the integers `va` and `vb`, and the kernel's obligation is that
+//! the condition implies `va + vb >= k` (linear; `residue::skip_condition`).
+//! The rest of the argument does not depend on the kernel and is proved
+//! once per modulus (`residue::obligations`: the valuation chain means
+//! divisibility, a threshold split, the split lemmas, no overflow), its
+//! outcomes kept in the proof cache for every kernel of that modulus.
+//!
+//! A `skip_if` whose value is not a `mulmod` of two operands, or whose
+//! condition reads anything but their valuations and constants, is an
+//! obligation that fails with the reason: nothing is skipped on trust.
+
+use super::obligations::discharge_scoped;
+use super::VerifiedObligation;
+use crate::kir::{KStmt, KernelIr, VExpr, VKind};
+use crate::span::Span;
+use crate::syntax::ast::{BinOp, UnOp};
+use crate::tir::{Builtin, Const, Kernel, TExprKind};
+use tokitai_contracts::residue::{self, Modulus};
+use tokitai_contracts::z3_backend::Config;
+use tokitai_contracts::{Formula, Obligation, ObligationKind, Term};
+
+/// The obligations of the kernel's residue arithmetic: one per distinct
+/// `skip_if`, and the modulus's lemmas where it uses any residue builtin.
+pub fn residue_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
+    let at = skip_span(k);
+    let own: Vec<(Obligation, Span)> = kernel_obligations(ir).into_iter().map(|o| (o, at)).collect();
+    if own.is_empty() && !uses_residues(ir) {
+        return Vec::new();
+    }
+    let mut out = discharge_scoped(&crate::cache::fingerprint(ir), &ir.name, own, cfg, progress);
+    if let Some(m) = ir.modulus {
+        // A kernel that skips stands on the whole rule; one that only
+        // computes with residues on its no-overflow part.
+        let lemmas = if skips(ir) { residue::obligations(&m) } else { residue::no_overflow(&m) };
+        let lemmas = lemmas.into_iter().map(|o| (o, modulus_span(k))).collect();
+        out.extend(discharge_scoped(&format!("residue lemmas modulo {}", m), &ir.name, lemmas, cfg, progress));
+    }
+    out
+}
+
+/// Where a skip obligation points: the first `skip_if` of the source
+/// (the IR keeps no spans), else the kernel.
+fn skip_span(k: &Kernel) -> Span {
+    let mut at = None;
+    for s in &k.stmts {
+        s.value.walk(&mut |e| {
+            if at.is_none() && matches!(e.kind, TExprKind::Call(Builtin::SkipIf, _)) {
+                at = Some(e.span);
+            }
+        });
+    }
+    at.unwrap_or(k.span)
+}
+
+/// Where a lemma of the modulus points: the kernel (its `modulus` clause
+/// is not kept with a span).
+fn modulus_span(k: &Kernel) -> Span {
+    k.span
+}
+
+fn skips(ir: &KernelIr) -> bool {
+    let mut calls = Vec::new();
+    each_vexpr(&ir.body, &mut |e| collect_residue_calls(e, &mut calls));
+    calls.iter().any(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _)))
+}
+
+fn uses_residues(ir: &KernelIr) -> bool {
+    let mut calls = Vec::new();
+    each_vexpr(&ir.body, &mut |e| collect_residue_calls(e, &mut calls));
+    !calls.is_empty()
+}
+
+/// The obligations that depend on this kernel: each distinct `skip_if`'s
+/// condition (and a failing one where residue builtins appear without a
+/// modulus, which the checker refuses: a schedule that invents one is a
+/// bug). The mutation test looks for a refutation among these.
+pub fn kernel_obligations(ir: &KernelIr) -> Vec<Obligation> {
+    let mut calls = Vec::new();
+    each_vexpr(&ir.body, &mut |e| collect_residue_calls(e, &mut calls));
+    if calls.is_empty() {
+        return Vec::new();
+    }
+    let Some(m) = ir.modulus else {
+        return vec![unprovable("a residue builtin in a kernel without a modulus".into())];
+    };
+    let mut out: Vec<Obligation> = Vec::new();
+    for call in calls.iter().filter(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _))) {
+        let ob = skip_obligation(&m, call);
+        if !out.iter().any(|o| o.description == ob.description && o.hypotheses == ob.hypotheses) {
+            out.push(ob);
+        }
+    }
+    out
+}
+
+/// The obligation of one printed `skip_if(c, mulmod(a, b))`.
+fn skip_obligation(m: &Modulus, call: &VExpr) -> Obligation {
+    let VKind::Call(Builtin::SkipIf, args) = &call.kind else { unreachable!("called on skip_if") };
+    let (cond, value) = (&args[0], &args[1]);
+    let VKind::Call(Builtin::MulMod, operands) = &value.kind else {
+        return unprovable(format!("modulo {}: a skip_if whose value is not `mulmod(a, b)`: only products are skipped by valuation", m));
+    };
+    let read = Reader { a: &operands[0], b: &operands[1], k: m.k };
+    match read.formula(cond) {
+        Ok(f) => residue::skip_condition(m, f, &read.text(cond)),
+        Err(why) => unprovable(format!("modulo {}: the skip condition is not over vp(a) and vp(b) of the product's factors: {}", m, why)),
+    }
+}
+
+/// An obligation that cannot hold, carrying the reason in its description.
+fn unprovable(description: String) -> Obligation {
+    Obligation { kind: ObligationKind::SkipExact, description, origin: (0, 0), hypotheses: vec![], goal: Formula::False, show: vec![] }
+}
+
+/// Reads a skip condition as a formula over `va = vp(a)` and `vb = vp(b)`.
+struct Reader<'a> {
+    a: &'a VExpr,
+    b: &'a VExpr,
+    /// The modulus's exponent: each valuation lies in `[0, k]`.
+    k: u32,
+}
+
+impl Reader<'_> {
+    /// The term of an integer value, and its largest value: every value
+    /// here is unsigned and kept below 2^31, so that the machine's
+    /// arithmetic (u32, or i32 after a cast) is the term's, with no wrap.
+    fn term(&self, e: &VExpr) -> Result<(Term, i128), String> {
+        let k = self.k as i128;
+        let (t, most) = match &e.kind {
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.a) => (Term::var("va"), k),
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.b) => (Term::var("vb"), k),
+            VKind::Call(Builtin::Vp, _) => return Err("`vp` of a value other than the product's factors".into()),
+            VKind::Const(Const::Int(v)) if *v >= 0 => (Term::c(*v), *v as i128),
+            VKind::Cast(x) if x.ty.is_int() && e.ty.is_int() => self.term(x)?,
+            VKind::Binary(BinOp::Add, x, y) => {
+                let ((x, mx), (y, my)) = (self.term(x)?, self.term(y)?);
+                (x.add(y), mx + my)
+            }
+            VKind::Binary(BinOp::Mul, x, y) => {
+                let ((x, mx), (y, my)) = (self.term(x)?, self.term(y)?);
+                (x.mul(y), mx * my)
+            }
+            _ => return Err(format!("it reads `{}` (conditions add and multiply valuations and constants)", self.text(e))),
+        };
+        if most >= 1 << 31 {
+            return Err(format!("`{}` may wrap around", self.text(e)));
+        }
+        Ok((t, most))
+    }
+
+    fn formula(&self, e: &VExpr) -> Result<Formula, String> {
+        let cmp = |x: &VExpr, y: &VExpr| -> Result<(Term, Term), String> { Ok((self.term(x)?.0, self.term(y)?.0)) };
+        Ok(match &e.kind {
+            VKind::Const(Const::Bool(b)) => if *b { Formula::True } else { Formula::False },
+            VKind::Binary(BinOp::And, x, y) => Formula::and(vec![self.formula(x)?, self.formula(y)?]),
+            VKind::Binary(BinOp::Or, x, y) => Formula::or(vec![self.formula(x)?, self.formula(y)?]),
+            VKind::Unary(UnOp::Not, x) => self.formula(x)?.not(),
+            VKind::Binary(op, x, y) if op.is_comparison() => {
+                let (l, r) = cmp(x, y)?;
+                match op {
+                    BinOp::Lt => l.lt(r),
+                    BinOp::Le => l.le(r),
+                    BinOp::Gt => r.lt(l),
+                    BinOp::Ge => r.le(l),
+                    BinOp::Eq => l.eq(r),
+                    _ => l.eq(r).not(),
+                }
+            }
+            _ => return Err(format!("it reads `{}`", self.text(e))),
+        })
+    }
+
+    /// The condition as a reader of the kernel would write it.
+    fn text(&self, e: &VExpr) -> String {
+        match &e.kind {
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.a) => "vp(a)".into(),
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.b) => "vp(b)".into(),
+            VKind::Const(Const::Int(v)) => v.to_string(),
+            VKind::Const(Const::Bool(b)) => b.to_string(),
+            VKind::Cast(x) => self.text(x),
+            VKind::Binary(op, x, y) => format!("{} {} {}", self.text(x), op.symbol(), self.text(y)),
+            VKind::Unary(UnOp::Not, x) => format!("!({})", self.text(x)),
+            VKind::Load { .. } => "a tensor element".into(),
+            _ => "a value".into(),
+        }
+    }
+}
+
+/// Are two values the same computation? Loads of one element are, though
+/// each load has its own access id.
+fn same_value(x: &VExpr, y: &VExpr) -> bool {
+    fn erase(e: &VExpr) -> VExpr {
+        let b = |x: &VExpr| Box::new(erase(x));
+        let kind = match &e.kind {
+            VKind::Load { buf, index, axes, .. } => VKind::Load { buf: *buf, index: index.clone(), axes: axes.clone(), access: 0 },
+            VKind::Unary(op, a) => VKind::Unary(*op, b(a)),
+            VKind::Cast(a) => VKind::Cast(b(a)),
+            VKind::Binary(op, x, y) => VKind::Binary(*op, b(x), b(y)),
+            VKind::Fma(x, y, z) => VKind::Fma(b(x), b(y), b(z)),
+            VKind::Select(x, y, z) => VKind::Select(b(x), b(y), b(z)),
+            VKind::Call(f, args) => VKind::Call(*f, args.iter().map(erase).collect()),
+            VKind::ShflXor { value, mask } => VKind::ShflXor { value: b(value), mask: *mask },
+            other => other.clone(),
+        };
+        VExpr::new(kind, e.ty)
+    }
+    erase(x) == erase(y)
+}
+
+fn collect_residue_calls<'a>(e: &'a VExpr, out: &mut Vec<&'a VExpr>) {
+    if let VKind::Call(b, _) = &e.kind {
+        if b.is_residue() {
+            out.push(e);
+        }
+    }
+    match &e.kind {
+        VKind::Unary(_, a) | VKind::Cast(a) => collect_residue_calls(a, out),
+        VKind::ShflXor { value, .. } => collect_residue_calls(value, out),
+        VKind::Binary(_, a, b) => {
+            collect_residue_calls(a, out);
+            collect_residue_calls(b, out);
+        }
+        VKind::Fma(a, b, c) | VKind::Select(a, b, c) => {
+            collect_residue_calls(a, out);
+            collect_residue_calls(b, out);
+            collect_residue_calls(c, out);
+        }
+        VKind::Call(_, args) => args.iter().for_each(|a| collect_residue_calls(a, out)),
+        _ => {}
+    }
+}
+
+/// Every value expression of the statements, in order.
+fn each_vexpr<'a>(body: &'a [KStmt], f: &mut dyn FnMut(&'a VExpr)) {
+    for s in body {
+        match s {
+            KStmt::Decl { init: Some(v), .. } | KStmt::DeclArray { init: Some(v), .. } => f(v),
+            KStmt::Assign { value, .. } | KStmt::ArraySet { value, .. } | KStmt::Store { value, .. } | KStmt::SharedSet { value, .. } => f(value),
+            KStmt::ObserveRelation { square, bound, .. } => {
+                f(square);
+                f(bound);
+            }
+            KStmt::For { body, .. } => each_vexpr(body, f),
+            KStmt::If { then, els, .. } => {
+                each_vexpr(then, f);
+                each_vexpr(els, f);
+            }
+            _ => {}
+        }
+    }
+}
