@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 pub const PRELUDE: &str = include_str!("prelude.hip");
 /// Helpers of the residue builtins, printed before a kernel that declares
 /// a `modulus` (guarded, so a module of several prints them once).
-const RESIDUE_PRELUDE: &str = include_str!("residue.hip");
+pub const RESIDUE_PRELUDE: &str = include_str!("residue.hip");
 
 /// The prelude followed by one kernel: what the runtime compiles.
 pub fn kernel_source(ir: &KernelIr) -> String {
