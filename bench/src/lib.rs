@@ -74,6 +74,22 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "gemm_bf16 wg 4096^3", kernel: "gemm_bf16", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
 ];
 
+/// The first CUDA device with its context and stream (for [`time_ms`]),
+/// its description printed; exit 2 naming why where there is none.
+pub fn cuda_device_or_exit() -> (tokitai_runtime::Device, Arc<CudaContext>, Arc<CudaStream>) {
+    let dev = match tokitai_runtime::Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {}", e);
+            std::process::exit(2);
+        }
+    };
+    let tokitai_runtime::Device::Cuda(cuda) = &dev else { unreachable!("Device::cuda gives a CUDA device") };
+    let (ctx, stream) = (cuda.context().clone(), cuda.stream().clone());
+    println!("device: {}", dev.describe());
+    (dev, ctx, stream)
+}
+
 /// Median milliseconds of `reps` runs of `f`, each bracketed by events on
 /// `stream`, after `warmup` untimed runs.
 pub fn time_ms(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, warmup: usize, reps: usize, mut f: impl FnMut()) -> f64 {

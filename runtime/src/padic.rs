@@ -159,17 +159,9 @@ pub fn product(form: Form, p: u64, k: u32, a: &Matrix, b: &Matrix, dev: &Device)
 /// equal (tests and the GPU check compare with it).
 pub fn reference(p: u64, k: u32, a: &Matrix, b: &Matrix) -> Product {
     let q = p.pow(k);
-    let v = |mut x: u64| -> u32 {
-        if x == 0 {
-            return k;
-        }
-        let mut j = 0;
-        while j < k && x.is_multiple_of(p) {
-            x /= p;
-            j += 1;
-        }
-        j
-    };
+    // The contracts crate's valuation: the one the kernels' proofs define.
+    let modulus = tokitai_contracts::residue::Modulus { p, k };
+    let v = |x: u64| modulus.valuation(x);
     let (m, n, inner) = (a.rows, b.cols, a.cols);
     let mut out = Product { p, k, m, n, c: vec![0; m * n], evaluated: vec![0; m * n], skipped: vec![0; m * n], min_skipped: vec![2 * k + 1; m * n], margin: vec![0; m * n] };
     for i in 0..m {

@@ -8,7 +8,7 @@
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use std::time::Instant;
-use tokitai_bench::{time_ms, WORKLOADS};
+use tokitai_bench::{cuda_device_or_exit, time_ms, WORKLOADS};
 use tokitai_runtime::check::{case_for, launch_on, tune_on, upload, Rng};
 use tokitai_runtime::{kernels, Device};
 
@@ -37,16 +37,8 @@ struct Args {
 
 fn main() {
     let Args { json: json_path, only, tune, tune_report } = clap::Parser::parse();
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {}", e);
-            std::process::exit(2);
-        }
-    };
-    let Device::Cuda(cuda) = &dev else { unreachable!() };
-    let (ctx, stream) = (cuda.context().clone(), cuda.stream().clone());
-    println!("device: {}", dev.describe());
+    let (dev, ctx, stream) = cuda_device_or_exit();
+    let Device::Cuda(cuda) = &dev else { unreachable!("cuda_device_or_exit returns a CUDA device") };
 
     // The ceiling: a 512 MiB device-to-device copy (bytes read + written).
     let bytes = 512usize << 20;

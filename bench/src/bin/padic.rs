@@ -12,10 +12,9 @@
 //!
 //! Usage: tokitai-bench-padic [--size N] [--json FILE]
 
-use tokitai_bench::time_ms;
+use tokitai_bench::{cuda_device_or_exit, time_ms};
 use tokitai_runtime::check::Rng;
 use tokitai_runtime::padic::{launch_product, operands, reference, Form, Matrix, MODULI};
-use tokitai_runtime::Device;
 
 #[derive(clap::Parser)]
 #[command(name = "tokitai-bench-padic", version)]
@@ -60,16 +59,7 @@ fn matrices(p: u64, k: u32, n: usize, share: f64, by_rows: bool, rng: &mut Rng) 
 
 fn main() {
     let args: Args = clap::Parser::parse();
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {}", e);
-            std::process::exit(2);
-        }
-    };
-    let Device::Cuda(cuda) = &dev else { unreachable!() };
-    let (ctx, stream) = (cuda.context().clone(), cuda.stream().clone());
-    println!("device: {}", dev.describe());
+    let (dev, ctx, stream) = cuda_device_or_exit();
     let n = args.size;
     println!("{:<6} {:<10} {:>6} {:>9} {:>10} {:>10} {:>11} {:>10}", "mod", "layout", "share", "skipped", "dense ms", "skip ms", "skip/dense", "Gprod/s");
     let mut rows = Vec::new();

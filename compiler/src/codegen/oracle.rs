@@ -27,6 +27,11 @@ pub(super) enum Mode {
     Mirror,
 }
 
+/// `a + b mod q` on residues, widened to u64, as value type `vt`.
+fn addmod_text(a: &str, b: &str, q: i64, vt: &str) -> String {
+    format!("((((({}) as u64) + (({}) as u64)) % {}u64) as {})", a, b, q, vt)
+}
+
 /// The oracle module of one kernel (`pub mod NAME { ... }`).
 pub fn kernel_oracles(k: &Kernel, ir: &KernelIr) -> String {
     let mut s = String::new();
@@ -582,7 +587,7 @@ impl<'a> Gen<'a> {
         let vt = self.vt(Dtype::U32);
         match f {
             Builtin::MulMod => format!("(((({}) as u64) * (({}) as u64) % {}u64) as {})", a[0], a[1], m.q(), vt),
-            Builtin::AddMod => format!("((((({}) as u64) + (({}) as u64)) % {}u64) as {})", a[0], a[1], m.q(), vt),
+            Builtin::AddMod => addmod_text(&a[0], &a[1], m.q(), vt),
             Builtin::Vp => format!("(tk_rt::vp(({}) as u32, {}, {}) as {})", a[0], m.p, m.k, vt),
             Builtin::SkipIf if self.mode == Mode::Exact => a[1].clone(),
             Builtin::SkipIf => format!("(if {} {{ 0 as {} }} else {{ {} }})", a[0], vt, a[1]),
@@ -596,7 +601,7 @@ impl<'a> Gen<'a> {
             RedOp::Sum if ty.is_int() => format!("({}).wrapping_add({})", acc, term),
             RedOp::SumMod => {
                 let q = self.k.modulus.expect("summod only in kernels with a modulus (check::residue)").q();
-                format!("((((({}) as u64) + (({}) as u64)) % {}u64) as {})", acc, term, q, self.vt(ty))
+                addmod_text(acc, term, q, self.vt(ty))
             }
             RedOp::Sum => self.round(ty, format!("({} + {})", acc, term)),
             RedOp::Max if ty.is_int() => format!("std::cmp::max({}, {})", acc, term),

@@ -29,16 +29,18 @@ use tokitai_contracts::{Formula, Obligation, ObligationKind, Term};
 /// The obligations of the kernel's residue arithmetic: one per distinct
 /// `skip_if`, and the modulus's lemmas where it uses any residue builtin.
 pub fn residue_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
-    let at = skip_span(k);
-    let own: Vec<(Obligation, Span)> = kernel_obligations(ir).into_iter().map(|o| (o, at)).collect();
-    if own.is_empty() && !uses_residues(ir) {
+    let calls = residue_calls(ir);
+    if calls.is_empty() {
         return Vec::new();
     }
+    let at = skip_span(k);
+    let own: Vec<(Obligation, Span)> = obligations_of(ir, &calls).into_iter().map(|o| (o, at)).collect();
     let mut out = discharge_scoped(&crate::cache::fingerprint(ir), &ir.name, own, cfg, progress);
     if let Some(m) = ir.modulus {
         // A kernel that skips stands on the whole rule; one that only
         // computes with residues on its no-overflow part.
-        let lemmas = if skips(ir) { residue::obligations(&m) } else { residue::no_overflow(&m) };
+        let skips = calls.iter().any(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _)));
+        let lemmas = if skips { residue::obligations(&m) } else { residue::no_overflow(&m) };
         let lemmas = lemmas.into_iter().map(|o| (o, modulus_span(k))).collect();
         out.extend(discharge_scoped(&format!("residue lemmas modulo {}", m), &ir.name, lemmas, cfg, progress));
     }
@@ -65,16 +67,11 @@ fn modulus_span(k: &Kernel) -> Span {
     k.span
 }
 
-fn skips(ir: &KernelIr) -> bool {
+/// Every residue builtin call the kernel prints, in order.
+fn residue_calls(ir: &KernelIr) -> Vec<&VExpr> {
     let mut calls = Vec::new();
     each_vexpr(&ir.body, &mut |e| collect_residue_calls(e, &mut calls));
-    calls.iter().any(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _)))
-}
-
-fn uses_residues(ir: &KernelIr) -> bool {
-    let mut calls = Vec::new();
-    each_vexpr(&ir.body, &mut |e| collect_residue_calls(e, &mut calls));
-    !calls.is_empty()
+    calls
 }
 
 /// The obligations that depend on this kernel: each distinct `skip_if`'s
@@ -82,8 +79,10 @@ fn uses_residues(ir: &KernelIr) -> bool {
 /// modulus, which the checker refuses: a schedule that invents one is a
 /// bug). The mutation test looks for a refutation among these.
 pub fn kernel_obligations(ir: &KernelIr) -> Vec<Obligation> {
-    let mut calls = Vec::new();
-    each_vexpr(&ir.body, &mut |e| collect_residue_calls(e, &mut calls));
+    obligations_of(ir, &residue_calls(ir))
+}
+
+fn obligations_of(ir: &KernelIr, calls: &[&VExpr]) -> Vec<Obligation> {
     if calls.is_empty() {
         return Vec::new();
     }

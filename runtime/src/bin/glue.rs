@@ -47,8 +47,7 @@ fn run(cli: &Cli) -> Result<bool, String> {
     }
     if let Some(path) = &cli.json {
         let text = serde_json::to_string_pretty(&g).map_err(|e| e.to_string())?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| format!("{}: {}", path.display(), e))?;
+        tokitai_runtime::cache::write_atomic(path, text.as_bytes()).map_err(|e| format!("{}: {}", path.display(), e))?;
     }
     Ok(g.section.is_some())
 }

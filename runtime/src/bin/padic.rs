@@ -89,8 +89,7 @@ fn run(cli: &Cli) -> Result<(), String> {
     }
     if let Some(path) = &cli.json {
         let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| format!("{}: {}", path.display(), e))?;
+        tokitai_runtime::cache::write_atomic(path, text.as_bytes()).map_err(|e| format!("{}: {}", path.display(), e))?;
     }
     Ok(())
 }
