@@ -33,6 +33,7 @@
 //! the report's non-claims.
 
 pub mod computed;
+mod logistic;
 pub mod magnitude;
 mod patterns;
 mod ratio;
@@ -539,6 +540,9 @@ impl<'a> Walk<'a> {
             TExprKind::Cast(a) => self.cast(a, e)?,
             TExprKind::Let { local, value, body } => {
                 let v = self.eval(value)?;
+                if let Some(s) = self.logistic(&v, *local, body, e) {
+                    return s.map(V::Float);
+                }
                 self.locals[*local] = Some(v);
                 self.eval(body)?
             }
@@ -596,7 +600,7 @@ impl<'a> Walk<'a> {
         let (x, y) = (self.float(a)?, self.float(b)?);
         let second = self.src(format!("second-order terms of `{}`", op.symbol()), e.span);
         let exact = match op {
-            BinOp::Add => x.add(&y),
+            BinOp::Add => self.complementary_mix(a, b, &x, &y).unwrap_or_else(|| x.add(&y)),
             BinOp::Sub => x.sub(&y),
             // `a * a`: a square is non-negative, which intervals lose.
             BinOp::Mul if same_expr(a, b) => {
@@ -604,7 +608,10 @@ impl<'a> Walk<'a> {
                 p.range = Interval::new(tokitai_contracts::fp::down(x.range.mig() * x.range.mig()), p.range.hi);
                 p
             }
-            BinOp::Mul => x.mul(&y, second),
+            BinOp::Mul => {
+                let p = x.mul(&y, second);
+                self.complementary_product(a, b, p)
+            }
             BinOp::Div => x.div(&y).map_err(|er| (er.0, e.span))?,
             _ => return fail(format!("`{}` on floats", op.symbol()), e.span),
         };

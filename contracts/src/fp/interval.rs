@@ -120,6 +120,11 @@ impl Interval {
     pub fn tanh(&self) -> Interval {
         Interval { lo: widen_down(self.lo.tanh()).max(-1.0), hi: widen_up(self.hi.tanh()).min(1.0) }
     }
+    /// The logistic function `1 / (1 + e^-x)`, increasing.
+    pub fn logistic(&self) -> Interval {
+        let f = |x: f64| 1.0 / (1.0 + (-x).exp());
+        Interval { lo: widen_down(f(self.lo)).max(0.0), hi: widen_up(f(self.hi)).min(1.0) }
+    }
     /// `None` unless the interval is non-negative.
     pub fn sqrt(&self) -> Option<Interval> {
         if self.lo < 0.0 {

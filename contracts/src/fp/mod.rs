@@ -27,7 +27,7 @@ pub mod library;
 pub mod magpoly;
 pub mod matrix_unit;
 
-pub use bound::{AVal, Contribution, ErrBound, FpError, SourceId};
+pub use bound::{logistic_slopes, AVal, Contribution, ErrBound, FpError, SourceId};
 pub use format::Format;
 pub use interval::Interval;
 pub use library::{Function, LibraryTable};
