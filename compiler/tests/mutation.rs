@@ -791,3 +791,25 @@ fn the_paired_epilogue_is_proved_only_under_its_word_test() {
     let refuted = refuted_by(&wide);
     assert!(refuted.iter().any(|d| d.contains("no two executions of the paired write of `gx` write the same element")), "{:?}", refuted);
 }
+
+/// The tiled residue contraction (issue 23): `padic.tk`'s dense and
+/// skipping products run on the contraction schedule (operand slabs in
+/// shared memory, the skip rule on each micro-tile's registers), and every
+/// mutant of their printed IR, the schedule's and the skip rule's, is
+/// refuted.
+#[test]
+fn the_tiled_residue_contractions_mutants_are_refuted() {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/padic.tk");
+    let arts = compile_source(SourceFile::new(f.display().to_string(), std::fs::read_to_string(&f).unwrap()), &Target::default_cuda()).unwrap_or_else(|e| panic!("{}", e));
+    for name in ["padic_dense_p2", "padic_skip_p2", "padic_dense_p3", "padic_skip_p3"] {
+        let ir = arts.kernels.iter().find(|ir| ir.name == name).expect(name);
+        assert!(matches!(ir.schedule, tokitai_compiler::kir::Schedule::Contraction { .. }), "{}: {:?}", name, ir.schedule);
+    }
+    let results = run_all(std::slice::from_ref(&arts), &Config { timeout_ms: 5_000 });
+    let on_tiles: Vec<_> = results.iter().filter(|(m, _)| m.ir.name.starts_with("padic_skip_p2") || m.ir.name.starts_with("padic_dense_p3")).collect();
+    for op in ["missing barrier", "skipped k-block", "overlapping tiles", "skip threshold one low", "unconditional skip"] {
+        assert!(on_tiles.iter().any(|(m, _)| m.operator == op), "no `{}` mutant of the tiled kernels", op);
+    }
+    let survivors: Vec<&str> = results.iter().filter(|(_, k)| !k).map(|(m, _)| m.description.as_str()).collect();
+    assert!(survivors.is_empty(), "{} mutants survived:\n{}", survivors.len(), survivors.join("\n"));
+}

@@ -15,7 +15,7 @@ use crate::diag::Diagnostic;
 use crate::kir::*;
 use crate::syntax::ast::RedOp;
 use crate::target::Target;
-use crate::tir::{self, Kernel, TExpr, TExprKind, VarId};
+use crate::tir::{self, Builtin, Kernel, TExpr, TExprKind, VarId};
 use crate::types::Dtype;
 
 /// The output tile of a block and each thread's micro-tile: `bm x bn`
@@ -76,6 +76,11 @@ pub struct Plan<'k> {
     pub(super) a_k_contiguous: bool,
     pub(super) b_k_contiguous: bool,
     pub(super) acc_ty: Dtype,
+    /// A residue contraction (`summod(k) t`, issue 23): the summed term
+    /// `t`, `mulmod(a, b)` or that under a `skip_if` on the two factors'
+    /// valuations. Each step of the micro-tile adds `t` of the two
+    /// fragments' registers with `addmod` (see [`residue_step`]).
+    pub(super) residue_term: Option<&'k TExpr>,
 }
 
 /// Is the summed dim at least `min` for every launch `requires` admits?
@@ -112,8 +117,18 @@ pub fn detect(k: &Kernel) -> Option<Plan<'_>> {
     let s = &k.stmts[0];
     let reds = tir::top_reductions(&s.value);
     let [reduce] = reds.as_slice() else { return None };
-    let TExprKind::Reduce { op: RedOp::Sum, var, body } = &reduce.kind else { return None };
-    let (a, b) = tir::fma_operands(body)?;
+    let TExprKind::Reduce { op, var, body } = &reduce.kind else { return None };
+    let (a, b, residue_term) = match op {
+        RedOp::Sum => {
+            let (a, b) = tir::fma_operands(body)?;
+            (a, b, None)
+        }
+        RedOp::SumMod => {
+            let (a, b) = residue_operands(body)?;
+            (a, b, Some(body.as_ref()))
+        }
+        _ => return None,
+    };
     let (m, n) = (s.vars[0], s.vars[1]);
     let mut ok = true;
     let va = load_vars(a, &mut ok);
@@ -124,7 +139,36 @@ pub fn detect(k: &Kernel) -> Option<Plan<'_>> {
     }
     // The rest of the statement may use m and n but no other reduction.
     let contiguous = |vs: &[(VarId, bool)]| vs.iter().any(|(v, last)| v == var && *last);
-    Some(Plan { reduce, kvar: *var, a, b, a_k_contiguous: contiguous(&va), b_k_contiguous: contiguous(&vb), acc_ty: body.ty })
+    Some(Plan { reduce, kvar: *var, a, b, a_k_contiguous: contiguous(&va), b_k_contiguous: contiguous(&vb), acc_ty: body.ty, residue_term })
+}
+
+/// The factors of a residue term: `mulmod(a, b)`, or `skip_if(c,
+/// mulmod(a, b))` whose condition reads no tensor element but `a` and `b`
+/// (their valuations), each a load of its own tensor (a step binds each
+/// tensor's element to one register).
+fn residue_operands(term: &TExpr) -> Option<(&TExpr, &TExpr)> {
+    let product = match &term.kind {
+        TExprKind::Call(Builtin::SkipIf, args) => &args[1],
+        _ => term,
+    };
+    let TExprKind::Call(Builtin::MulMod, f) = &product.kind else { return None };
+    let (a, b) = (&f[0], &f[1]);
+    let (TExprKind::Load { tensor: ta, .. }, TExprKind::Load { tensor: tb, .. }) = (&a.kind, &b.kind) else { return None };
+    if ta == tb {
+        return None;
+    }
+    if let TExprKind::Call(Builtin::SkipIf, args) = &term.kind {
+        let mut only_factors = true;
+        args[0].walk(&mut |x| {
+            if matches!(x.kind, TExprKind::Load { .. }) && !x.same_as(a, &[]) && !x.same_as(b, &[]) {
+                only_factors = false;
+            }
+        });
+        if !only_factors {
+            return None;
+        }
+    }
+    Some((a, b))
 }
 
 pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
@@ -182,7 +226,10 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
             index: jv.clone(),
             value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(bn as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((bn / tn) as i64))) }, ty),
         }]),
-        fma_tile(t, acc, afrag, bfrag, ty, &mut b),
+        match p.residue_term {
+            None => fma_tile(t, acc, afrag, bfrag, ty, &mut b),
+            Some(term) => residue_step(t, acc, (afrag, bfrag), p, term, &mut b)?,
+        },
     ];
     let frags = vec![KStmt::DeclArray { arr: afrag, len: tm, init: None }, KStmt::DeclArray { arr: bfrag, len: tn, init: None }];
     let kname = b.k.vars[p.kvar].name.clone();
@@ -243,6 +290,35 @@ fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b:
         ty,
     );
     KStmt::unrolled(i_v, tm, vec![KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet { arr: acc, index: slot, value: fma }])])
+}
+
+/// One k step of a residue contraction's micro-tile: `acc[i][j] =
+/// addmod(acc[i][j], t)` with the term `t` over the registers `a_el =
+/// a_frag[i]` and `b_el = b_frag[j]`. A `skip_if`'s valuations read the
+/// same registers, so the prover reads the condition off the printed term
+/// exactly as for a product of two loads; the fragments are unrolled, so
+/// the compiler computes each register's valuation once per step, `tm +
+/// tn` of them for `tm * tn` products.
+fn residue_step(t: Tile, acc: LocalId, (afrag, bfrag): (LocalId, LocalId), p: &Plan, term: &TExpr, b: &mut Builder) -> Result<KStmt, Diagnostic> {
+    let Tile { tm, tn, .. } = t;
+    let ty = p.acc_ty;
+    let (TExprKind::Load { tensor: ta, .. }, TExprKind::Load { tensor: tb, .. }) = (&p.a.kind, &p.b.kind) else { unreachable!("residue_operands returns loads") };
+    let (a_el, b_el) = (b.local("a_el", ty), b.local("b_el", ty));
+    let mut env = Env::default();
+    env.values.insert(*ta, a_el);
+    env.values.insert(*tb, b_el);
+    let mut lets = Vec::new();
+    let value = b.lower(term, &mut env, &mut lets)?;
+    let i_v = b.ivar("i");
+    let j_v = b.ivar("j");
+    let slot = IExpr::Var(i_v).mul(IExpr::c(tn as i64)).add(IExpr::Var(j_v));
+    let running = VExpr::new(VKind::ArrayGet { arr: acc, index: slot.clone() }, ty);
+    let sum = VExpr::new(VKind::Call(Builtin::AddMod, vec![running, value]), ty);
+    let mut step = vec![KStmt::Decl { local: b_el, init: Some(VExpr::new(VKind::ArrayGet { arr: bfrag, index: IExpr::Var(j_v) }, ty)) }];
+    step.extend(lets);
+    step.push(KStmt::ArraySet { arr: acc, index: slot, value: sum });
+    let row = vec![KStmt::Decl { local: a_el, init: Some(VExpr::new(VKind::ArrayGet { arr: afrag, index: IExpr::Var(i_v) }, ty)) }, KStmt::unrolled(j_v, tn, step)];
+    Ok(KStmt::unrolled(i_v, tm, row))
 }
 
 /// How a slab sits in shared memory: `tile[kk * stride + x]` (k-major, the
