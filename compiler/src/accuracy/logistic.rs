@@ -28,31 +28,37 @@ use super::*;
 use crate::tir::LocalId;
 use tokitai_contracts::fp::{add_up, div_up, logistic_slopes};
 
-/// Is `body` the logistic function of the local `t`: `1 / (1 + exp(0 - t))`
-/// or `1 / (1 + exp(-t))`, in either order of the sum?
-fn is_logistic_of(body: &TExpr, t: LocalId) -> bool {
+/// Where `body` is the logistic function of the local `t`, `1 / (1 +
+/// exp(0 - t))` or `1 / (1 + exp(-t))` in either order of the sum: its
+/// `exp` call.
+fn logistic_exp(body: &TExpr, t: LocalId) -> Option<&TExpr> {
     let is_float = |e: &TExpr, v: f64| matches!(e.kind, TExprKind::Const(Const::Float(c)) if c == v);
-    let TExprKind::Binary(BinOp::Div, one, den) = &body.kind else { return false };
-    let TExprKind::Binary(BinOp::Add, x, y) = &den.kind else { return false };
+    let TExprKind::Binary(BinOp::Div, one, den) = &body.kind else { return None };
+    let TExprKind::Binary(BinOp::Add, x, y) = &den.kind else { return None };
     let exp = match (is_float(x, 1.0), is_float(y, 1.0)) {
         (true, _) => y,
         (_, true) => x,
-        _ => return false,
+        _ => return None,
     };
-    let TExprKind::Call(Builtin::Exp, args) = &exp.kind else { return false };
+    let TExprKind::Call(Builtin::Exp, args) = &exp.kind else { return None };
     let is_t = |e: &TExpr| matches!(e.kind, TExprKind::Local(l) if l == t);
     let negated_t = match &args[0].kind {
         TExprKind::Binary(BinOp::Sub, z, v) => is_float(z, 0.0) && is_t(v),
         TExprKind::Unary(UnOp::Neg, v) => is_t(v),
         _ => false,
     };
-    is_float(one, 1.0) && negated_t
+    (is_float(one, 1.0) && negated_t).then_some(exp.as_ref())
+}
+
+/// `(abs, rel)` of `source`'s part of `v`'s error (zero where it has none).
+fn part(v: &AVal, source: SourceId) -> (f64, f64) {
+    v.err.parts.iter().find(|c| c.source == source).map_or((0.0, 0.0), |c| (c.abs, c.rel))
 }
 
 /// The argument of `e` when `e` is an inlined logistic function.
 fn logistic_argument(e: &TExpr) -> Option<&TExpr> {
     let TExprKind::Let { local, value, body } = &e.kind else { return None };
-    is_logistic_of(body, *local).then_some(value.as_ref())
+    logistic_exp(body, *local).map(|_| value.as_ref())
 }
 
 /// `a` and `b` are `p - q` and `q - p`, or `t` and `-t`.
@@ -87,7 +93,7 @@ impl Walk<'_> {
     /// where the lemma does not apply.
     pub(super) fn logistic(&mut self, x: &V, local: LocalId, body: &TExpr, e: &TExpr) -> Option<Result<AVal, Fail>> {
         let V::Float(x) = x else { return None };
-        if x.err.is_zero() || !is_logistic_of(body, local) {
+        if x.err.is_zero() || logistic_exp(body, local).is_none() {
             return None;
         }
         self.locals[local] = Some(V::Float(AVal::exact(x.reach())));
@@ -113,9 +119,7 @@ impl Walk<'_> {
     /// it, so the true contribution is at most `r s (1 - s)`.
     fn own_exp(&mut self, logistic: &TExpr) -> Option<OwnExp> {
         let TExprKind::Let { local, value, body } = &logistic.kind else { return None };
-        let TExprKind::Binary(BinOp::Div, _, den) = &body.kind else { return None };
-        let TExprKind::Binary(BinOp::Add, x, y) = &den.kind else { return None };
-        let exp = if matches!(x.kind, TExprKind::Call(Builtin::Exp, _)) { x } else { y };
+        let exp = logistic_exp(body, *local)?;
         let t = self.float(value).ok()?;
         self.locals[*local] = Some(V::Float(AVal::exact(t.reach())));
         let e = self.float(exp);
@@ -153,21 +157,20 @@ impl Walk<'_> {
         Some(OwnExp { sources, slope: a.slope.max(b.slope), kappa: a.kappa.max(b.kappa) })
     }
 
-    /// The exact `s(t) * s(-t)` from its exact product `prod`: it is
+    /// The exact `s(t) * s(-t)` from its factors `x = s(t)`, `y = s(-t)`
+    /// (the values of `a` and `b`) and their exact product `prod`: it is
     /// `s'(t)`, at most `1 / (4 cosh^2(t / 2))` over `t`'s range (intervals
     /// give 1); and the factors' own `exp` errors, `r_a (1 - s)` and `r_b s`
     /// relative (see [`Self::own_exp`]), cost at most the larger of `r_a`
     /// and `r_b` relative to the product, not their sum.
-    pub(super) fn complementary_product(&mut self, a: &TExpr, b: &TExpr, mut prod: AVal) -> AVal {
+    pub(super) fn complementary_product(&mut self, (a, x): (&TExpr, &AVal), (b, y): (&TExpr, &AVal), mut prod: AVal) -> AVal {
         let Some(t) = complementary(a, b) else { return prod };
         if let Ok(tv) = self.float(t) {
             prod.range = prod.range.meet(&Interval::new(0.0, logistic_slopes(tv.range).0));
         }
-        let (Ok(x), Ok(y)) = (self.float(a), self.float(b)) else { return prod };
         if let Some(own) = self.own_exps(a, b, &[]) {
-            let rel = |v: &AVal, s: SourceId| v.err.parts.iter().find(|c| c.source == s).map_or(0.0, |c| c.rel);
-            let xs: Vec<f64> = own.sources.iter().map(|s| rel(&x, *s)).collect();
-            let ys: Vec<f64> = own.sources.iter().map(|s| rel(&y, *s)).collect();
+            let xs: Vec<f64> = own.sources.iter().map(|s| part(x, *s).1).collect();
+            let ys: Vec<f64> = own.sources.iter().map(|s| part(y, *s).1).collect();
             let shares = larger_of(&xs, &ys);
             for c in prod.err.parts.iter_mut() {
                 if let Some(i) = own.sources.iter().position(|s| *s == c.source) {
@@ -203,8 +206,8 @@ impl Walk<'_> {
         let mut sources: Vec<SourceId> = x.err.parts.iter().chain(&y.err.parts).map(|c| c.source).collect();
         sources.sort();
         sources.dedup();
-        let rel = |v: &AVal, s: SourceId| v.err.parts.iter().find(|c| c.source == s).map_or(0.0, |c| c.rel);
-        let abs = |v: &AVal, s: SourceId| v.err.parts.iter().find(|c| c.source == s).map_or(0.0, |c| c.abs);
+        let rel = |v: &AVal, s: SourceId| part(v, s).1;
+        let abs = |v: &AVal, s: SourceId| part(v, s).0;
         let (rest, weighted): (Vec<SourceId>, Vec<SourceId>) = sources.iter().partition(|s| !exps.contains(s));
         let xs: Vec<f64> = rest.iter().map(|s| mul_up(rel(x, *s), pm)).collect();
         let ys: Vec<f64> = rest.iter().map(|s| mul_up(rel(y, *s), qm)).collect();

@@ -610,7 +610,7 @@ impl<'a> Walk<'a> {
             }
             BinOp::Mul => {
                 let p = x.mul(&y, second);
-                self.complementary_product(a, b, p)
+                self.complementary_product((a, &x), (b, &y), p)
             }
             BinOp::Div => x.div(&y).map_err(|er| (er.0, e.span))?,
             _ => return fail(format!("`{}` on floats", op.symbol()), e.span),
