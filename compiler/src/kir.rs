@@ -109,6 +109,32 @@ impl IExpr {
     pub fn eq(self, o: IExpr) -> Cond {
         Cond::Eq(self, o)
     }
+    /// The expression with every `var` replaced by `by`.
+    pub fn subst_var(&self, var: IVar, by: &IExpr) -> IExpr {
+        let s = |e: &IExpr| Box::new(e.subst_var(var, by));
+        match self {
+            IExpr::Var(v) if *v == var => by.clone(),
+            IExpr::Add(a, b) => IExpr::Add(s(a), s(b)),
+            IExpr::Sub(a, b) => IExpr::Sub(s(a), s(b)),
+            IExpr::Mul(a, b) => IExpr::Mul(s(a), s(b)),
+            IExpr::Div(a, b) => IExpr::Div(s(a), s(b)),
+            IExpr::Rem(a, b) => IExpr::Rem(s(a), s(b)),
+            IExpr::Min(a, b) => IExpr::Min(s(a), s(b)),
+            IExpr::Load { buf, index, access } => IExpr::Load { buf: *buf, index: s(index), access: *access },
+            IExpr::Select(c, a, b) => IExpr::Select(Box::new(c.subst_var(var, by)), s(a), s(b)),
+            other => other.clone(),
+        }
+    }
+    /// Does the expression read `var`?
+    pub fn mentions(&self, var: IVar) -> bool {
+        match self {
+            IExpr::Var(v) => *v == var,
+            IExpr::Add(a, b) | IExpr::Sub(a, b) | IExpr::Mul(a, b) | IExpr::Div(a, b) | IExpr::Rem(a, b) | IExpr::Min(a, b) => a.mentions(var) || b.mentions(var),
+            IExpr::Load { index, .. } => index.mentions(var),
+            IExpr::Select(c, a, b) => c.mentions(var) || a.mentions(var) || b.mentions(var),
+            _ => false,
+        }
+    }
 }
 
 /// Integer conditions: guards and loop tests.
@@ -125,6 +151,27 @@ pub enum Cond {
 }
 
 impl Cond {
+    /// The condition with every `var` replaced by `by`.
+    pub fn subst_var(&self, var: IVar, by: &IExpr) -> Cond {
+        let s = |e: &IExpr| e.subst_var(var, by);
+        match self {
+            Cond::Lt(a, b) => Cond::Lt(s(a), s(b)),
+            Cond::Le(a, b) => Cond::Le(s(a), s(b)),
+            Cond::Eq(a, b) => Cond::Eq(s(a), s(b)),
+            Cond::And(a, b) => Cond::And(Box::new(a.subst_var(var, by)), Box::new(b.subst_var(var, by))),
+            Cond::Not(a) => Cond::Not(Box::new(a.subst_var(var, by))),
+            other => other.clone(),
+        }
+    }
+    /// Does the condition read `var`?
+    pub fn mentions(&self, var: IVar) -> bool {
+        match self {
+            Cond::Lt(a, b) | Cond::Le(a, b) | Cond::Eq(a, b) => a.mentions(var) || b.mentions(var),
+            Cond::And(a, b) => a.mentions(var) || b.mentions(var),
+            Cond::Not(a) => a.mentions(var),
+            _ => false,
+        }
+    }
     pub fn and(self, o: Cond) -> Cond {
         match (&self, &o) {
             (Cond::True, _) => o,
@@ -197,6 +244,12 @@ pub enum KStmt {
     /// `for (var = start; var < end; var += step)`.
     For { var: IVar, start: IExpr, end: IExpr, step: IExpr, unroll: bool, body: Vec<KStmt> },
     If { cond: Cond, then: Vec<KStmt>, els: Vec<KStmt> },
+    /// Run `body` unless the value `cond` holds: a per-thread branch around
+    /// work that, where `cond` holds, would change nothing the kernel
+    /// keeps (the residue contraction's tile skip,
+    /// `schedule::tile_skip`). The verifier proves that
+    /// (`verify::tile_skip`); every other pass reads the body as run.
+    SkipWhen { cond: VExpr, body: Vec<KStmt> },
     /// `axes` is the element's multi-index (the flat `index` is their
     /// row-major image); the prover reasons per axis where it can.
     Store { buf: BufId, index: IExpr, axes: Vec<IExpr>, value: VExpr, access: AccessId },

@@ -794,9 +794,10 @@ fn the_paired_epilogue_is_proved_only_under_its_word_test() {
 
 /// The tiled residue contraction (issue 23): `padic.tk`'s dense and
 /// skipping products run on the contraction schedule (operand slabs in
-/// shared memory, the skip rule on each micro-tile's registers), and every
-/// mutant of their printed IR, the schedule's and the skip rule's, is
-/// refuted.
+/// shared memory; the skipping ones skip a thread's slab where its minimum
+/// valuations sum to k), and every mutant of the printed IR, the
+/// schedule's, the tile skip's and (in the certificate kernels) the
+/// per-product rule's, is refuted.
 #[test]
 fn the_tiled_residue_contractions_mutants_are_refuted() {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ops/padic.tk");
@@ -807,9 +808,47 @@ fn the_tiled_residue_contractions_mutants_are_refuted() {
     }
     let results = run_all(std::slice::from_ref(&arts), &Config { timeout_ms: 5_000 });
     let on_tiles: Vec<_> = results.iter().filter(|(m, _)| m.ir.name.starts_with("padic_skip_p2") || m.ir.name.starts_with("padic_dense_p3")).collect();
-    for op in ["missing barrier", "skipped k-block", "overlapping tiles", "skip threshold one low", "unconditional skip"] {
+    for op in ["missing barrier", "skipped k-block", "overlapping tiles", "stale valuation tile", "partial minimum", "tile skip threshold one low"] {
         assert!(on_tiles.iter().any(|(m, _)| m.operator == op), "no `{}` mutant of the tiled kernels", op);
+    }
+    // The per-product rule is printed by the certificate kernels (the
+    // tiled ones compute every product of a slab they do not skip).
+    let certified: Vec<_> = results.iter().filter(|(m, _)| m.ir.name.starts_with("padic_matmul_p")).collect();
+    for op in ["skip threshold one low", "unconditional skip"] {
+        assert!(certified.iter().any(|(m, _)| m.operator == op), "no `{}` mutant of the certificate kernels", op);
     }
     let survivors: Vec<&str> = results.iter().filter(|(_, k)| !k).map(|(m, _)| m.description.as_str()).collect();
     assert!(survivors.is_empty(), "{} mutants survived:\n{}", survivors.len(), survivors.join("\n"));
+}
+
+/// The tile skip (issue 23) stands on its own rule: the skipping kernels
+/// prove one tile-skip obligation per modulus and schedule, and each
+/// mutant of the skip (a valuation tile left stale where its operand slot
+/// is written, a minimum that stops one short of the slab, a threshold one
+/// low) is refuted by that obligation, naming the skip, not by another.
+#[test]
+fn the_tile_skip_mutants_are_refuted_by_the_tile_skip_rule() {
+    use tokitai_compiler::verify::mutate::mutants;
+    use tokitai_compiler::verify::verify_cached;
+    let arts = compile_example("padic.tk", &Target::default_cuda());
+    let cfg = Config { timeout_ms: 5_000 };
+    for name in ["padic_skip_p2", "padic_skip_p3"] {
+        let at = arts.kernels.iter().position(|ir| ir.name == name).expect(name);
+        let (k, ir) = (&arts.program.kernels[at], &arts.kernels[at]);
+        let proofs = verify_cached(k, &mut ir.clone(), &cfg);
+        let tile: Vec<_> = proofs.obligations.iter().filter(|o| o.obligation.description.contains("the tile skip")).collect();
+        assert!(!tile.is_empty(), "{}: no tile-skip obligation", name);
+        assert!(tile.iter().all(|o| o.outcome.is_proved()), "{}: a tile-skip obligation is not proved", name);
+        let mut by_operator: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in mutants(k, ir).into_iter().filter(|m| ["stale valuation tile", "partial minimum", "tile skip threshold one low"].contains(&m.operator)) {
+            let refuted = first_refutation(k, &m.ir, &cfg).unwrap_or_else(|| panic!("{} survived", m.description));
+            assert!(refuted.obligation.description.contains("tile skip"), "{} refuted by {}", m.description, refuted.obligation.description);
+            *by_operator.entry(m.operator).or_default() += 1;
+        }
+        // Two valuation writes per operand (the element and the zero
+        // padding), two loops per minimum, one skip.
+        assert_eq!(by_operator.get("stale valuation tile"), Some(&4), "{}", name);
+        assert_eq!(by_operator.get("partial minimum"), Some(&4), "{}", name);
+        assert_eq!(by_operator.get("tile skip threshold one low"), Some(&1), "{}", name);
+    }
 }

@@ -222,6 +222,34 @@ pub fn adversarial(p: u64, k: u32, m: usize, inner: usize, n: usize, seed: u64) 
         fill(m, inner, &mut |x, r| of_valuation(((x / inner + x % inner) % k as usize) as u32, r)),
         fill(inner, n, &mut |x, r| of_valuation((k as usize - 1 - (x / n + x % n) % 2) as u32, r)),
     );
+    // Blocks of 64 rows x 32 k of A and 32 k x 64 columns of B, each of
+    // high valuation or of units (A's where (row block + k block) % 3 != 0,
+    // B's where (k block + column block) is even), so that whole slabs of
+    // some tiles are skipped and others not; every other high block of A
+    // holds one entry a valuation short of ceil(k / 2), whose slabs must
+    // not be skipped.
+    let short = k.div_ceil(2) - 1;
+    let blocks = (
+        fill(m, inner, &mut |x, r| {
+            let (row, col) = (x / inner, x % inner);
+            let (bi, bk) = (row / 64, col / 32);
+            if (bi + bk) % 3 == 0 {
+                of_valuation(0, r)
+            } else if bk % 2 == 0 && row % 64 == 17 && col % 32 == 5 {
+                of_valuation(short, r)
+            } else {
+                of_valuation(r.range(k.div_ceil(2) as i64, k as i64) as u32, r)
+            }
+        }),
+        fill(inner, n, &mut |x, r| {
+            let (bk, bj) = ((x / n) / 32, (x % n) / 64);
+            if (bk + bj) % 2 == 0 {
+                of_valuation(r.range((k / 2) as i64, k as i64) as u32, r)
+            } else {
+                of_valuation(0, r)
+            }
+        }),
+    );
     let uniform = (fill(m, inner, &mut |_, r| r.range(0, q as i64 - 1) as u64), fill(inner, n, &mut |_, r| r.range(0, q as i64 - 1) as u64));
     vec![
         ("zeros", zeros.0, zeros.1),
@@ -230,6 +258,7 @@ pub fn adversarial(p: u64, k: u32, m: usize, inner: usize, n: usize, seed: u64) 
         ("every product skipped", all.0, all.1),
         ("none skipped", none.0, none.1),
         ("valuations at the threshold", edge.0, edge.1),
+        ("high-valuation blocks", blocks.0, blocks.1),
         ("uniform", uniform.0, uniform.1),
     ]
 }

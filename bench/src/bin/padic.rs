@@ -4,9 +4,10 @@
 //!
 //! A share `s` of A's entries has valuation at least `ceil(k / 2)` and a
 //! share `s` of B's at least `floor(k / 2)`, so about `s^2` of the products
-//! are skipped. Two layouts: `scattered` (entries drawn one by one: lanes
-//! of a warp, which share A's element and read B's row, disagree) and
-//! `rows` (whole rows of A and of B: a warp skips together). Prints a
+//! are skipped. Three layouts: `scattered` (entries drawn one by one),
+//! `rows` (whole rows of A and of B) and `blocks` (whole 64 x 64 blocks of
+//! each: a block-structured operand, the case the tile skip is for: a
+//! thread skips a slab's products when its minima sum to k). Prints a
 //! table (milliseconds, skip/dense) and the crossover: the smallest share
 //! at which skipping was faster.
 //!
@@ -46,10 +47,48 @@ fn unit(p: u64, k: u32, rng: &mut Rng) -> u64 {
     }
 }
 
-fn matrices(p: u64, k: u32, n: usize, share: f64, by_rows: bool, rng: &mut Rng) -> (Matrix, Matrix) {
+/// Where the high-valuation entries lie.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// Entry by entry.
+    Scattered,
+    /// Whole rows of A and of B.
+    Rows,
+    /// Whole 64 x 64 blocks of each (aligned to the default tile).
+    Blocks,
+}
+
+impl Layout {
+    fn name(self) -> &'static str {
+        match self {
+            Layout::Scattered => "scattered",
+            Layout::Rows => "rows",
+            Layout::Blocks => "blocks",
+        }
+    }
+}
+
+const BLOCK: usize = 64;
+
+fn matrices(p: u64, k: u32, n: usize, share: f64, layout: Layout, rng: &mut Rng) -> (Matrix, Matrix) {
     let make = |at_least: u32, rng: &mut Rng| {
         let rows_high: Vec<bool> = (0..n).map(|_| rng.unit() < share).collect();
-        let data = (0..n * n).map(|i| if (by_rows && rows_high[i / n]) || (!by_rows && rng.unit() < share) { high(p, k, at_least, rng) } else { unit(p, k, rng) }).collect();
+        let per_side = n.div_ceil(BLOCK);
+        let blocks_high: Vec<bool> = (0..per_side * per_side).map(|_| rng.unit() < share).collect();
+        let data = (0..n * n)
+            .map(|i| {
+                let is_high = match layout {
+                    Layout::Scattered => rng.unit() < share,
+                    Layout::Rows => rows_high[i / n],
+                    Layout::Blocks => blocks_high[(i / n / BLOCK) * per_side + (i % n) / BLOCK],
+                };
+                if is_high {
+                    high(p, k, at_least, rng)
+                } else {
+                    unit(p, k, rng)
+                }
+            })
+            .collect();
         Matrix { rows: n, cols: n, data }
     };
     let a = make(k.div_ceil(2), rng);
@@ -65,11 +104,10 @@ fn main() {
     let mut rows = Vec::new();
     let mut rng = Rng::new(23);
     for (p, k) in MODULI {
-        for by_rows in [false, true] {
-            let layout = if by_rows { "rows" } else { "scattered" };
+        for layout in [Layout::Scattered, Layout::Rows, Layout::Blocks] {
             let mut crossover = None;
             for share in SHARES {
-                let (a, b) = matrices(p, k, n, share, by_rows, &mut rng);
+                let (a, b) = matrices(p, k, n, share, layout, &mut rng);
                 // The skipped share, counted on the host on a corner of
                 // the product (the whole would take minutes on one core).
                 let corner = 64.min(n);
@@ -102,12 +140,12 @@ fn main() {
                 if skip < dense && crossover.is_none() {
                     crossover = Some(share);
                 }
-                println!("{:<6} {:<10} {:>6.2} {:>8.1}% {:>10.3} {:>10.3} {:>11.3} {:>10.1}", format!("{}^{}", p, k), layout, share, skipped * 100.0, dense, skip, skip / dense, gprod);
-                rows.push(serde_json::json!({"p": p, "k": k, "layout": layout, "share": share, "skipped": skipped, "dense_ms": dense, "skip_ms": skip, "n": n}));
+                println!("{:<6} {:<10} {:>6.2} {:>8.1}% {:>10.3} {:>10.3} {:>11.3} {:>10.1}", format!("{}^{}", p, k), layout.name(), share, skipped * 100.0, dense, skip, skip / dense, gprod);
+                rows.push(serde_json::json!({"p": p, "k": k, "layout": layout.name(), "share": share, "skipped": skipped, "dense_ms": dense, "skip_ms": skip, "n": n}));
             }
             match crossover {
-                Some(s) => println!("  crossover {}^{} {}: skipping was faster from share {:.2} on", p, k, layout, s),
-                None => println!("  crossover {}^{} {}: skipping was never faster", p, k, layout),
+                Some(s) => println!("  crossover {}^{} {}: skipping was faster from share {:.2} on", p, k, layout.name(), s),
+                None => println!("  crossover {}^{} {}: skipping was never faster", p, k, layout.name()),
             }
         }
     }

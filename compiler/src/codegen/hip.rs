@@ -95,6 +95,7 @@ fn collect_row_tiles(body: &[KStmt], out: &mut HashSet<SharedId>) {
                 collect_row_tiles(then, out);
                 collect_row_tiles(els, out);
             }
+            KStmt::SkipWhen { body, .. } => collect_row_tiles(body, out),
             _ => {}
         }
     }
@@ -111,6 +112,7 @@ fn collect_vec_arrays(body: &[KStmt], out: &mut HashSet<LocalId>) {
                 collect_vec_arrays(then, out);
                 collect_vec_arrays(els, out);
             }
+            KStmt::SkipWhen { body, .. } => collect_vec_arrays(body, out),
             _ => {}
         }
     }
@@ -335,6 +337,14 @@ impl<'a> Printer<'a> {
                     self.indent -= 1;
                     self.line("}");
                 }
+            }
+            KStmt::SkipWhen { cond, body } => {
+                let l = format!("if (!{}) {{", self.vexpr(cond));
+                self.line(&l);
+                self.indent += 1;
+                self.block(body);
+                self.indent -= 1;
+                self.line("}");
             }
             KStmt::Store { buf, index, value, .. } => {
                 let target = format!("{}[{}]", cpp_name(&self.ir.bufs[*buf].name), self.iexpr(index));

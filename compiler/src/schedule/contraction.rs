@@ -10,6 +10,7 @@
 //! SIMT for now; tensor-core instructions are a later schedule.
 
 use super::lower::{node_key, Builder, Env};
+use super::tile_skip::{skip_slab, stage_valuations, ValuationTiles};
 use super::extent_expr;
 use crate::diag::Diagnostic;
 use crate::kir::*;
@@ -207,6 +208,11 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     // Operand tiles: A[bk][bm] from a(m, k), B[bk][bn] from b(k, n).
     tile_load(&mut b, t, SlabLayout::KMajor { stride: bm }, p.a, a_sh, mvar, p.kvar, bm, p.a_k_contiguous, &m0, &k0, &mext, &kext, &mut kbody)?;
     tile_load(&mut b, t, SlabLayout::KMajor { stride: bn }, p.b, b_sh, nvar, p.kvar, bn, p.b_k_contiguous, &n0, &k0, &next, &kext, &mut kbody)?;
+    let valuations = skips_tiles(p, &b).then(|| ValuationTiles::new(&mut b, t));
+    if let Some(v) = valuations {
+        stage_valuations(&mut kbody, a_sh, v.a, ty);
+        stage_valuations(&mut kbody, b_sh, v.b, ty);
+    }
     kbody.push(KStmt::Barrier);
     let kk_v = b.ivar("kk");
     let kk = IExpr::Var(kk_v);
@@ -215,27 +221,27 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     let i_v = b.ivar("i");
     let j_v = b.ivar("j");
     let (iv, jv) = (IExpr::Var(i_v), IExpr::Var(j_v));
+    // Where a thread's fragments lie in the slabs: row i of its micro-tile
+    // at step kk, and column j.
+    let a_at = |kk: IExpr, i: IExpr| kk.mul(IExpr::c(bm as i64)).add(tyy.clone()).add(i.mul(IExpr::c((bm / tm) as i64)));
+    let b_at = |kk: IExpr, j: IExpr| kk.mul(IExpr::c(bn as i64)).add(tx.clone()).add(j.mul(IExpr::c((bn / tn) as i64)));
     let inner = vec![
-        KStmt::unrolled(i_v, tm, vec![KStmt::ArraySet {
-            arr: afrag,
-            index: iv.clone(),
-            value: VExpr::new(VKind::SharedGet { arr: a_sh, index: kk.clone().mul(IExpr::c(bm as i64)).add(tyy.clone()).add(iv.clone().mul(IExpr::c((bm / tm) as i64))) }, ty),
-        }]),
-        KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet {
-            arr: bfrag,
-            index: jv.clone(),
-            value: VExpr::new(VKind::SharedGet { arr: b_sh, index: kk.clone().mul(IExpr::c(bn as i64)).add(tx.clone()).add(jv.clone().mul(IExpr::c((bn / tn) as i64))) }, ty),
-        }]),
+        KStmt::unrolled(i_v, tm, vec![KStmt::ArraySet { arr: afrag, index: iv.clone(), value: VExpr::new(VKind::SharedGet { arr: a_sh, index: a_at(kk.clone(), iv.clone()) }, ty) }]),
+        KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet { arr: bfrag, index: jv.clone(), value: VExpr::new(VKind::SharedGet { arr: b_sh, index: b_at(kk.clone(), jv.clone()) }, ty) }]),
         match p.residue_term {
             None => fma_tile(t, acc, afrag, bfrag, ty, &mut b),
-            Some(term) => residue_step(t, acc, (afrag, bfrag), p, term, &mut b)?,
+            Some(term) => residue_step(t, acc, (afrag, bfrag), p, computed_term(term, valuations.is_some()), &mut b)?,
         },
     ];
     let frags = vec![KStmt::DeclArray { arr: afrag, len: tm, init: None }, KStmt::DeclArray { arr: bfrag, len: tn, init: None }];
     let kname = b.k.vars[p.kvar].name.clone();
     b.ir.reduction_loops.push(ReductionLoop { var: kk_v, extent: IExpr::c(bk as i64), cooperative: false, granule: 1, name: format!("`{}` within a slab", kname), span: b.k.vars[p.kvar].span, visits: None });
     b.ir.reduction_loops.push(ReductionLoop { var: k0_v, extent: kext.clone(), cooperative: false, granule: bk as i64, name: format!("the slabs of `{}`", kname), span: b.k.vars[p.kvar].span, visits: None });
-    kbody.push(KStmt::unrolled(kk_v, bk, [frags, inner].concat()));
+    let slab = KStmt::unrolled(kk_v, bk, [frags, inner].concat());
+    match (valuations, b.ir.modulus) {
+        (Some(v), Some(m)) => kbody.extend(skip_slab(&mut b, t, m.k, v, &a_at, &b_at, slab)),
+        _ => kbody.push(slab),
+    }
     kbody.push(KStmt::Barrier);
     body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(bk as i64), unroll: false, body: kbody });
     // Epilogue: the statement with the sum replaced by the accumulator.
@@ -274,6 +280,26 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     b.ir.grid = vec![GridDim::Exact(next.ceil_div(bn as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
     b.ir.body = body;
     Ok(b.finish())
+}
+
+/// The term a step computes. Under the tile skip, a slab that is not
+/// skipped computes every product: `skip_if(c, e)` permits 0 where `c`
+/// holds but always admits `e`, and on SIMT lanes one product's valuations
+/// cost more than the product (measured, bench/RESULTS.md: per-product
+/// skipping was 2x the dense time at 2^16 and 6x at 3^10 with no slab
+/// skipped). What skipping saves, it saves whole slabs at a time.
+fn computed_term(term: &TExpr, skips_tiles: bool) -> &TExpr {
+    match &term.kind {
+        TExprKind::Call(Builtin::SkipIf, args) if skips_tiles => &args[1],
+        _ => term,
+    }
+}
+
+/// Does the contraction skip slabs? Where its term is a `skip_if` (the
+/// kernel asks for skipping; a dense residue product computes every
+/// product) and the kernel has a modulus.
+fn skips_tiles(p: &Plan, b: &Builder) -> bool {
+    matches!(p.residue_term.map(|t| &t.kind), Some(TExprKind::Call(Builtin::SkipIf, _))) && b.ir.modulus.is_some()
 }
 
 fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Builder) -> KStmt {

@@ -16,6 +16,7 @@ mod pointwise;
 mod producer_ring;
 mod row;
 mod row_cached;
+mod tile_skip;
 pub mod tensor_core;
 pub mod warpgroup;
 

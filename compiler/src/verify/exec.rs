@@ -313,6 +313,7 @@ fn contains_barrier(body: &[KStmt]) -> bool {
         KStmt::Barrier => true,
         KStmt::For { body, .. } => contains_barrier(body),
         KStmt::If { then, els, .. } => contains_barrier(then) || contains_barrier(els),
+        KStmt::SkipWhen { body, .. } => contains_barrier(body),
         _ => false,
     })
 }
@@ -631,6 +632,7 @@ impl<'a> Exec<'a> {
                 KStmt::DeclArray { arr: a, len, .. } if *a == arr => Some(*len),
                 KStmt::For { body, .. } => find(body, arr),
                 KStmt::If { then, els, .. } => find(then, arr).or_else(|| find(els, arr)),
+                KStmt::SkipWhen { body, .. } => find(body, arr),
                 _ => None,
             })
         }
@@ -777,6 +779,18 @@ impl<'a> Exec<'a> {
                 self.block(els, el);
                 self.path.truncate(saved.0);
                 self.cover_path.truncate(saved.1);
+                self.cond_stack.pop();
+            }
+            // The body is read as run: where the condition holds, running
+            // it would change nothing the kernel keeps (`verify::tile_skip`
+            // proves that). Its accesses are kept as ones that may happen;
+            // the condition is per thread, so a barrier in the body is one
+            // that some threads may miss.
+            KStmt::SkipWhen { cond, body } => {
+                self.vexpr(cond);
+                let inner = self.new_list(self.lists[list].in_loop);
+                self.cond_stack.push((false, "a value-dependent skip".into(), None));
+                self.block(body, inner);
                 self.cond_stack.pop();
             }
             KStmt::Store { buf, index: i, value, access, axes } => {

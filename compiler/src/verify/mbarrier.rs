@@ -424,6 +424,7 @@ fn find_for(body: &[KStmt], var: IVar) -> Option<(IExpr, IExpr, IExpr)> {
         KStmt::For { var: v, start, end, step, .. } if *v == var => Some((start.clone(), end.clone(), step.clone())),
         KStmt::For { body, .. } => find_for(body, var),
         KStmt::If { then, els, .. } => find_for(then, var).or_else(|| find_for(els, var)),
+        KStmt::SkipWhen { body, .. } => find_for(body, var),
         _ => None,
     })
 }

@@ -8,6 +8,7 @@ pub mod float_ensures;
 mod obligations;
 mod protocol;
 mod residue;
+mod tile_skip;
 pub mod mutate;
 pub mod tolerance;
 

@@ -32,6 +32,11 @@ fn sites(body: &[KStmt], prefix: &mut Site, out: &mut Vec<Site>) {
                 sites(els, prefix, out);
                 prefix.pop();
             }
+            KStmt::SkipWhen { body, .. } => {
+                prefix.push(0);
+                sites(body, prefix, out);
+                prefix.pop();
+            }
             _ => {}
         }
         prefix.pop();
@@ -53,6 +58,7 @@ fn parent<'a>(body: &'a mut Vec<KStmt>, site: &[usize]) -> Option<(&'a mut Vec<K
                 els
             }
         }
+        KStmt::SkipWhen { body, .. } => body,
         _ => return None,
     };
     parent(list, &site[2..])
@@ -98,6 +104,16 @@ fn mutate_list(all: &mut Vec<Mutant>, ir: &KernelIr, operator: &'static str, des
     let mut m = ir.clone();
     if parent(&mut m.body, site).is_some_and(|(l, i)| f(l, i)) {
         all.push(Mutant { operator, description: format!("{}: {}", ir.name, description), ir: m });
+    }
+}
+
+/// Is a loop body (down its single-statement nest) one fold `m = min(m,
+/// ...)`? (A tile skip's minimum, `schedule::tile_skip`.)
+fn folds_minimum(body: &[KStmt]) -> bool {
+    match body {
+        [KStmt::For { body, .. }] => folds_minimum(body),
+        [KStmt::Assign { value: VExpr { kind: VKind::Call(crate::tir::Builtin::Min, _), .. }, .. }] => true,
+        _ => false,
     }
 }
 
@@ -438,6 +454,45 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
             })
         };
         mutate_at(&mut all, ir, "unconditional skip", "every product is skipped".into(), &always, site);
+    }
+    // A wrong tile skip (issue 23): a valuation tile left stale where its
+    // operand slot is written, a minimum over part of the slab, and a
+    // threshold one low.
+    for site in &list {
+        let Some(stmt) = ({
+            let mut b = ir.body.clone();
+            at(&mut b, site).cloned()
+        }) else {
+            continue;
+        };
+        match &stmt {
+            KStmt::SharedSet { arr, value: VExpr { kind: VKind::Call(crate::tir::Builtin::Vp, _), .. }, .. } => {
+                remove_at(&mut all, ir, "stale valuation tile", format!("a write of `{}` is left out: the slot keeps an older valuation", ir.shared[*arr].name), site);
+            }
+            KStmt::For { body, .. } if folds_minimum(body) => {
+                let name = &ir.ivars[match &stmt { KStmt::For { var, .. } => *var, _ => unreachable!() }];
+                mutate_at(&mut all, ir, "partial minimum", format!("the minimum's loop `{}` stops one short of the slab", name), &|s| match s {
+                    KStmt::For { end, .. } => {
+                        *end = end.clone().sub(IExpr::c(1));
+                        true
+                    }
+                    _ => false,
+                }, site);
+            }
+            KStmt::SkipWhen { .. } => {
+                mutate_at(&mut all, ir, "tile skip threshold one low", "a slab is skipped where its minima sum to k - 1".into(), &|s| match s {
+                    KStmt::SkipWhen { cond: VExpr { kind: VKind::Binary(crate::syntax::ast::BinOp::Ge, _, t), .. }, .. } => match &mut t.kind {
+                        VKind::Const(crate::tir::Const::Int(v)) if *v > 0 => {
+                            *v -= 1;
+                            true
+                        }
+                        _ => false,
+                    },
+                    _ => false,
+                }, site);
+            }
+            _ => {}
+        }
     }
     // A skipped k-block: the contraction's slab loop starts one slab late.
     if let Schedule::Contraction { bk, .. } | Schedule::TensorCore { bk, .. } | Schedule::Warpgroup { bk, .. } = ir.schedule {

@@ -141,6 +141,7 @@ fn collect(body: &[KStmt], accs: &mut BTreeSet<LocalId>, operands: &mut BTreeSet
                 collect(then, accs, operands, copied);
                 collect(els, accs, operands, copied);
             }
+            KStmt::SkipWhen { body, .. } => collect(body, accs, operands, copied),
             _ => {}
         }
     }
@@ -306,6 +307,12 @@ impl Pass<'_> {
                 self.block(els, &mut other);
                 st.join(&other);
             }
+            // Run or not, as the value decides.
+            KStmt::SkipWhen { body, .. } => {
+                let skipped = st.clone();
+                self.block(body, st);
+                st.join(&skipped);
+            }
             KStmt::For { body, .. } => {
                 // Zero, one or more iterations: the entry state joined with
                 // the state after one and after two passes.
@@ -460,6 +467,11 @@ fn find_loop(body: &[KStmt], var: IVar) -> Option<(&[KStmt], usize)> {
                     return Some(found);
                 }
             }
+            KStmt::SkipWhen { body, .. } => {
+                if let Some(found) = find_loop(body, var) {
+                    return Some(found);
+                }
+            }
             _ => {}
         }
     }
@@ -474,6 +486,7 @@ fn nested_sync(s: &KStmt) -> bool {
     match s {
         KStmt::For { body, .. } => any(body),
         KStmt::If { then, els, .. } => any(then) || any(els),
+        KStmt::SkipWhen { body, .. } => any(body),
         _ => false,
     }
 }

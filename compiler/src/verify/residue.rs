@@ -30,7 +30,8 @@ use tokitai_contracts::{Formula, Obligation, ObligationKind, Term};
 /// `skip_if`, and the modulus's lemmas where it uses any residue builtin.
 pub fn residue_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config, progress: &crate::progress::Task) -> Vec<VerifiedObligation> {
     let calls = residue_calls(ir);
-    if calls.is_empty() {
+    let tile_skips = super::tile_skip::has_skips(ir);
+    if calls.is_empty() && !tile_skips {
         return Vec::new();
     }
     let at = skip_span(k);
@@ -39,7 +40,7 @@ pub fn residue_proofs(k: &Kernel, ir: &KernelIr, cfg: &Config, progress: &crate:
     if let Some(m) = ir.modulus {
         // A kernel that skips stands on the whole rule; one that only
         // computes with residues on its no-overflow part.
-        let skips = calls.iter().any(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _)));
+        let skips = tile_skips || calls.iter().any(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _)));
         let lemmas = if skips { residue::obligations(&m) } else { residue::no_overflow(&m) };
         let lemmas = lemmas.into_iter().map(|o| (o, modulus_span(k))).collect();
         out.extend(discharge_scoped(&format!("residue lemmas modulo {}", m), &ir.name, lemmas, cfg, progress));
@@ -83,11 +84,12 @@ pub fn kernel_obligations(ir: &KernelIr) -> Vec<Obligation> {
 }
 
 fn obligations_of(ir: &KernelIr, calls: &[&VExpr]) -> Vec<Obligation> {
-    if calls.is_empty() {
+    let tile_skips = super::tile_skip::has_skips(ir);
+    if calls.is_empty() && !tile_skips {
         return Vec::new();
     }
     let Some(m) = ir.modulus else {
-        return vec![unprovable("a residue builtin in a kernel without a modulus".into())];
+        return vec![unprovable("a residue builtin or a tile skip in a kernel without a modulus".into())];
     };
     let mut out: Vec<Obligation> = Vec::new();
     for call in calls.iter().filter(|c| matches!(c.kind, VKind::Call(Builtin::SkipIf, _))) {
@@ -96,6 +98,7 @@ fn obligations_of(ir: &KernelIr, calls: &[&VExpr]) -> Vec<Obligation> {
             out.push(ob);
         }
     }
+    out.extend(super::tile_skip::obligations(ir, &m));
     out
 }
 
@@ -106,7 +109,8 @@ fn skip_obligation(m: &Modulus, call: &VExpr) -> Obligation {
     let VKind::Call(Builtin::MulMod, operands) = &value.kind else {
         return unprovable(format!("modulo {}: a skip_if whose value is not `mulmod(a, b)`: only products are skipped by valuation", m));
     };
-    let read = Reader { a: &operands[0], b: &operands[1], k: m.k };
+    let factors = Factors { a: &operands[0], b: &operands[1], k: m.k };
+    let read = Reader { leaves: &factors };
     match read.formula(cond) {
         Ok(f) => residue::skip_condition(m, f, &read.text(cond)),
         Err(why) => unprovable(format!("modulo {}: the skip condition is not over vp(a) and vp(b) of the product's factors: {}", m, why)),
@@ -114,16 +118,51 @@ fn skip_obligation(m: &Modulus, call: &VExpr) -> Obligation {
 }
 
 /// An obligation that cannot hold, carrying the reason in its description.
-fn unprovable(description: String) -> Obligation {
+pub(super) fn unprovable(description: String) -> Obligation {
     Obligation { kind: ObligationKind::SkipExact, description, origin: (0, 0), hypotheses: vec![], goal: Formula::False, show: vec![] }
 }
 
-/// Reads a skip condition as a formula over `va = vp(a)` and `vb = vp(b)`.
-struct Reader<'a> {
+/// The values a condition may read, each an integer variable of its
+/// formula: a skip's valuations of the product's factors, a tile skip's
+/// minima.
+pub(super) trait Leaves {
+    /// The term of a leaf and its largest value; `None` where `e` is not
+    /// a leaf, an error where it is one the condition may not read.
+    fn leaf(&self, e: &VExpr) -> Option<Result<(Term, i128), String>>;
+    /// How a reader of the kernel names the leaf.
+    fn name(&self, e: &VExpr) -> Option<String>;
+}
+
+/// A product's factors: `vp(a)` and `vp(b)` are `va` and `vb`.
+struct Factors<'a> {
     a: &'a VExpr,
     b: &'a VExpr,
     /// The modulus's exponent: each valuation lies in `[0, k]`.
     k: u32,
+}
+
+impl Leaves for Factors<'_> {
+    fn leaf(&self, e: &VExpr) -> Option<Result<(Term, i128), String>> {
+        let k = self.k as i128;
+        match &e.kind {
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.a) => Some(Ok((Term::var("va"), k))),
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.b) => Some(Ok((Term::var("vb"), k))),
+            VKind::Call(Builtin::Vp, _) => Some(Err("`vp` of a value other than the product's factors".into())),
+            _ => None,
+        }
+    }
+    fn name(&self, e: &VExpr) -> Option<String> {
+        match &e.kind {
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.a) => Some("vp(a)".into()),
+            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.b) => Some("vp(b)".into()),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a condition as a linear formula over its leaves.
+pub(super) struct Reader<'a> {
+    pub leaves: &'a dyn Leaves,
 }
 
 impl Reader<'_> {
@@ -131,11 +170,10 @@ impl Reader<'_> {
     /// here is unsigned and kept below 2^31, so that the machine's
     /// arithmetic (u32, or i32 after a cast) is the term's, with no wrap.
     fn term(&self, e: &VExpr) -> Result<(Term, i128), String> {
-        let k = self.k as i128;
+        if let Some(leaf) = self.leaves.leaf(e) {
+            return leaf;
+        }
         let (t, most) = match &e.kind {
-            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.a) => (Term::var("va"), k),
-            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.b) => (Term::var("vb"), k),
-            VKind::Call(Builtin::Vp, _) => return Err("`vp` of a value other than the product's factors".into()),
             VKind::Const(Const::Int(v)) if *v >= 0 => (Term::c(*v), *v as i128),
             VKind::Cast(x) if x.ty.is_int() && e.ty.is_int() => self.term(x)?,
             VKind::Binary(BinOp::Add, x, y) => {
@@ -154,7 +192,7 @@ impl Reader<'_> {
         Ok((t, most))
     }
 
-    fn formula(&self, e: &VExpr) -> Result<Formula, String> {
+    pub(super) fn formula(&self, e: &VExpr) -> Result<Formula, String> {
         let cmp = |x: &VExpr, y: &VExpr| -> Result<(Term, Term), String> { Ok((self.term(x)?.0, self.term(y)?.0)) };
         Ok(match &e.kind {
             VKind::Const(Const::Bool(b)) => if *b { Formula::True } else { Formula::False },
@@ -177,10 +215,11 @@ impl Reader<'_> {
     }
 
     /// The condition as a reader of the kernel would write it.
-    fn text(&self, e: &VExpr) -> String {
+    pub(super) fn text(&self, e: &VExpr) -> String {
+        if let Some(name) = self.leaves.name(e) {
+            return name;
+        }
         match &e.kind {
-            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.a) => "vp(a)".into(),
-            VKind::Call(Builtin::Vp, x) if same_value(&x[0], self.b) => "vp(b)".into(),
             VKind::Const(Const::Int(v)) => v.to_string(),
             VKind::Const(Const::Bool(b)) => b.to_string(),
             VKind::Cast(x) => self.text(x),
@@ -194,7 +233,7 @@ impl Reader<'_> {
 
 /// Are two values the same computation? Loads of one element are, though
 /// each load has its own access id.
-fn same_value(x: &VExpr, y: &VExpr) -> bool {
+pub(super) fn same_value(x: &VExpr, y: &VExpr) -> bool {
     fn erase(e: &VExpr) -> VExpr {
         let b = |x: &VExpr| Box::new(erase(x));
         let kind = match &e.kind {
@@ -250,6 +289,10 @@ fn each_vexpr<'a>(body: &'a [KStmt], f: &mut dyn FnMut(&'a VExpr)) {
             KStmt::If { then, els, .. } => {
                 each_vexpr(then, f);
                 each_vexpr(els, f);
+            }
+            KStmt::SkipWhen { cond, body } => {
+                f(cond);
+                each_vexpr(body, f);
             }
             _ => {}
         }

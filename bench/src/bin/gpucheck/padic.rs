@@ -3,14 +3,16 @@
 //! kernel, against the dense product and certificate computed on the host
 //! in u64 (`padic::reference`), on adversarial inputs (zeros, p^k - 1,
 //! high valuations, every product skipped, none skipped, valuations at the
-//! threshold, uniform) at ragged shapes, for both compiled moduli.
+//! threshold, high-valuation blocks, uniform) at ragged shapes, for both
+//! compiled moduli. The shapes take the small tiles and, at 1031 x 1029,
+//! the default 64 x 64 tile, whose slabs the skipping kernels skip whole.
 
 use tokitai_runtime::padic::{adversarial, matmul, product, reference, Form, MODULI};
 use tokitai_runtime::Device;
 
 /// Each check's label and whether it passed.
 pub fn run(dev: &Device, small: bool) -> Vec<(String, bool)> {
-    let shapes: &[(usize, usize, usize)] = if small { &[(7, 37, 5)] } else { &[(7, 37, 5), (65, 300, 129), (257, 1031, 97)] };
+    let shapes: &[(usize, usize, usize)] = if small { &[(7, 37, 5)] } else { &[(7, 37, 5), (65, 300, 129), (257, 1031, 97), (1031, 80, 1029)] };
     let mut out = Vec::new();
     for (p, k) in MODULI {
         for &(m, inner, n) in shapes {
