@@ -225,6 +225,25 @@ impl VExpr {
             VExpr::new(VKind::Cast(Box::new(self)), to)
         }
     }
+    /// Visit the value and every value it is made of, outermost first.
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a VExpr)) {
+        f(self);
+        match &self.kind {
+            VKind::Unary(_, a) | VKind::Cast(a) => a.walk(f),
+            VKind::ShflXor { value, .. } => value.walk(f),
+            VKind::Binary(_, a, b) => {
+                a.walk(f);
+                b.walk(f);
+            }
+            VKind::Fma(a, b, c) | VKind::Select(a, b, c) => {
+                a.walk(f);
+                b.walk(f);
+                c.walk(f);
+            }
+            VKind::Call(_, args) => args.iter().for_each(|a| a.walk(f)),
+            _ => {}
+        }
+    }
     pub fn zero(ty: Dtype) -> VExpr {
         let c = if ty.is_float() { Const::Float(0.0) } else if ty == Dtype::Bool { Const::Bool(false) } else { Const::Int(0) };
         VExpr::new(VKind::Const(c), ty)

@@ -14,7 +14,7 @@ use super::tile_skip::{skip_slab, stage_valuations, ValuationTiles};
 use super::extent_expr;
 use crate::diag::Diagnostic;
 use crate::kir::*;
-use crate::syntax::ast::RedOp;
+use crate::syntax::ast::{BinOp, RedOp};
 use crate::target::Target;
 use crate::tir::{self, Builtin, Kernel, TExpr, TExprKind, VarId};
 use crate::types::Dtype;
@@ -230,7 +230,10 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
         KStmt::unrolled(j_v, tn, vec![KStmt::ArraySet { arr: bfrag, index: jv.clone(), value: VExpr::new(VKind::SharedGet { arr: b_sh, index: b_at(kk.clone(), jv.clone()) }, ty) }]),
         match p.residue_term {
             None => fma_tile(t, acc, afrag, bfrag, ty, &mut b),
-            Some(term) => residue_step(t, acc, (afrag, bfrag), p, computed_term(term, valuations.is_some()), &mut b)?,
+            Some(term) => {
+                let k = b.ir.modulus.map(|m| m.k);
+                residue_step(t, acc, (afrag, bfrag), p, computed_term(term, p, valuations.is_some().then_some(k).flatten()), &mut b)?
+            }
         },
     ];
     let frags = vec![KStmt::DeclArray { arr: afrag, len: tm, init: None }, KStmt::DeclArray { arr: bfrag, len: tn, init: None }];
@@ -288,11 +291,25 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
 /// cost more than the product (measured, bench/RESULTS.md: per-product
 /// skipping was 2x the dense time at 2^16 and 6x at 3^10 with no slab
 /// skipped). What skipping saves, it saves whole slabs at a time.
-fn computed_term(term: &TExpr, skips_tiles: bool) -> &TExpr {
-    match &term.kind {
-        TExprKind::Call(Builtin::SkipIf, args) if skips_tiles => &args[1],
+/// Only a condition that is the rule itself (`vp(a) + vp(b) >= c`, `c >=
+/// k`, so valid with nothing to prove) is left out: any other stays
+/// printed, so that the prover proves or refutes it as written
+/// (`examples/invalid/skip_below_threshold.tk`).
+fn computed_term<'k>(term: &'k TExpr, p: &Plan, tile_skip_k: Option<u32>) -> &'k TExpr {
+    match (&term.kind, tile_skip_k) {
+        (TExprKind::Call(Builtin::SkipIf, args), Some(k)) if is_the_rule(&args[0], p, k) => &args[1],
         _ => term,
     }
+}
+
+/// Is a skip condition `vp(a) + vp(b) >= c` over the plan's factors, with
+/// `c >= k`?
+fn is_the_rule(cond: &TExpr, p: &Plan, k: u32) -> bool {
+    let TExprKind::Binary(BinOp::Ge, sum, bound) = &cond.kind else { return false };
+    let TExprKind::Const(tir::Const::Int(c)) = &bound.kind else { return false };
+    let TExprKind::Binary(BinOp::Add, x, y) = &sum.kind else { return false };
+    let of = |e: &TExpr, f: &TExpr| matches!(&e.kind, TExprKind::Call(Builtin::Vp, v) if v[0].same_as(f, &[]));
+    *c >= k as i64 && ((of(x, p.a) && of(y, p.b)) || (of(x, p.b) && of(y, p.a)))
 }
 
 /// Does the contraction skip slabs? Where its term is a `skip_if` (the

@@ -253,26 +253,11 @@ pub(super) fn same_value(x: &VExpr, y: &VExpr) -> bool {
 }
 
 fn collect_residue_calls<'a>(e: &'a VExpr, out: &mut Vec<&'a VExpr>) {
-    if let VKind::Call(b, _) = &e.kind {
-        if b.is_residue() {
-            out.push(e);
+    e.walk(&mut |x| {
+        if matches!(&x.kind, VKind::Call(b, _) if b.is_residue()) {
+            out.push(x);
         }
-    }
-    match &e.kind {
-        VKind::Unary(_, a) | VKind::Cast(a) => collect_residue_calls(a, out),
-        VKind::ShflXor { value, .. } => collect_residue_calls(value, out),
-        VKind::Binary(_, a, b) => {
-            collect_residue_calls(a, out);
-            collect_residue_calls(b, out);
-        }
-        VKind::Fma(a, b, c) | VKind::Select(a, b, c) => {
-            collect_residue_calls(a, out);
-            collect_residue_calls(b, out);
-            collect_residue_calls(c, out);
-        }
-        VKind::Call(_, args) => args.iter().for_each(|a| collect_residue_calls(a, out)),
-        _ => {}
-    }
+    });
 }
 
 /// Every value expression of the statements, in order.

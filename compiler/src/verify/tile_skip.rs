@@ -480,21 +480,13 @@ fn stmt_kind(s: &KStmt) -> &'static str {
 
 /// The locals a value reads.
 fn locals_of(e: &VExpr, out: &mut Vec<LocalId>) {
-    match &e.kind {
-        VKind::Local(l) if !out.contains(l) => out.push(*l),
-        VKind::Unary(_, a) | VKind::Cast(a) => locals_of(a, out),
-        VKind::Binary(_, a, b) => {
-            locals_of(a, out);
-            locals_of(b, out);
+    e.walk(&mut |x| {
+        if let VKind::Local(l) = x.kind {
+            if !out.contains(&l) {
+                out.push(l);
+            }
         }
-        VKind::Select(a, b, c) | VKind::Fma(a, b, c) => {
-            locals_of(a, out);
-            locals_of(b, out);
-            locals_of(c, out);
-        }
-        VKind::Call(_, args) => args.iter().for_each(|a| locals_of(a, out)),
-        _ => {}
-    }
+    });
 }
 
 /// Every statement list of a body: itself and each nested one.
