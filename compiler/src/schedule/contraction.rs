@@ -231,8 +231,8 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
         match p.residue_term {
             None => fma_tile(t, acc, afrag, bfrag, ty, &mut b),
             Some(term) => {
-                let k = b.ir.modulus.map(|m| m.k);
-                residue_step(t, acc, (afrag, bfrag), p, computed_term(term, p, valuations.is_some().then_some(k).flatten()), &mut b)?
+                let tile_skip_k = valuations.and(b.ir.modulus).map(|m| m.k);
+                residue_step(t, acc, (afrag, bfrag), p, computed_term(term, p, tile_skip_k), &mut b)?
             }
         },
     ];

@@ -82,7 +82,8 @@ struct Loop {
 /// `loops`, starting at most `most`.
 struct Fold {
     local: LocalId,
-    vtile: SharedId,
+    /// The operand tile the folded valuation tile is staged with.
+    tile: SharedId,
     index: IExpr,
     loops: Vec<Loop>,
     most: i128,
@@ -111,7 +112,6 @@ fn skip_obligations(ir: &KernelIr, m: &Modulus, before: &[KStmt], cond: &VExpr, 
         return Err("its condition reads no minimum".into());
     }
     let folds = locals.iter().map(|l| fold_of(ir, before, *l)).collect::<Result<Vec<_>, _>>()?;
-    let tiles = folds.iter().map(|f| staged_tile(ir, f.vtile)).collect::<Result<Vec<_>, _>>()?;
     let products = body_products(ir, body)?;
     if products.is_empty() {
         return Err("its body adds no residue products".into());
@@ -139,8 +139,8 @@ fn skip_obligations(ir: &KernelIr, m: &Modulus, before: &[KStmt], cond: &VExpr, 
             // The product's loops this read depends on, outermost first:
             // the witness the fold's loops take.
             let witness: Vec<&Loop> = p.loops.iter().filter(|l| x.index.mentions(l.var)).collect();
-            for (f, tile) in folds.iter().zip(&tiles) {
-                if *tile != x.tile || f.loops.len() != witness.len() {
+            for f in &folds {
+                if f.tile != x.tile || f.loops.len() != witness.len() {
                     continue;
                 }
                 let at: HashMap<String, Term> = f.loops.iter().zip(&witness).map(|(fl, pl)| (loop_name(ir, fl.var), term(&IExpr::Var(pl.var)))).collect();
@@ -291,7 +291,7 @@ fn fold_of(ir: &KernelIr, before: &[KStmt], local: LocalId) -> Result<Fold, Stri
             return Err(format!("{} lies between `{}`'s fold and the skip", what, name));
         }
     }
-    Ok(Fold { local, vtile, index, loops, most: *most as i128 })
+    Ok(Fold { local, tile, index, loops, most: *most as i128 })
 }
 
 /// The operand tile a valuation tile is staged with (see the module's
@@ -400,14 +400,14 @@ impl BodyWalk<'_> {
                 self.defs.insert(*local, None);
             }
             KStmt::ArraySet { arr, index, value } if self.own.contains(arr) => {
-                let fill = match (self.loops.last(), index) {
-                    (Some(l), IExpr::Var(v)) if l.var == *v && !self.fills.get(arr).is_some_and(|f| f.is_some()) => Some((l.clone(), value.clone())),
-                    _ => None,
-                };
                 // A second write, or one not of the fill's form, makes the
                 // array's slots unknown.
-                let first = !self.fills.get(arr).is_some_and(|f| f.is_some());
-                self.fills.insert(*arr, if first { fill } else { None });
+                let filled = self.fills.get(arr).is_some_and(|f| f.is_some());
+                let fill = match (self.loops.last(), index) {
+                    (Some(l), IExpr::Var(v)) if l.var == *v && !filled => Some((l.clone(), value.clone())),
+                    _ => None,
+                };
+                self.fills.insert(*arr, fill);
             }
             KStmt::ArraySet { arr, index, value } => self.accumulate(*arr, index, value)?,
             KStmt::LetInt { .. } => {}
