@@ -13,6 +13,10 @@ commit="${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 # Every warp-specialised form (issue 19), for TOKITAI_FORCE.
 WS_FORMS=gemm_f16_ws,gemm_bf16_ws,linear_fwd_ws,linear_bwd_x_ws,linear_bwd_w_ws
 
+# The warp-specialised forms walking the output in groups of tile rows
+# (issue 19, `<kernel>_ws8`).
+WS8_FORMS=gemm_f16_ws8,gemm_bf16_ws8,linear_fwd_ws8,linear_bwd_x_ws8,linear_bwd_w_ws8
+
 # The warpgroup forms without a producer (issue 19).
 WG_FORMS=gemm_f16_wg4,gemm_bf16_wg4,linear_fwd_wg4,linear_bwd_x_wg4,linear_bwd_w_wg4,linear_fwd_wg,linear_bwd_x_wg,linear_bwd_w_wg
 

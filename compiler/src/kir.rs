@@ -33,9 +33,9 @@ pub enum IExpr {
     Var(IVar),
     /// `threadIdx.x`
     Tid,
-    /// `blockIdx.{x,y}`
+    /// `blockIdx.{x,y,z}`
     BlockIdx(u8),
-    /// `gridDim.{x,y}`
+    /// `gridDim.{x,y,z}`
     GridDim(u8),
     Add(Box<IExpr>, Box<IExpr>),
     Sub(Box<IExpr>, Box<IExpr>),

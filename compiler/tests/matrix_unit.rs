@@ -112,13 +112,14 @@ fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
     assert!(!matches!(arts.kernels[0].schedule, Schedule::Warpgroup { .. }));
     // ... and the warpgroup schedule is a variant guarded by K >= 128,
     // after its wide promotion guarded by K >= 192, and before both the
-    // warp-specialised form of the wide promotion, for large outputs (a
-    // launch takes the first variant that admits it).
+    // warp-specialised form of the wide promotion, for large outputs, and
+    // before that its grouped walk, for larger ones still (a launch takes
+    // the first variant that admits it).
     // (Their observing twins, for the contract monitor, share the guards;
     // the warp-specialised form has none.)
     let names: Vec<&str> = arts.variants[0].iter().filter(|v| v.guard.is_some()).map(|v| v.ir.name.as_str()).collect();
-    assert_eq!(names, ["lin_ws", "lin_wg4", "lin_wg", "lin_wg4_obs", "lin_wg_obs"]);
-    for wide in &arts.variants[0][..2] {
+    assert_eq!(names, ["lin_ws8", "lin_ws", "lin_wg4", "lin_wg", "lin_wg4_obs", "lin_wg_obs"]);
+    for wide in &arts.variants[0][..3] {
         assert_eq!(wide.guard.map(|g| g.at_least), Some(192), "{}", wide.ir.name);
         assert_eq!(wide.ir.reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }], "{}", wide.ir.name);
     }
@@ -153,9 +154,9 @@ fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
     assert!(matches!(long.kernels[0].schedule, Schedule::Warpgroup { .. }));
     // (Then the observing twins of the kernel and of each of these.)
     let names: Vec<(&str, Option<i64>)> = long.variants[0].iter().map(|v| (v.ir.name.as_str(), v.guard.map(|g| g.at_least))).collect();
-    assert_eq!(names, [("lin_ws", Some(192)), ("lin_wg4", Some(192)), ("lin_obs", None), ("lin_wg4_obs", Some(192))]);
+    assert_eq!(names, [("lin_ws8", Some(192)), ("lin_ws", Some(192)), ("lin_wg4", Some(192)), ("lin_obs", None), ("lin_wg4_obs", Some(192))]);
     let longer = compile(&linear(192, "f16"));
     let names: Vec<(&str, Option<i64>)> = longer.variants[0].iter().map(|v| (v.ir.name.as_str(), v.guard.map(|g| g.at_least))).collect();
-    assert_eq!(names, [("lin_ws", None), ("lin_obs", None)]);
+    assert_eq!(names, [("lin_ws8", None), ("lin_ws", None), ("lin_obs", None)]);
     assert_eq!(longer.kernels[0].reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }]);
 }

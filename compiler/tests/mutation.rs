@@ -496,6 +496,65 @@ fn a_split_warpgroup_and_a_partial_promotion_in_the_specialised_form_are_refuted
     assert!(found.iter().any(|d| d.starts_with("reduction-complete")), "{:?}", found);
 }
 
+/// The grouped walk of the warp-specialised form (`gemm_f16_ws8`: a
+/// three-axis grid, block `(x, y, z)` on tile row `8 z + x` and column
+/// `y`, blocks past M leaving at once) is proved, and so is every output
+/// and operand element's coverage through its witnesses (the block's
+/// indices as one remainder and one division by 8). Every generic mutant
+/// of the walk (the origin's statements and the early exit's condition)
+/// is refuted but the one that drops the early exit, which is equivalent
+/// (it only saves work: such a block's copies land zeros and its stores
+/// are guarded by m < M). Two hand mutants of the origin, the group's
+/// digit dropped (every group on the same tile rows) and the two digits
+/// swapped (`x + 8 z` read as `z + 8 x`), are refuted by the output's
+/// coverage or race-freedom.
+#[test]
+fn the_grouped_walk_is_proved_and_a_wrong_origin_refuted() {
+    use tokitai_compiler::kir::{Cond, GridDim, IExpr, KStmt};
+    use tokitai_compiler::verify::{mutate::mutants, verify_kernel};
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
+    let i = arts.program.kernels.iter().position(|k| k.name == "gemm_f16").expect("gemm_f16");
+    let ws8 = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws8").expect("a grouped variant");
+    let ws = &gemm_f16_ws(&arts).1;
+    assert!(ws8.keys.0 > ws.keys.0, "taken for larger outputs than _ws: {:?} {:?}", ws8.keys, ws.keys);
+    assert_eq!(ws8.ir.grid.len(), 3, "a three-axis grid");
+    assert!(matches!(&ws8.ir.grid[0], GridDim::Exact(IExpr::Const(8))), "eight tile rows a group: {:?}", ws8.ir.grid[0]);
+    let text = tokitai_compiler::codegen::hip::print_kernel(&ws8.ir);
+    assert!(text.contains("blockIdx.z"), "the group is the grid's third axis");
+    let (k, ir) = (ws8.kernel(&arts.program.kernels[i]), ws8.ir.clone());
+    let cfg = Config { timeout_ms: 5_000 };
+    let proofs = verify_kernel(&k, &mut ir.clone(), &cfg);
+    let unproved: Vec<&str> = proofs.obligations.iter().filter(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.as_str()).collect();
+    assert!(unproved.is_empty(), "not proved: {:?}", unproved);
+    let exit = ir.body.iter().position(|s| matches!(s, KStmt::If { .. })).expect("the early exit");
+    assert_eq!(exit, 2, "the origin's two statements, then the early exit");
+    let of_walk = |m: &tokitai_compiler::kir::KernelIr| match (&m.body[exit], &ir.body[exit]) {
+        (KStmt::If { cond: a, then: ta, .. }, KStmt::If { cond: b, then: tb, .. }) => m.body[..exit] != ir.body[..exit] || (a != b && ta == tb),
+        _ => true,
+    };
+    let dropped_exit = |m: &tokitai_compiler::kir::KernelIr| matches!(&m.body[exit], KStmt::If { cond: Cond::True, .. }) && m.body[..exit] == ir.body[..exit];
+    let (equivalent, walk): (Vec<_>, Vec<_>) = mutants(&k, &ir).into_iter().filter(|m| of_walk(&m.ir)).partition(|m| dropped_exit(&m.ir));
+    assert_eq!(equivalent.len(), 1, "{:?}", equivalent.iter().map(|m| &m.description).collect::<Vec<_>>());
+    assert!(walk.len() >= 2, "{:?}", walk.iter().map(|m| &m.description).collect::<Vec<_>>());
+    for m in walk {
+        assert!(first_refutation(&k, &m.ir, &cfg).is_some(), "{} survived", m.description);
+    }
+    let with_origin = |row: IExpr| {
+        let mut m = ir.clone();
+        let KStmt::LetInt { value, .. } = &mut m.body[0] else { panic!("the walk's origin comes first: {:?}", m.body[0]) };
+        *value = row.mul(IExpr::c(256));
+        m
+    };
+    // m0 = (x + 8 z) * 256 becomes x * 256, then (z + 8 x) * 256: each
+    // leaves tile rows to no one and has two blocks store one row, so the
+    // first refutation is the output's coverage or its race-freedom.
+    for wrong in [IExpr::BlockIdx(0), IExpr::BlockIdx(2).add(IExpr::BlockIdx(0).mul(IExpr::c(8)))] {
+        let refuted = first_refutation(&k, &with_origin(wrong.clone()), &cfg).unwrap_or_else(|| panic!("the walk {:?} survived", wrong));
+        let d = &refuted.obligation.description;
+        assert!(d.contains("is reached by") || d.contains("write of `y` write the same element"), "the walk {:?} refuted by {}", wrong, d);
+    }
+}
+
 /// Delete the first bulk tensor copy; whether there was one.
 fn drop_bulk_copy(body: &mut Vec<tokitai_compiler::kir::KStmt>) -> bool {
     use tokitai_compiler::kir::KStmt;

@@ -31,7 +31,7 @@ pub struct KernelDef {
     pub cpu_schedule: &'static str,
     pub exact: ExactFn,
     pub requires: RequiresFn,
-    pub grid: fn(&[i64], i64) -> [u32; 2],
+    pub grid: fn(&[i64], i64) -> [u32; 3],
     pub params: &'static [LaunchParam],
     pub signature: &'static [SigParam],
     /// The kernel at other block sizes, by row length.
@@ -93,7 +93,7 @@ pub struct Chosen {
     pub hip_source: &'static str,
     pub index_bits: u32,
     /// Blocks per grid axis for the call's dims.
-    pub grid: fn(&[i64], i64) -> [u32; 2],
+    pub grid: fn(&[i64], i64) -> [u32; 3],
     /// Dynamic shared memory the launch asks for, in bytes (0: static).
     pub dynamic_shared: u32,
     /// Tensor maps passed after the parameters (bulk tensor copies).

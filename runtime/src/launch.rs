@@ -111,8 +111,13 @@ mod tests {
         // default tiles or sums of at least 1024; warp-specialised (from
         // K = 192 too) for outputs of at least 64 of its 256 x 128 tiles
         // (the key counts the kernel's own tiles: 2048 x 1024 is the
-        // first such output of 1024 columns).
+        // first such output of 1024 columns), and walking groups of tile
+        // rows for outputs of at least 1024 of them (8192 x 4096).
         let ran = |k: &crate::call::KernelDef, d: &[i64]| k.choose(d).name;
+        assert_eq!(ran(&linear_fwd::KERNEL, &[8192, 4096, 4096]), "linear_fwd_ws8");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[8192, 192, 8192]), "linear_fwd_ws8");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[8192, 191, 8192]), "linear_fwd_wg");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[8064, 4096, 4096]), "linear_fwd_ws");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 2048]), "linear_fwd_ws");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 192, 2048]), "linear_fwd_ws");
         assert_eq!(ran(&linear_fwd::KERNEL, &[2048, 4096, 1024]), "linear_fwd_ws");

@@ -139,7 +139,7 @@ fn main() {
     let grid = (k.grid)(&[1024], cuda.max_blocks(k));
     let t = Instant::now();
     for _ in 0..n {
-        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (grid[0], grid[1], 1), (k.block, 1, 1), 0, stream.cu_stream(), &mut raw) }.expect("launch");
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (grid[0], grid[1], grid[2]), (k.block, 1, 1), 0, stream.cu_stream(), &mut raw) }.expect("launch");
     }
     let bare_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
     dev.synchronize().expect("sync");

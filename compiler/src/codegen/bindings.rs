@@ -83,7 +83,7 @@ pub mod tk_info {
         pub hip_source: &'static str,
         pub index_bits: u32,
         /// Blocks per grid axis for these dims (a smaller tile needs more).
-        pub grid: fn(&[i64], i64) -> [u32; 2],
+        pub grid: fn(&[i64], i64) -> [u32; 3],
         /// Dynamic shared memory a launch asks for, in bytes (0: static).
         pub dynamic_shared: u32,
         /// What it asks of a launch beyond the kernel's `requires`, proved

@@ -145,8 +145,8 @@ impl<'a> Printer<'a> {
             .iter()
             .enumerate()
             .map(|(i, g)| match g {
-                GridDim::Exact(e) => format!("grid.{} = {}", ["x", "y"][i], self.iexpr(e)),
-                GridDim::Stride { work, per_block } => format!("grid.{} = clamp(ceil({} / {}), 1, max_blocks)", ["x", "y"][i], self.iexpr(work), per_block),
+                GridDim::Exact(e) => format!("grid.{} = {}", ["x", "y", "z"][i], self.iexpr(e)),
+                GridDim::Stride { work, per_block } => format!("grid.{} = clamp(ceil({} / {}), 1, max_blocks)", ["x", "y", "z"][i], self.iexpr(work), per_block),
             })
             .collect::<Vec<_>>()
             .join(", ");
@@ -678,8 +678,8 @@ impl<'a> Printer<'a> {
             IExpr::Dim(d) => cpp_name(&self.ir.dims[*d]),
             IExpr::Var(v) => self.ivar(*v),
             IExpr::Tid => "(int)threadIdx.x".into(),
-            IExpr::BlockIdx(a) => format!("(int)blockIdx.{}", ["x", "y"][*a as usize]),
-            IExpr::GridDim(a) => format!("(int)gridDim.{}", ["x", "y"][*a as usize]),
+            IExpr::BlockIdx(a) => format!("(int)blockIdx.{}", ["x", "y", "z"][*a as usize]),
+            IExpr::GridDim(a) => format!("(int)gridDim.{}", ["x", "y", "z"][*a as usize]),
             IExpr::Add(a, b) => format!("({} + {})", self.iexpr(a), self.iexpr(b)),
             IExpr::Sub(a, b) => format!("({} - {})", self.iexpr(a), self.iexpr(b)),
             IExpr::Mul(a, b) => format!("({} * {})", self.iexpr(a), self.iexpr(b)),

@@ -159,9 +159,9 @@ fn variant_key(k: &Kernel, ir: &KernelIr) -> String {
     ir.reduction_loops.iter().find(|r| r.cooperative).map(|r| rust_iexpr(k, ir, &r.extent)).unwrap_or_else(|| "0i64".into())
 }
 
-/// `pub fn <name>(d, max_blocks) -> [u32; 2]`: blocks per grid axis.
+/// `pub fn <name>(d, max_blocks) -> [u32; 3]`: blocks per grid axis.
 fn grid_fn(k: &Kernel, ir: &KernelIr, name: &str) -> String {
-    let axes: Vec<String> = (0..2)
+    let axes: Vec<String> = (0..3)
         .map(|a| match ir.grid.get(a) {
             None => "1".to_string(),
             Some(GridDim::Exact(e)) => format!("({}).clamp(1, u32::MAX as i64) as u32", rust_iexpr(k, ir, e)),
@@ -170,7 +170,7 @@ fn grid_fn(k: &Kernel, ir: &KernelIr, name: &str) -> String {
             }
         })
         .collect();
-    format!("    #[allow(unused_variables)]\n    pub fn {}(d: &[i64], max_blocks: i64) -> [u32; 2] {{ [{}, {}] }}\n", name, axes[0], axes[1])
+    format!("    #[allow(unused_variables)]\n    pub fn {}(d: &[i64], max_blocks: i64) -> [u32; 3] {{ [{}] }}\n", name, axes.join(", "))
 }
 
 /// A typed launcher on the runtime at path `rt` (`tokitai_runtime`, or

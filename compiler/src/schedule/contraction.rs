@@ -33,6 +33,9 @@ pub struct Tile {
     /// memory (a producer warp, `schedule::warpgroup`): they follow the
     /// `threads()` that compute, and fill the copy ring alone.
     pub producer: u32,
+    /// Blocks walk the output tiles in groups of this many tile rows
+    /// ([`Tile::origin`]); 1: row by row.
+    pub group: u32,
 }
 
 impl Tile {
@@ -44,6 +47,49 @@ impl Tile {
     pub(super) fn block(self) -> u32 {
         self.threads() + self.producer
     }
+    /// The block's output tile as `(tile row, tile column)`.
+    ///
+    /// Row by row (`group` 1), block `(x, y)` owns tile `(y, x)`: the
+    /// blocks resident at once read a few tile rows of A and every tile
+    /// column of B. In groups of `g` tile rows the grid has a third axis:
+    /// block `(x, y, z)` owns tile row `g z + x` and column `y`, so
+    /// consecutive blocks (x runs fastest, then y) walk down `g` tile rows
+    /// of one column before the next column, and a wave of resident blocks
+    /// reads `g` tile rows of A and the few columns of B it needs, which
+    /// L2 holds. Every term is linear in the block's indices: the coverage
+    /// witnesses ([`Tile::block_of`]) invert it with one division and one
+    /// remainder by the constant `g`. (An earlier two-axis walk, `x % g`
+    /// and `x / g` inside the origin, left the prover a Diophantine step
+    /// per witness and made the build prove for more than 30 CPU
+    /// minutes.) A block whose row lies past M has nothing to do.
+    pub(super) fn origin(self) -> (IExpr, IExpr) {
+        let g = self.group as i64;
+        let (row, col) = if g > 1 { (IExpr::BlockIdx(0).add(IExpr::BlockIdx(2).mul(IExpr::c(g))), IExpr::BlockIdx(1)) } else { (IExpr::BlockIdx(1), IExpr::BlockIdx(0)) };
+        (row.mul(IExpr::c(self.bm as i64)), col.mul(IExpr::c(self.bn as i64)))
+    }
+
+    /// The grid for outputs of `mext x next` ([`Tile::origin`]'s walk).
+    pub(super) fn grid(self, mext: &IExpr, next: &IExpr) -> Vec<GridDim> {
+        let (rows, cols) = (mext.clone().ceil_div(self.bm as i64), next.clone().ceil_div(self.bn as i64));
+        let g = self.group as i64;
+        if g > 1 {
+            vec![GridDim::Exact(IExpr::c(g)), GridDim::Exact(cols), GridDim::Exact(rows.ceil_div(g))]
+        } else {
+            vec![GridDim::Exact(cols), GridDim::Exact(rows)]
+        }
+    }
+
+    /// The block that owns tile `(row, col)` (the inverse of
+    /// [`Tile::origin`]), as coverage witnesses.
+    pub(super) fn block_of(self, row: IExpr, col: IExpr) -> Vec<(Witness, IExpr)> {
+        let g = self.group as i64;
+        if g > 1 {
+            vec![(Witness::BlockIdx(0), row.clone().rem(IExpr::c(g))), (Witness::BlockIdx(1), col), (Witness::BlockIdx(2), row.div(IExpr::c(g)))]
+        } else {
+            vec![(Witness::BlockIdx(1), row), (Witness::BlockIdx(0), col)]
+        }
+    }
+
     /// The threads that issue the ring's copies, `(first thread id,
     /// count)`: the producer where there is one, else every thread.
     pub(super) fn copiers(self) -> (u32, u32) {
@@ -56,7 +102,7 @@ impl Tile {
 }
 
 /// The default tile: 64 x 64 outputs per block, 4 x 4 per thread.
-pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0 };
+pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0, group: 1 };
 
 /// Smaller tiles for outputs that the default tile would cover with too few
 /// blocks to fill the device, `(tile, suffix, most default tiles served)`:
@@ -64,8 +110,8 @@ pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0 
 /// of 16 x 16. Chosen by how many default tiles the output has; measured
 /// in bench/RESULTS.md.
 pub const SMALL_TILES: &[(Tile, &str, i64, i64)] = &[
-    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1, producer: 0 }, "t16", 1, 32),
-    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2, producer: 0 }, "t32", 33, 132),
+    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1, producer: 0, group: 1 }, "t16", 1, 32),
+    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2, producer: 0, group: 1 }, "t32", 33, 132),
 ];
 
 pub struct Plan<'k> {
@@ -536,13 +582,14 @@ fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, (out_var,
     } else {
         kk.mul(IExpr::c(width as i64)).add(xo)
     };
-    let tile_axis = if width == bm && out_var != kvar && b.k.stmts[0].vars[0] == out_var { 1 } else { 0 };
-    let assign = vec![
-        (Witness::BlockIdx(tile_axis), o.div(IExpr::c(width as i64))),
-        (Witness::BlockIdx(1 - tile_axis), IExpr::c(0)),
-        (Witness::Var(k0_v), k.div(IExpr::c(bk as i64)).mul(IExpr::c(bk as i64))),
-        (Witness::Var(l_v), l),
-    ];
+    // The first block whose tile holds o: in the tile row of o and the
+    // first column (A), or the column of o and the first row (B).
+    let tile = o.div(IExpr::c(width as i64));
+    let a_side = width == bm && out_var != kvar && b.k.stmts[0].vars[0] == out_var;
+    let (row, col) = if a_side { (tile, IExpr::c(0)) } else { (IExpr::c(0), tile) };
+    let mut assign = t.block_of(row, col);
+    assign.push((Witness::Var(k0_v), k.div(IExpr::c(bk as i64)).mul(IExpr::c(bk as i64))));
+    assign.push((Witness::Var(l_v), l));
     let buf = b.buf(*tensor);
     let what = format!("every element of `{}` is loaded into a tile (every tile, every k)", b.k.tensors[*tensor].name);
     b.ir.coverage.push(Cover { buf, elem: axes.to_vec(), cases: vec![CoverCase { when: Cond::True, access, assign }], what });

@@ -195,6 +195,12 @@ pub const MATRIX_UNIT_MIN_TILES: i64 = 33;
 /// half as many blocks to spread.
 pub const WARP_SPECIALISED_MIN_BLOCKS: i64 = 64;
 pub const MATRIX_UNIT_LONG_SUM: i64 = 1024;
+/// When the grouped walk of the warp-specialised form (`<kernel>_ws8`,
+/// `grouped_variant`) is chosen: for outputs of at least this many of its
+/// 256 x 128 tiles, where one wave of 132 resident blocks no longer holds
+/// a whole band of tile rows and every column of B (measured in
+/// bench/RESULTS.md, thirty-second session).
+pub const GROUPED_MIN_BLOCKS: i64 = 1024;
 
 /// A kernel's variants, in the order a launch tries them (the first whose
 /// keys hold the launch's key and whose guard it meets): a contraction on
@@ -272,7 +278,8 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         // On the unit already: warp specialisation for large outputs, the
         // wide promotion for long enough sums.
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = warp_specialised_variant(k, target, &plan, ir)?.into_iter().collect();
+        let mut out: Vec<Variant> = grouped_variant(k, target, &plan, ir)?.into_iter().collect();
+        out.extend(warp_specialised_variant(k, target, &plan, ir)?);
         out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
         return Ok(out);
     }
@@ -417,6 +424,7 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
         if let Some(v) = guarded_variant(k, target, plan, unit, keys, MATRIX_UNIT_LONG_SUM)? {
             let mut out: Vec<Variant> = Vec::new();
             if unit.1 == "wg" {
+                out.extend(grouped_variant(k, target, plan, base)?);
                 out.extend(warp_specialised_variant(k, target, plan, base)?);
                 out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
             }
@@ -434,23 +442,44 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
 /// shorter ones. The key counts the kernel's own tiles (`base`'s grid),
 /// so the threshold is converted into them.
 fn warp_specialised_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
+    specialised_form(k, target, plan, base, (WARP_SPECIALISED_MIN_BLOCKS, "ws", warpgroup::schedule_specialised))
+}
+
+/// The warp-specialised form with its blocks walking the output in
+/// groups of tile rows (`<kernel>_ws8`,
+/// `warpgroup::schedule_specialised_grouped`), for outputs of at least
+/// `GROUPED_MIN_BLOCKS` of its tiles, where the operands' reuse in L2
+/// pays; tried before `<kernel>_ws`.
+fn grouped_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
+    specialised_form(k, target, plan, base, (GROUPED_MIN_BLOCKS, "ws8", warpgroup::schedule_specialised_grouped))
+}
+
+/// A warp-specialised form (`schedule`, 256 x 128 tiles, the wide
+/// promotion) named `<kernel>_<suffix>` for outputs of at least
+/// `min_blocks` of its tiles, guarded by the wide promotion's shortest
+/// sum where the kernel admits shorter ones. The key counts the kernel's
+/// own tiles (`base`'s grid), so the threshold is converted into them.
+fn specialised_form(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr, (min_blocks, suffix, schedule): (i64, &'static str, SpecialisedSchedule)) -> Result<Option<Variant>, Diagnostic> {
     let (bm, bn) = match base.schedule {
         Schedule::Warpgroup { bm, bn, .. } | Schedule::Contraction { bm, bn, .. } | Schedule::TensorCore { bm, bn, .. } => (bm as i64, bn as i64),
         _ => return Ok(None),
     };
     let per_block = (warpgroup::SPECIALISED_TILE.0 * warpgroup::SPECIALISED_TILE.1) as i64;
-    let keys = ((WARP_SPECIALISED_MIN_BLOCKS * per_block + bm * bn - 1) / (bm * bn), i64::MAX);
+    let keys = ((min_blocks * per_block + bm * bn - 1) / (bm * bn), i64::MAX);
     if contraction::sums_at_least(k, plan, warpgroup::MIN_K_WIDE) {
         if !warpgroup::admits(k, target, plan) {
             return Ok(None);
         }
         let Some(plan) = contraction::detect(k) else { return Ok(None) };
-        let mut ir = warpgroup::schedule_specialised(k, target, plan)?;
-        ir.name = format!("{}_ws", k.name);
+        let mut ir = schedule(k, target, plan)?;
+        ir.name = format!("{}_{}", k.name, suffix);
         return Ok(Some(Variant { ir, keys, guard: None }));
     }
-    guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, "ws", warpgroup::admits, warpgroup::schedule_specialised), keys, i64::MAX)
+    guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, suffix, warpgroup::admits, schedule), keys, i64::MAX)
 }
+
+/// A schedule of the warp-specialised family.
+type SpecialisedSchedule = fn(&Kernel, &Target, contraction::Plan) -> Result<KernelIr, Diagnostic>;
 
 /// The warpgroup schedule with one promotion a slab (`<kernel>_wg4`,
 /// `warpgroup::MIN_K_WIDE`), guarded by the sum's length, for a kernel

@@ -341,6 +341,9 @@ fn overlapped_chains(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form): (
 struct Form {
     halves: u32,
     producer: bool,
+    /// Tile rows a group of blocks walks down before the next column
+    /// (`Tile::group`, `Tile::origin`).
+    group: u32,
 }
 
 impl Form {
@@ -366,7 +369,7 @@ impl Form {
 
 /// The form every launch takes: one instruction's rows a warpgroup, the
 /// warpgroups copying between their instructions.
-const PLAIN: Form = Form { halves: 1, producer: false };
+const PLAIN: Form = Form { halves: 1, producer: false, group: 1 };
 /// Warp specialisation (`producer_ring`): 256 x 128 tiles, each warpgroup
 /// 128 rows as two halves (128 running sums a thread; one fresh
 /// accumulator, reused), so only where a slab is promoted once
@@ -374,7 +377,15 @@ const PLAIN: Form = Form { halves: 1, producer: false };
 /// The ring is filled by bulk tensor copies into unpadded slabs under the
 /// 128-byte swizzle (`swizzled_ring`, `SlabLayout::Swizzled`), which the
 /// unit reads through swizzled descriptors.
-const SPECIALISED: Form = Form { halves: 2, producer: true };
+const SPECIALISED: Form = Form { halves: 2, producer: true, group: 1 };
+/// [`SPECIALISED`] with its blocks walking the output in groups of
+/// [`GROUP_ROWS`] tile rows (`Tile::origin`): the 132 blocks resident at
+/// once read eight tile rows of A (2048 rows) and about seventeen tile
+/// columns of B, which L2 holds, where row by row they read every column
+/// of B for each two tile rows (`<kernel>_ws8`).
+const GROUPED: Form = Form { group: GROUP_ROWS, ..SPECIALISED };
+/// Tile rows of a group in [`GROUPED`].
+pub const GROUP_ROWS: u32 = 8;
 /// The warp-specialised form's output tile, rows by columns.
 pub const SPECIALISED_TILE: (u32, u32) = (SPECIALISED.bm(), BN);
 
@@ -395,12 +406,18 @@ pub fn schedule_specialised(k: &Kernel, target: &Target, p: Plan) -> Result<Kern
     schedule_form(k, target, p, SPECIALISED, WIDE_PROMOTION)
 }
 
+/// [`schedule_specialised`] with its blocks walking the output in groups
+/// of tile rows ([`GROUPED`]).
+pub fn schedule_specialised_grouped(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    schedule_form(k, target, p, GROUPED, WIDE_PROMOTION)
+}
+
 fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion: i64) -> Result<KernelIr, Diagnostic> {
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
     let bm = form.bm();
     let producer = if form.producer { 128 } else { PRODUCER };
     // 256 computing threads: two warpgroups (`Tile::threads`).
-    let t = Tile { bm, bn: BN, bk: BK, tm: 8 * form.halves, tn: 8, producer };
+    let t = Tile { bm, bn: BN, bk: BK, tm: 8 * form.halves, tn: 8, producer, group: form.group };
     let mut b = Builder::new(k, target, Schedule::Warpgroup { bm, bn: BN, bk: BK, n: N }, t.block());
     // The two warpgroups that run the unit; the producer after them.
     let computers = (t.producer > 0).then(|| IExpr::Tid.lt(IExpr::c(t.threads() as i64)));
@@ -427,11 +444,9 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     let (a_el, b_el) = (b.shared("a_slab", ty, bm * BK), b.shared("b_slab", ty, BK * BN));
     let (m0_v, n0_v, wg_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wg"));
     let (m0, n0, wg) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wg_v));
-    let mut body = vec![
-        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(bm as i64)) },
-        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
-        KStmt::LetInt { var: wg_v, value: IExpr::Tid.div(IExpr::c(128)) },
-    ];
+    let (m0_e, n0_e) = t.origin();
+    let origin = vec![KStmt::LetInt { var: m0_v, value: m0_e }, KStmt::LetInt { var: n0_v, value: n0_e }];
+    let mut body = vec![KStmt::LetInt { var: wg_v, value: IExpr::Tid.div(IExpr::c(128)) }];
     // Vector loads where every operand's rows are whole 16-byte runs and
     // its buffer 16-byte aligned (decided once, the same for every thread).
     let vectors = vector_decision(&mut b, &p, (mvar, nvar), &mut body);
@@ -511,7 +526,7 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     // each path's store is a case of the output's coverage, over one
     // element's variables.
     let elem = (b.ivar("elem_m"), b.ivar("elem_n"));
-    let place = TilePlace { m0: &m0, n0: &n0, wg: &wg, elem };
+    let place = TilePlace { tile: t, m0: &m0, n0: &n0, wg: &wg, elem };
     let mut outputs = Vec::new();
     if let Some(Ahead::Producer { mut ring, acc: vacc, .. }) = vector_path {
         // Each path stores its own sums: the consumers' in their branch
@@ -535,8 +550,15 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
         outputs.extend(cases);
     }
     b.cover_axes(s.target, vec![elem.0, elem.1], outputs);
-    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
-    b.ir.body = body;
+    b.ir.grid = t.grid(&mext, &next);
+    // Walking groups of tile rows, the last group's blocks past M have
+    // nothing to do: the whole block leaves at once.
+    b.ir.body = origin;
+    if t.group > 1 {
+        b.ir.body.push(KStmt::If { cond: m0.lt(mext), then: body, els: vec![] });
+    } else {
+        b.ir.body.extend(body);
+    }
     Ok(b.finish())
 }
 
@@ -564,6 +586,7 @@ impl Ahead {
 /// coverage case ranges over (one pair for all of them: the cases are
 /// alternatives for the same element).
 struct TilePlace<'a> {
+    tile: Tile,
     m0: &'a IExpr,
     n0: &'a IExpr,
     wg: &'a IExpr,
@@ -685,12 +708,9 @@ impl TilePlace<'_> {
         let reg = if per == 1 { reg.add(n.clone().rem(IExpr::c(2))) } else { reg };
         let per_half = (N / 2) as i64 / per;
         let reg = if form.halves > 1 { m.clone().rem(IExpr::c(form.wg_rows())).div(IExpr::c(WG_ROWS)).mul(IExpr::c(per_half)).add(reg) } else { reg };
-        let assign = vec![
-            (Witness::BlockIdx(1), m.div(IExpr::c(bm))),
-            (Witness::BlockIdx(0), n.div(IExpr::c(BN as i64))),
-            (Witness::Tid, tid),
-            (Witness::Var(slot), reg),
-        ];
+        let mut assign = self.tile.block_of(m.div(IExpr::c(bm)), n.div(IExpr::c(BN as i64)));
+        assign.push((Witness::Tid, tid));
+        assign.push((Witness::Var(slot), reg));
         CoverCase { when, access, assign }
     }
 }

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use tokitai_contracts::{Formula, Term};
 
 pub const TID: &str = "tid";
-pub const BID: [&str; 2] = ["bid.x", "bid.y"];
-pub const GDIM: [&str; 2] = ["grid.x", "grid.y"];
+pub const BID: [&str; 3] = ["bid.x", "bid.y", "bid.z"];
+pub const GDIM: [&str; 3] = ["grid.x", "grid.y", "grid.z"];
 
 pub fn dim_var(name: &str) -> Term {
     Term::var(format!("dim.{}", name))
@@ -379,14 +379,16 @@ impl<'a> Exec<'a> {
             h.push(Term::c(1).le(dim_var(&d.name)));
         }
         h.push(Term::var(TID).within(Term::c(0), Term::c(self.ir.block as i64)));
-        // Launch limits of both vendors: gridDim.x < 2^31, gridDim.y < 2^16;
-        // an axis the kernel does not use is launched with one block.
-        for axis in self.ir.grid.len()..2 {
+        // Launch limits of both vendors: gridDim.x < 2^31, gridDim.y and
+        // gridDim.z < 2^16; an axis the kernel does not use is launched
+        // with one block.
+        for axis in self.ir.grid.len()..3 {
             h.push(Term::var(GDIM[axis]).eq(Term::c(1)));
             h.push(Term::var(BID[axis]).eq(Term::c(0)));
         }
         h.push(Term::var(GDIM[0]).le(Term::c((1i64 << 31) - 1)));
         h.push(Term::var(GDIM[1]).le(Term::c(65535)));
+        h.push(Term::var(GDIM[2]).le(Term::c(65535)));
         // No tensor has more than 2^62 elements (no memory holds one); the
         // launcher checks every length against the index type it uses.
         for b in 0..self.ir.bufs.len() {

@@ -103,9 +103,11 @@ fn counterexample_words(model: &BTreeMap<String, i64>, show: &[(String, String)]
         let t = model.get(&format!("{}{}", TID, suffix))?;
         let b = model.get(&format!("{}{}", BID[0], suffix)).copied().unwrap_or(0);
         let by = model.get(&format!("{}{}", BID[1], suffix)).copied();
-        Some(match by {
-            Some(y) => format!("block ({}, {}) thread {}", b, y, t),
-            None => format!("block {} thread {}", b, t),
+        let bz = model.get(&format!("{}{}", BID[2], suffix)).copied();
+        Some(match (by, bz) {
+            (y, Some(z)) => format!("block ({}, {}, {}) thread {}", b, y.unwrap_or(0), z, t),
+            (Some(y), None) => format!("block ({}, {}) thread {}", b, y, t),
+            (None, None) => format!("block {} thread {}", b, t),
         })
     };
     if let Some(a) = ids("") {
@@ -396,7 +398,8 @@ impl<'a> Gen<'a> {
                 let common: Vec<usize> = a.loops.iter().filter(|l| b.loops.contains(l)).copied().collect();
                 path.extend(self.lemmas(&common));
                 if same_site {
-                    let mut params = vec![TID.to_string(), BID[0].to_string(), BID[1].to_string()];
+                    let mut params = vec![TID.to_string()];
+                    params.extend(BID.iter().map(|b| b.to_string()));
                     params.extend(a.loops.iter().map(|l| self.exec.loops[*l].var.clone()));
                     path.push(Formula::or(params.iter().map(|p| Term::var(p.clone()).eq(Term::var(format!("{}'", p))).not()).collect()));
                 }
@@ -480,8 +483,7 @@ impl<'a> Gen<'a> {
             let mut both = path.clone();
             both.extend(path.iter().map(Gen::second));
             both.extend(self.exec.base.iter().map(Gen::second));
-            both.push(Term::var(BID[0]).eq(Term::var(format!("{}'", BID[0]))));
-            both.push(Term::var(BID[1]).eq(Term::var(format!("{}'", BID[1]))));
+            both.extend(BID.iter().map(|b| Term::var(*b).eq(Term::var(format!("{}'", b)))));
             both.push(Term::var(TID).div(Term::c(128)).eq(Term::var(format!("{}'", TID)).div(Term::c(128))));
             // The same instance of the instruction: every enclosing loop
             // in the same iteration.
@@ -594,8 +596,7 @@ impl<'a> Gen<'a> {
                 let mut path = a.path.clone();
                 path.extend(b.path.iter().map(Gen::second));
                 path.extend(self.exec.base.iter().map(Gen::second));
-                path.push(Term::var(BID[0]).eq(Term::var(format!("{}'", BID[0]))));
-                path.push(Term::var(BID[1]).eq(Term::var(format!("{}'", BID[1]))));
+                path.extend(BID.iter().map(|b| Term::var(*b).eq(Term::var(format!("{}'", b)))));
                 // A thread-distributing loop's value names its thread.
                 let common: Vec<usize> = a.loops.iter().filter(|l| b.loops.contains(l)).copied().collect();
                 path.extend(self.lemmas(&common));

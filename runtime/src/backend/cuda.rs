@@ -419,9 +419,9 @@ impl CudaBackend {
             values.push(ArgValue::Ptr(observe));
         }
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
-        let [gx, gy] = (chosen.grid)(&bound.dims, self.max_blocks(k));
+        let [gx, gy, gz] = (chosen.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
-        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, 1), (chosen.block, 1, 1), chosen.dynamic_shared, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
+        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, gz), (chosen.block, 1, 1), chosen.dynamic_shared, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
     }
 }
 

@@ -251,9 +251,9 @@ impl HipBackend {
         }
         let mut raw: Vec<Ptr> = values.iter_mut().map(|v| v.as_ptr()).collect();
         // Grid-stride axes: a generous fixed cap (CU counts are not queried).
-        let [gx, gy] = (chosen.grid)(&bound.dims, 1 << 16);
+        let [gx, gy, gz] = (chosen.grid)(&bound.dims, 1 << 16);
         self.bind()?;
-        self.api.check("hipModuleLaunchKernel", unsafe { (self.api.launch)(f, gx, gy, 1, chosen.block, 1, 1, chosen.dynamic_shared, std::ptr::null_mut(), raw.as_mut_ptr(), std::ptr::null_mut()) })
+        self.api.check("hipModuleLaunchKernel", unsafe { (self.api.launch)(f, gx, gy, gz, chosen.block, 1, 1, chosen.dynamic_shared, std::ptr::null_mut(), raw.as_mut_ptr(), std::ptr::null_mut()) })
     }
 }
 
