@@ -77,6 +77,11 @@ def workloads():
         a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
         label = "linear_fwd f16 4096^3" if m == k == nn else f"linear_fwd f16 {m}x{k}x{nn}"
         w[label] = (lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b))
+    # The layer then the tanh GELU, as a PyTorch user writes it (two
+    # kernels: cuBLAS, then the activation).
+    for m, k, nn in [(4096, 2048, 2048), (16384, 1024, 1024)]:
+        a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
+        w[f"linear_gelu_fwd f16 {m}x{k}x{nn}"] = (lambda a=a, b=b, bias=bias: torch.nn.functional.gelu(torch.addmm(bias, a, b), approximate="tanh"))
     # The linear layer's backward contractions as a PyTorch user writes
     # them (transposed views, no copies): gx = gy w^T, gw = x^T gy.
     gy, wl, xl = rand((4096, 2048), h), rand((2048, 2048), h, -0.125, 0.125), rand((4096, 2048), h)

@@ -40,6 +40,9 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "linear_fwd f16 4096^3", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
     Workload { label: "linear_fwd f16 16384x1024x1024", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
     Workload { label: "linear_fwd f16 4096x2048x2048", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
+    // The layer with GELU fused into its epilogue (issue 19).
+    Workload { label: "linear_gelu_fwd f16 4096x2048x2048", kernel: "linear_gelu_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
+    Workload { label: "linear_gelu_fwd f16 16384x1024x1024", kernel: "linear_gelu_fwd", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
     Workload { label: "linear_bwd_x f16 4096x2048x2048", kernel: "linear_bwd_x", dims: &[("M", 4096), ("N", 2048), ("K", 2048)] },
     Workload { label: "linear_bwd_w f16 4096x2048x2048", kernel: "linear_bwd_w", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },
     // The expert layers of the MoE step at batch 4096 (top-2 of 4

@@ -181,3 +181,59 @@ fn sampled_layernorm_launches_stay_within_their_bound() {
         }
     }
 }
+
+/// The linear layer with GELU in its epilogue (`linear_gelu_fwd`, the
+/// tanh form), as a one-kernel program with tolerance `tolerance`.
+fn linear_gelu(tolerance: &str) -> String {
+    format!(
+        "kernel lg(x: f16[M, K], w: f16[K, N], b: f16[N]) -> (y: f16[M, N])\n    requires M >= 1, N >= 1, K >= 1, K <= 4096, M * K <= 1000000000, K * N <= 1000000000, M * N <= 1000000000\n    domain   x in [-X, X], w in [-W, W], b in [-B, B]\n    tolerance y: {}\n{{\n    y[m, n] = {{\n        let v = sum(k) f32(x[m, k]) * f32(w[k, n]) + f32(b[n]);\n        let t = tanh(0.7978845608 * (v + 0.044715 * v * v * v));\n        f16(0.5 * v * (1.0 + t))\n    }};\n}}\n",
+        tolerance
+    )
+}
+
+/// GELU in a contraction's epilogue is proved in magnitudes: the sum's
+/// error passes through GELU's slope (1.672 times the linear layer's
+/// `K K X W` term), the argument's roundings and `tanh`'s library error
+/// cost `K X W` and `B` terms and a constant, and the cube of the argument
+/// must stay finite (a launch condition). Without the `B` term, or with
+/// the slope's coefficient missing, it is refuted; a GELU of another shape
+/// (`v * v` in place of the cube) gets no bound in magnitudes.
+#[test]
+fn gelu_in_the_epilogue_is_proved_in_magnitudes() {
+    let right = "abs 5e-7 * K * K * X * W + 4e-7 * B + 1e-6, rel 1e-3";
+    for target in [Target::default_cuda(), "hip-gfx942".parse().unwrap()] {
+        let arts = match compile_source(SourceFile::new("lg.tk", linear_gelu(right)), &target) {
+            Ok(a) => a,
+            Err(BuildError::Source { rendered, .. }) => panic!("{}", rendered),
+            Err(e) => panic!("{:?}", e),
+        };
+        let a = magnitude::analyze(&arts.program.kernels[0], &arts.kernels[0]);
+        let o = &a.outputs[0];
+        assert!(o.failure.is_none(), "{:?}", o.failure);
+        let shown = a.show(&o.abs);
+        // 1.672 x (the plain layer's 5.96e-8) and the B term.
+        assert!(shown.starts_with("9.97") && shown.contains("*K*K*X*W") && shown.contains("*B"), "{}", shown);
+        assert!(o.conditions.iter().any(|c| c.what.contains("the cube of GELU's argument")), "{:?}", o.conditions);
+    }
+    for wrong in ["abs 5e-7 * K * K * X * W + 1e-6, rel 1e-3", "abs 6e-8 * K * K * X * W + 4e-7 * B + 1e-6, rel 1e-3"] {
+        let rendered = compile(&linear_gelu(wrong)).err().unwrap_or_else(|| panic!("`{}` was proved", wrong));
+        assert!(rendered.contains("E0913") && rendered.contains("exceeds the tolerance"), "{}:\n{}", wrong, rendered);
+    }
+    // Emitted with a warning (W0913): its tolerance is tested, not proved.
+    let arts = compile(&linear_gelu(right).replace("0.044715 * v * v * v", "0.044715 * v * v")).unwrap_or_else(|e| panic!("{}", e));
+    let failure = magnitude::analyze(&arts.program.kernels[0], &arts.kernels[0]).outputs[0].failure.clone();
+    assert!(failure.as_ref().is_some_and(|(why, _)| why.contains("`tanh` is not polynomial")), "{:?}", failure);
+}
+
+/// Sampled launches of the fused layer at every scale stay within the
+/// bound evaluated at each (the f64 oracle against the CPU schedule).
+#[test]
+fn sampled_gelu_epilogue_launches_stay_within_their_bound() {
+    let arts = compile(&linear_gelu("abs 5e-7 * K * K * X * W + 4e-7 * B + 1e-6, rel 1e-3")).unwrap_or_else(|e| panic!("{}", e));
+    let rows = tokitai_compiler::soundness::sample(&arts.program.kernels[0], &arts.kernels[0], 20_000);
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert!(r.elements >= 100, "{:?}", r);
+        assert_eq!(r.violations, 0, "{}", r.worst);
+    }
+}

@@ -253,6 +253,60 @@ impl<'a> Walk<'a> {
         Ok(out)
     }
 
+    /// The tanh form of GELU over a local `v` ([`super::gelu`]), computed
+    /// in f32, where `v` is known as `|v| <= mag`, `|v' - v| <= E`:
+    ///
+    /// - the exact GELU moves by at most `L E` between `v` and the computed
+    ///   `v'` (`L`: `tanh_gelu::slope_bound`, 1.672);
+    /// - at `v'`, the computed argument's relative error `rho` (its
+    ///   roundings, `gamma`) costs a constant (`tanh_gelu::argument_cost`),
+    ///   and the library's `tanh` error (at most `rel + abs`, as `|tanh|
+    ///   <= 1`) and the argument's subnormal slack cost `|v'| / 2` times
+    ///   them;
+    /// - the product `0.5 v (1 + t)` rounds `gamma_p` relative to its value,
+    ///   restated at the exact GELU (the second-order term kept).
+    ///
+    /// `|gelu(v)| <= |v|`. The cube `c2 v^3` must stay finite: a launch
+    /// condition on `|v'|` where it scales.
+    fn gelu(&mut self, e: &TExpr) -> Result<PVal, Fail> {
+        use tokitai_contracts::fp::tanh_gelu::{argument_cost, slope_bound};
+        use tokitai_contracts::fp::{bound::gamma, div_up, down};
+        let g = super::gelu::tanh_gelu(e).expect("the caller matched the shape");
+        let Some(v) = self.locals[g.v].clone() else { return fail("a local read before it is bound", e.span) };
+        let lib = match self.lib {
+            Ok(lib) => lib,
+            Err(why) => return fail(why.clone(), e.span),
+        };
+        if lib.grows(Function::Tanh).is_some() {
+            return fail("`tanh` as a fast intrinsic, in a bound stated in magnitudes", e.span);
+        }
+        let fmt = Format::F32;
+        let (u, eta) = (fmt.unit_roundoff(), fmt.subnormal_abs());
+        let failed = |why: tokitai_contracts::fp::FpError| (why.0, e.span);
+        let rho = gamma(g.argument_roundings as f64, u).map_err(failed)?;
+        let gamma_p = gamma(g.product_roundings as f64, u).map_err(failed)?;
+        let reach = v.reach();
+        let limit = down(down(div_up(fmt.max_finite(), 2.0) / g.c2.max(1.0)).cbrt() * (1.0 - 1e-12));
+        let what = "the cube of GELU's argument in f32".to_string();
+        match reach.as_constant() {
+            Some(c) if c > limit => return fail(format!("{} overflows: |value| reaches {:e}", what, c), e.span),
+            Some(_) => {}
+            None => self.launch_condition(reach.clone(), limit, what, e.span),
+        }
+        let (t_rel, t_abs) = lib.cost(Function::Tanh, fmt);
+        // Each of the argument's roundings may add `eta` before `c1`
+        // scales it; `tanh` moves by at most that much.
+        let slack = mul_up(mul_up((g.argument_roundings + 1) as f64, eta), g.c1.max(1.0));
+        let per_v = mul_up(0.5, add_up(add_up(t_rel, t_abs), slack));
+        let onep = add_up(1.0, gamma_p);
+        let err = v.abs_err().scale(mul_up(slope_bound(), onep)).add(&reach.scale(mul_up(per_v, onep))).add(&MagPoly::constant(add_up(mul_up(argument_cost(g.c1, rho), onep), mul_up(4.0, eta))));
+        let out = PVal { mag: v.mag.clone(), nonneg: false, err, rel: gamma_p };
+        match g.cast {
+            Some(cast) => self.converted(out, Dtype::F32, cast),
+            None => Ok(out),
+        }
+    }
+
     /// `x / d` without rounding, for a divisor `d` that is a size (a dim,
     /// converted or not) or a positive constant, held exactly: its lower
     /// bound is known, so the quotient's bounds are the dividend's divided
@@ -424,6 +478,7 @@ impl<'a> Walk<'a> {
                 self.locals[*local] = None;
                 self.float(body)
             }
+            TExprKind::Let { .. } if super::gelu::tanh_gelu(e).is_some() => self.gelu(e),
             TExprKind::Let { local, value, body } => {
                 let v = self.float(value)?;
                 self.locals[*local] = Some(v);
@@ -518,9 +573,14 @@ impl<'a> Walk<'a> {
     }
 
     fn cast(&mut self, a: &TExpr, e: &TExpr) -> Result<PVal, Fail> {
-        let (from, to) = (a.ty, e.ty);
-        let Some(tf) = format_of(to) else { return fail(format!("a conversion to {} in a value with a tolerance", to), e.span) };
         let v = self.float(a)?;
+        self.converted(v, a.ty, e)
+    }
+
+    /// `v`, a value of type `from`, converted as `e` converts it.
+    fn converted(&mut self, v: PVal, from: Dtype, e: &TExpr) -> Result<PVal, Fail> {
+        let to = e.ty;
+        let Some(tf) = format_of(to) else { return fail(format!("a conversion to {} in a value with a tolerance", to), e.span) };
         if !from.is_float() {
             // An integer (dim, index, literal) made a float: exact while the
             // format holds every integer up to it.

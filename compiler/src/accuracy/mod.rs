@@ -33,6 +33,7 @@
 //! the report's non-claims.
 
 pub mod computed;
+mod gelu;
 mod logistic;
 pub mod magnitude;
 mod patterns;

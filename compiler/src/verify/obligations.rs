@@ -103,7 +103,9 @@ fn counterexample_words(model: &BTreeMap<String, i64>, show: &[(String, String)]
         let t = model.get(&format!("{}{}", TID, suffix))?;
         let b = model.get(&format!("{}{}", BID[0], suffix)).copied().unwrap_or(0);
         let by = model.get(&format!("{}{}", BID[1], suffix)).copied();
-        let bz = model.get(&format!("{}{}", BID[2], suffix)).copied();
+        // The third axis is named only off its first block (a kernel
+        // without one launches a single block along it).
+        let bz = model.get(&format!("{}{}", BID[2], suffix)).copied().filter(|z| *z != 0);
         Some(match (by, bz) {
             (y, Some(z)) => format!("block ({}, {}, {}) thread {}", b, y.unwrap_or(0), z, t),
             (Some(y), None) => format!("block ({}, {}) thread {}", b, y, t),

@@ -14,6 +14,8 @@
 //!   as a sum of named contributions, with sound propagation rules for
 //!   every operation a kernel performs (second-order terms included, not
 //!   dropped), and summation bounds that depend on the summation order.
+//! - [`tanh_gelu`]: the constants that carry a bound through the tanh form
+//!   of GELU (its slope, and what an argument's relative error costs).
 //!
 //! Every quantity that bounds an error is computed with upward rounding
 //! ([`up`]), every range endpoint outward, so that the f64 arithmetic of the
@@ -26,6 +28,7 @@ pub mod interval;
 pub mod library;
 pub mod magpoly;
 pub mod matrix_unit;
+pub mod tanh_gelu;
 
 pub use bound::{logistic_slopes, AVal, Contribution, ErrBound, FpError, SourceId};
 pub use format::Format;
