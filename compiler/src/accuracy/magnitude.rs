@@ -203,16 +203,22 @@ impl<'a> Walk<'a> {
     /// it approximates (a rounding, or a library call's documented error),
     /// valid while it stays below the overflow threshold.
     fn round_with(&mut self, v: PVal, fmt: Format, u: f64, eta: f64, what: &str, span: Span) -> Result<PVal, Fail> {
-        let reach = v.reach();
-        let limit = fmt.max_finite();
-        let what = format!("{} in {}", what, fmt);
-        match reach.as_constant() {
-            Some(c) if c > limit => return fail(format!("{} overflows: |value| reaches {:e}", what, c), span),
-            Some(_) => {}
-            None => self.launch_condition(reach, limit, what, span),
-        }
+        self.stays_finite(v.reach(), fmt.max_finite(), format!("{} in {}", what, fmt), span)?;
         let onep = add_up(1.0, u);
         Ok(PVal { mag: v.mag, nonneg: v.nonneg, err: v.err.scale(onep).add(&MagPoly::constant(eta)), rel: add_up(mul_up(v.rel, onep), u) })
+    }
+
+    /// `poly <= limit`, what keeps `what` finite: refuted where `poly` is a
+    /// number above it, else a launch condition where it scales.
+    fn stays_finite(&mut self, poly: MagPoly, limit: f64, what: String, span: Span) -> Result<(), Fail> {
+        match poly.as_constant() {
+            Some(c) if c > limit => fail(format!("{} overflows: |value| reaches {:e}", what, c), span),
+            Some(_) => Ok(()),
+            None => {
+                self.launch_condition(poly, limit, what, span);
+                Ok(())
+            }
+        }
     }
 
     /// Require `poly <= limit` at the launch, where some launch may break
@@ -268,31 +274,25 @@ impl<'a> Walk<'a> {
     ///
     /// `|gelu(v)| <= |v|`. The cube `c2 v^3` must stay finite: a launch
     /// condition on `|v'|` where it scales.
-    fn gelu(&mut self, e: &TExpr) -> Result<PVal, Fail> {
+    fn gelu(&mut self, g: &super::gelu::TanhGelu, span: Span) -> Result<PVal, Fail> {
         use tokitai_contracts::fp::tanh_gelu::{argument_cost, slope_bound};
         use tokitai_contracts::fp::{bound::gamma, div_up, down};
-        let g = super::gelu::tanh_gelu(e).expect("the caller matched the shape");
-        let Some(v) = self.locals[g.v].clone() else { return fail("a local read before it is bound", e.span) };
+        let Some(v) = self.locals[g.v].clone() else { return fail("a local read before it is bound", span) };
         let lib = match self.lib {
             Ok(lib) => lib,
-            Err(why) => return fail(why.clone(), e.span),
+            Err(why) => return fail(why.clone(), span),
         };
         if lib.grows(Function::Tanh).is_some() {
-            return fail("`tanh` as a fast intrinsic, in a bound stated in magnitudes", e.span);
+            return fail("`tanh` as a fast intrinsic, in a bound stated in magnitudes", span);
         }
         let fmt = Format::F32;
         let (u, eta) = (fmt.unit_roundoff(), fmt.subnormal_abs());
-        let failed = |why: tokitai_contracts::fp::FpError| (why.0, e.span);
+        let failed = |why: tokitai_contracts::fp::FpError| (why.0, span);
         let rho = gamma(g.argument_roundings as f64, u).map_err(failed)?;
         let gamma_p = gamma(g.product_roundings as f64, u).map_err(failed)?;
         let reach = v.reach();
         let limit = down(down(div_up(fmt.max_finite(), 2.0) / g.c2.max(1.0)).cbrt() * (1.0 - 1e-12));
-        let what = "the cube of GELU's argument in f32".to_string();
-        match reach.as_constant() {
-            Some(c) if c > limit => return fail(format!("{} overflows: |value| reaches {:e}", what, c), e.span),
-            Some(_) => {}
-            None => self.launch_condition(reach.clone(), limit, what, e.span),
-        }
+        self.stays_finite(reach.clone(), limit, "the cube of GELU's argument in f32".to_string(), span)?;
         let (t_rel, t_abs) = lib.cost(Function::Tanh, fmt);
         // Each of the argument's roundings may add `eta` before `c1`
         // scales it; `tanh` moves by at most that much.
@@ -478,8 +478,10 @@ impl<'a> Walk<'a> {
                 self.locals[*local] = None;
                 self.float(body)
             }
-            TExprKind::Let { .. } if super::gelu::tanh_gelu(e).is_some() => self.gelu(e),
             TExprKind::Let { local, value, body } => {
+                if let Some(g) = super::gelu::tanh_gelu(e) {
+                    return self.gelu(&g, e.span);
+                }
                 let v = self.float(value)?;
                 self.locals[*local] = Some(v);
                 self.float(body)

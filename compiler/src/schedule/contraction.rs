@@ -240,11 +240,12 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     let m0_v = b.ivar("m0");
     let n0_v = b.ivar("n0");
     let (tx, tyy, m0, n0) = (IExpr::Var(tx_v), IExpr::Var(ty_v), IExpr::Var(m0_v), IExpr::Var(n0_v));
+    let (m0_e, n0_e) = t.origin();
     let mut body = vec![
         KStmt::LetInt { var: tx_v, value: IExpr::Tid.rem(IExpr::c((bn / tn) as i64)) },
         KStmt::LetInt { var: ty_v, value: IExpr::Tid.div(IExpr::c((bn / tn) as i64)) },
-        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(bm as i64)) },
-        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(bn as i64)) },
+        KStmt::LetInt { var: m0_v, value: m0_e },
+        KStmt::LetInt { var: n0_v, value: n0_e },
     ];
     let acc = b.local("acc", ty);
     body.push(KStmt::DeclArray { arr: acc, len: tm * tn, init: Some(VExpr::zero(ty)) });
@@ -312,13 +313,12 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
     let step_m = (bm / tm) as i64;
     let step_n = (bn / tn) as i64;
-    let assign = vec![
-        (Witness::BlockIdx(1), m.clone().div(IExpr::c(bm as i64))),
-        (Witness::BlockIdx(0), n.clone().div(IExpr::c(bn as i64))),
+    let mut assign = t.block_of(m.clone().div(IExpr::c(bm as i64)), n.clone().div(IExpr::c(bn as i64)));
+    assign.extend([
         (Witness::Tid, m.clone().rem(IExpr::c(step_m)).mul(IExpr::c(step_n)).add(n.clone().rem(IExpr::c(step_n)))),
         (Witness::Var(ei), m.rem(IExpr::c(bm as i64)).div(IExpr::c(step_m))),
         (Witness::Var(ej), n.rem(IExpr::c(bn as i64)).div(IExpr::c(step_n))),
-    ];
+    ]);
     b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
         KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((bm / tm) as i64))) },
@@ -326,7 +326,7 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
         KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
     ];
     body.push(KStmt::unrolled(ei, tm, vec![KStmt::unrolled(ej, tn, guarded)]));
-    b.ir.grid = vec![GridDim::Exact(next.ceil_div(bn as i64)), GridDim::Exact(mext.ceil_div(bm as i64))];
+    b.ir.grid = t.grid(&mext, &next);
     b.ir.body = body;
     Ok(b.finish())
 }

@@ -345,9 +345,10 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let (m0_v, n0_v, wm_v, wn_v) = (b.ivar("m0"), b.ivar("n0"), b.ivar("wm"), b.ivar("wn"));
     let (m0, n0, wm, wn) = (IExpr::Var(m0_v), IExpr::Var(n0_v), IExpr::Var(wm_v), IExpr::Var(wn_v));
     let warp = IExpr::Tid.div(IExpr::c(lanes));
+    let (m0_e, n0_e) = t.origin();
     let mut body = vec![
-        KStmt::LetInt { var: m0_v, value: IExpr::BlockIdx(1).mul(IExpr::c(BM as i64)) },
-        KStmt::LetInt { var: n0_v, value: IExpr::BlockIdx(0).mul(IExpr::c(BN as i64)) },
+        KStmt::LetInt { var: m0_v, value: m0_e },
+        KStmt::LetInt { var: n0_v, value: n0_e },
         KStmt::LetInt { var: wm_v, value: warp.clone().div(IExpr::c(warps_n)) },
         KStmt::LetInt { var: wn_v, value: warp.rem(IExpr::c(warps_n)) },
     ];
@@ -428,14 +429,13 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
     let warp_of = m.clone().rem(IExpr::c(BM as i64)).div(IExpr::c(warp_m)).mul(IExpr::c(warps_n)).add(n.clone().rem(IExpr::c(BN as i64)).div(IExpr::c(warp_n)));
     let (lane_of, reg_of) = acc_owner(shape, &m.clone().rem(IExpr::c(in_m)), &n.clone().rem(IExpr::c(in_n)));
-    let assign = vec![
-        (Witness::BlockIdx(1), m.clone().div(IExpr::c(BM as i64))),
-        (Witness::BlockIdx(0), n.clone().div(IExpr::c(BN as i64))),
+    let mut assign = t.block_of(m.clone().div(IExpr::c(BM as i64)), n.clone().div(IExpr::c(BN as i64)));
+    assign.extend([
         (Witness::Tid, warp_of.mul(IExpr::c(lanes)).add(lane_of)),
         (Witness::Var(ei_v), m.clone().rem(IExpr::c(warp_m)).div(IExpr::c(in_m))),
         (Witness::Var(ej_v), n.clone().rem(IExpr::c(warp_n)).div(IExpr::c(in_n))),
         (Witness::Var(er_v), reg_of),
-    ];
+    ]);
     b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
         KStmt::LetInt { var: gm, value: m0.add(wm.mul(IExpr::c(warp_m))).add(IExpr::Var(ei_v).mul(IExpr::c(in_m))).add(row) },
@@ -443,7 +443,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
         KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
     ];
     body.push(KStmt::unrolled(ei_v, tiles_m as u32, vec![KStmt::unrolled(ej_v, tiles_n as u32, vec![KStmt::unrolled(er_v, acc_regs as u32, guarded)])]));
-    b.ir.grid = vec![GridDim::Exact(next.ceil_div(BN as i64)), GridDim::Exact(mext.ceil_div(BM as i64))];
+    b.ir.grid = t.grid(&mext, &next);
     b.ir.body = body;
     Ok(b.finish())
 }

@@ -385,7 +385,7 @@ const SPECIALISED: Form = Form { halves: 2, producer: true, group: 1 };
 /// of B for each two tile rows (`<kernel>_ws8`).
 const GROUPED: Form = Form { group: GROUP_ROWS, ..SPECIALISED };
 /// Tile rows of a group in [`GROUPED`].
-pub const GROUP_ROWS: u32 = 8;
+const GROUP_ROWS: u32 = 8;
 /// The warp-specialised form's output tile, rows by columns.
 pub const SPECIALISED_TILE: (u32, u32) = (SPECIALISED.bm(), BN);
 
