@@ -73,6 +73,15 @@ def workloads():
     _, mean_s, rstd_s = torch.ops.aten.native_layer_norm(xs, (128,), bs, bs, 1e-5)
     w["moe-step layernorm_bwd_params 2048x128"] = lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, (128,), mean_s, rstd_s, bs, bs, [False, True, True])
     w["moe-step layernorm_bwd 2048x128"] = lambda: torch.ops.aten.native_layer_norm_backward(gs, xs, (128,), mean_s, rstd_s, bs, bs, [True, False, False])
+    # Column sums: the bias gradient, and LayerNorm's parameter gradients
+    # (PyTorch's own backward, asked for those two only).
+    for r, c, label in [(2048, 2048, "moe tiny layernorm_bwd_params 2048x2048"), (4096, 4096, "layernorm_bwd_params 4096x4096"), (4096, 1024, "layernorm_bwd_params 4096x1024"), (4096, 512, "layernorm_bwd_params 4096x512"), (4096, 256, "layernorm_bwd_params 4096x256")]:
+        xc, gc, bc = rand((r, c), h), rand((r, c), h), rand(c, h)
+        _, mc, rc = torch.ops.aten.native_layer_norm(xc, (c,), bc, bc, 1e-5)
+        w[label] = (lambda gc=gc, xc=xc, c=c, mc=mc, rc=rc, bc=bc: torch.ops.aten.native_layer_norm_backward(gc, xc, (c,), mc, rc, bc, bc, [False, True, True]))
+    for r, c, label in [(2048, 2048, "moe tiny bias_grad 2048x2048"), (4096, 4096, "bias_grad 4096x4096")]:
+        gc = rand((r, c), h)
+        w[label] = (lambda gc=gc: gc.sum(0))
     for m, k, nn in [(4096, 4096, 4096), (16384, 1024, 1024), (4096, 2048, 2048)]:
         a, b, bias = rand((m, k), h), rand((k, nn), h, -0.125, 0.125), rand(nn, h)
         label = "linear_fwd f16 4096^3" if m == k == nn else f"linear_fwd f16 {m}x{k}x{nn}"

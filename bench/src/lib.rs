@@ -37,6 +37,16 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "moe-step bias_grad 2048x128", kernel: "bias_grad", dims: &[("M", 2048), ("N", 128)] },
     Workload { label: "moe-step layernorm_bwd_params 2048x128", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 128)] },
     Workload { label: "moe-step layernorm_bwd 2048x128", kernel: "layernorm_bwd", dims: &[("R", 2048), ("C", 128)] },
+    // Column sums (issue 21): the tiny MoE step's parameter gradients
+    // (about 2048 rows an expert, 2048 columns), and where the column form
+    // starts to pay (`schedule::COLUMN_MIN_COLUMNS`).
+    Workload { label: "moe tiny bias_grad 2048x2048", kernel: "bias_grad", dims: &[("M", 2048), ("N", 2048)] },
+    Workload { label: "moe tiny layernorm_bwd_params 2048x2048", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 2048)] },
+    Workload { label: "layernorm_bwd_params 4096x4096", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 4096)] },
+    Workload { label: "layernorm_bwd_params 4096x1024", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 1024)] },
+    Workload { label: "layernorm_bwd_params 4096x512", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 512)] },
+    Workload { label: "layernorm_bwd_params 4096x256", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 256)] },
+    Workload { label: "bias_grad 4096x4096", kernel: "bias_grad", dims: &[("M", 4096), ("N", 4096)] },
     Workload { label: "linear_fwd f16 4096^3", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 4096), ("N", 4096)] },
     Workload { label: "linear_fwd f16 16384x1024x1024", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 1024), ("N", 1024)] },
     Workload { label: "linear_fwd f16 4096x2048x2048", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 2048)] },

@@ -303,6 +303,32 @@ impl<'a> Ev<'a> {
                 butterfly(&mut lanes);
                 lanes[0]
             }
+            // Each chain in order, a group's chains in order, the groups' tree.
+            (Mode::Mirror, ReductionOrder::Columns { groups, chains }) => {
+                let (groups, chains) = (groups as i64, chains as i64);
+                let mut parts = Vec::new();
+                for g in 0..groups {
+                    let mut total = ident;
+                    for u in 0..chains {
+                        let mut acc = ident;
+                        let mut k = g + u * groups;
+                        while k < ext {
+                            acc = self.term(op, var, body, k, acc);
+                            k += groups * chains;
+                        }
+                        total = self.combine(op, bt, total, acc);
+                    }
+                    parts.push(total);
+                }
+                let mut s = parts.len() / 2;
+                while s >= 1 {
+                    for g in 0..s {
+                        parts[g] = self.combine(op, bt, parts[g], parts[g + s]);
+                    }
+                    s /= 2;
+                }
+                parts[0]
+            }
             // Products on the matrix unit as its assumption describes it
             // (f16 or bf16 operands: each product is exact in f64).
             (Mode::Mirror, ReductionOrder::MatrixUnit { k, per_promotion }) if op == RedOp::Sum && tir::fma_operands(body).is_some() => {

@@ -736,6 +736,12 @@ pub enum Schedule {
     /// sm_90a): `bm x bn` tiles, `bk` deep, one warpgroup per 64 rows,
     /// instructions 64 x `n` x 16.
     Warpgroup { bm: u32, bn: u32, bk: u32, n: u32 },
+    /// Reductions down the columns of row-major tensors: a block per
+    /// `lanes` neighbouring columns (a warp's lanes read consecutive
+    /// columns of one row), the block's `block / lanes` thread groups
+    /// splitting the rows, each thread summing `chains` interleaved chains
+    /// (`schedule::column`).
+    ColumnReduction { lanes: u32, chains: u32 },
 }
 
 impl Schedule {
@@ -748,6 +754,7 @@ impl Schedule {
             Schedule::Contraction { .. } => "contraction",
             Schedule::TensorCore { .. } => "tensor-core contraction",
             Schedule::Warpgroup { .. } => "warpgroup tensor-core contraction",
+            Schedule::ColumnReduction { .. } => "column reduction",
         }
     }
 
@@ -762,6 +769,7 @@ impl Schedule {
             Schedule::Contraction { bm, bn, bk, tm, tn } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("tm", tm), ("tn", tn)],
             Schedule::TensorCore { bm, bn, bk, .. } => vec![("bm", bm), ("bn", bn), ("bk", bk)],
             Schedule::Warpgroup { bm, bn, bk, n } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("n", n)],
+            Schedule::ColumnReduction { lanes, chains } => vec![("lanes", lanes), ("chains", chains)],
         }
     }
 }
@@ -799,6 +807,12 @@ pub enum ReductionOrder {
     /// the thread's running sum, in index order. The unit's own rounding
     /// is a named assumption (`tokitai_contracts::fp::matrix_unit`).
     MatrixUnit { k: u32, per_promotion: u32 },
+    /// Down a column by `groups` thread groups of `chains` chains each:
+    /// chain `u` of group `g` adds the terms `g + u groups + j groups
+    /// chains`, `j = 0, 1, ...`, in order from zero; the group adds its
+    /// chains in order from zero; then the groups' partials meet in a
+    /// tree, `p[g] += p[g + s]` for `g < s`, `s = groups / 2, ..., 1`.
+    Columns { groups: u32, chains: u32 },
 }
 
 /// An execution variable a coverage witness assigns.
@@ -884,6 +898,11 @@ pub struct Visits {
     /// every read of them is proved set before, as for the row's own
     /// registers.
     pub held: Vec<LocalId>,
+    /// Where the block's threads sum into several values (a column each:
+    /// `schedule::column`), the value a thread sums into, a term over the
+    /// thread: visits are complete and unique among the threads of equal
+    /// `team`, not the whole block. `None`: the block sums one value.
+    pub team: Option<IExpr>,
 }
 
 /// A kernel parameter in signature order.

@@ -317,3 +317,61 @@ fn the_gate_gradients_bound_is_within_ten_times_what_is_observed() {
     assert!(r.elements >= 10_000, "{:?}", r);
     assert!(r.tightness() <= 10.0, "proved / observed = {:.1} at {}", r.tightness(), r.worst);
 }
+
+/// The column form's summation order (`ReductionOrder::Columns`: chains,
+/// then a tree of thread groups) in the mirror oracle: sampled launches
+/// of every column form of the examples stay within the bound proved for
+/// that order, and the order is the form's own (the mirror differs from
+/// the sequential sum on some launch, so it is not the plain loop).
+#[test]
+fn sampled_column_form_launches_stay_within_their_bound() {
+    use tokitai_compiler::eval::{self, Mode};
+    use tokitai_compiler::kir::{ReductionOrder, Schedule};
+    let mut sampled = Vec::new();
+    for (name, text) in ops() {
+        let program = tokitai_compiler::driver::check_source(&SourceFile::new(&name, &text)).program.expect("checks");
+        let target = Target::default_cuda();
+        let irs = tokitai_compiler::schedule::schedule_program(&program, &target).unwrap();
+        for (k, ir) in program.kernels.iter().zip(&irs) {
+            let variants = tokitai_compiler::schedule::schedule_variants(k, &target, ir).unwrap();
+            for v in variants.iter().filter(|v| v.ir.name == format!("{}_col", k.name)) {
+                assert!(matches!(v.ir.schedule, Schedule::ColumnReduction { .. }));
+                assert!(v.ir.reduction_order.values().all(|o| matches!(o, ReductionOrder::Columns { groups: 64, chains: 4 })));
+                // Sampled without its guard (C >= 1024, a choice of speed):
+                // the order's bound depends on the sums' length only, and
+                // small launches sample many more inputs.
+                sampled.push((k.clone(), v.ir.clone()));
+            }
+        }
+    }
+    let names: Vec<&str> = sampled.iter().map(|(k, _)| k.name.as_str()).collect();
+    assert!(["layernorm_bwd_params", "bias_grad"].iter().all(|n| names.contains(n)), "{:?}", names);
+    let rows: Vec<_> = sampled.par_iter().flat_map(|(k, ir)| tokitai_compiler::soundness::sample(k, ir, 100_000)).collect();
+    assert!(rows.len() >= 3, "ggamma, gbeta and gb at least: {} rows", rows.len());
+    for r in &rows {
+        println!("{}.{}: {} inputs, {} elements, proved / observed {:.2}", r.kernel, r.output, r.inputs, r.elements, r.tightness());
+        assert!(r.inputs >= 100_000 && r.elements >= 1_000, "{}.{}: only {} inputs, {} elements", r.kernel, r.output, r.inputs, r.elements);
+        assert_eq!(r.violations, 0, "{}.{}: {} errors above the proved bound; worst {}", r.kernel, r.output, r.violations, r.worst);
+    }
+    // The mirror follows the form's order: a column sum stored in f32
+    // (where rounding to f16 does not hide the order) differs from the
+    // sequential loop on a long column of varied terms.
+    let text = "kernel colsum(g: f16[M, N]) -> (s: f32[N])\n    requires M >= 1, N >= 1, M <= 4096, M * N <= 1000000000\n    domain   g in [-G, G]\n    tolerance s: abs 2.8e-6 * M * G + 3e-8, rel 1e-3\n{\n    s[n] = sum(m) f32(g[m, n]);\n}\n";
+    let program = tokitai_compiler::driver::check_source(&SourceFile::new("colsum.tk", text)).program.expect("checks");
+    let target = Target::default_cuda();
+    let k = &program.kernels[0];
+    let ir = tokitai_compiler::schedule::schedule_kernel(k, &target).unwrap();
+    let variants = tokitai_compiler::schedule::schedule_variants(k, &target, &ir).unwrap();
+    let col = &variants.iter().find(|v| v.ir.name == "colsum_col").expect("a column form").ir;
+    let mut sequential = col.clone();
+    for o in sequential.reduction_order.values_mut() {
+        *o = ReductionOrder::Sequential;
+    }
+    let (m, n) = (4096usize, 64usize);
+    let dims: Vec<i64> = k.dims.iter().map(|d| if d.name == "M" { m as i64 } else { n as i64 }).collect();
+    let g: Vec<f64> = (0..m * n).map(|i| ((i * 7919 % 2003) as f64 / 1001.0 - 1.0) * (1.0 + (i % 13) as f64)).map(|x| half::f16::from_f64(x).to_f64()).collect();
+    let run = |ir| eval::run(k, ir, Mode::Mirror, &dims, &[], &[g.clone()]).expect("evaluates");
+    let (ours, plain) = (run(col), run(&sequential));
+    let differ = ours[0].iter().zip(&plain[0]).filter(|(a, b)| a != b).count();
+    assert!(differ > n / 4, "the column form's mirror sums in the sequential order ({} of {} columns differ)", differ, n);
+}

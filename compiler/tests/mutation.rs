@@ -911,3 +911,73 @@ fn the_tile_skip_mutants_are_refuted_by_the_tile_skip_rule() {
         assert_eq!(by_operator.get("tile skip threshold one low"), Some(&1), "{}", name);
     }
 }
+
+/// The column form (`schedule::column`, `<kernel>_col`) of LayerNorm's
+/// parameter gradients (two sums a column; the bias gradient's is the
+/// same form with one): proved, and every generic mutant of it refuted, the tree's included (a shifted or
+/// widened level reads past the partials or a slot another thread writes
+/// in the same phase). Then the mutants its own obligations are for: a
+/// group's rows starting one late (a row unvisited), a row stride of one
+/// group too few (rows visited twice), a chain left out of the thread's
+/// sum; and its completeness asked of the whole block instead of a
+/// column's threads (no `team`), which other columns' visits refute, or of
+/// a team finer or coarser than the columns, refuted as well: the team is
+/// checked against the code, not trusted.
+#[test]
+fn the_column_form_is_proved_and_its_mutants_refuted() {
+    use tokitai_compiler::kir::{IExpr, KStmt, Schedule};
+    use tokitai_compiler::verify::mutate::mutants;
+    let cfg = Config { timeout_ms: 10_000 };
+    let mut checked = 0;
+    for (file, kernel) in [("layernorm.tk", "layernorm_bwd_params")] {
+        let arts = compile_example(file, &Target::default_cuda());
+        let i = arts.program.kernels.iter().position(|k| k.name == kernel).expect("the kernel");
+        let k = &arts.program.kernels[i];
+        let v = arts.variants[i].iter().find(|v| v.ir.name == format!("{}_col", kernel)).expect("the column form is emitted: proved, its tolerance included");
+        let Schedule::ColumnReduction { lanes, chains } = v.ir.schedule else { panic!("{:?}", v.ir.schedule) };
+        let (groups, chains) = ((v.ir.block / lanes) as i64, chains as i64);
+        let guarded = v.kernel(k);
+        // A tile or row loop one iteration longer is an equivalent
+        // mutant: the extra tile's columns are past C and the extra rows
+        // past R, so every guard of theirs is false.
+        let equivalent = |m: &tokitai_compiler::verify::mutate::Mutant| m.description.ends_with("loop `tile` runs one iteration too far") || m.description.ends_with("loop `r0` runs one iteration too far");
+        let all: Vec<_> = mutants(&guarded, &v.ir).into_iter().filter(|m| !equivalent(m)).collect();
+        assert!(all.len() >= 25, "{}: only {} mutants", v.ir.name, all.len());
+        let survivors: Vec<String> = all.iter().filter(|m| first_refutation(&guarded, &m.ir, &cfg).is_none()).map(|m| format!("{}: {}", m.operator, m.description)).collect();
+        assert!(survivors.is_empty(), "{}: {} of {} mutants survived:\n{}", v.ir.name, survivors.len(), all.len(), survivors.join("\n"));
+        let refuted = |ir: &tokitai_compiler::kir::KernelIr, what: &str| {
+            let r = first_refutation(&guarded, ir, &cfg).unwrap_or_else(|| panic!("{}: {} was proved", v.ir.name, what));
+            assert_eq!(r.obligation.kind, tokitai_contracts::ObligationKind::ReductionComplete, "{}: {} refuted by {}", v.ir.name, what, r.obligation.description);
+            r.obligation.description.clone()
+        };
+        // The rows' loop: `for (r0 = tid / lanes; r0 < R; r0 += groups * chains)`.
+        let is_rows = |s: &KStmt| matches!(s, KStmt::For { start: IExpr::Div(..), unroll: false, .. });
+        let mut late = v.ir.clone();
+        assert_eq!(edit(&mut late.body, &|s| is_rows(s) && { if let KStmt::For { start, .. } = s { *start = start.clone().add(IExpr::c(1)); } true }), 1);
+        let why = refuted(&late, "a late start");
+        assert!(why.contains("visit every index"), "{}", why);
+        let mut twice = v.ir.clone();
+        assert_eq!(edit(&mut twice.body, &|s| is_rows(s) && { if let KStmt::For { step, .. } = s { *step = IExpr::c((groups - 1) * chains); } true }), 1);
+        // (Rows visited twice, and so the witnesses' rows not by their
+        // iteration: the first refutation is either.)
+        refuted(&twice, "a short stride");
+        // The thread's chains: `for (chain = 0; chain < chains; ++chain)`.
+        let mut dropped = v.ir.clone();
+        let chain = dropped.reduction_loops.iter().find(|r| r.name.starts_with("the chains")).expect("the chains' loop is a reduction loop").var;
+        assert_eq!(edit(&mut dropped.body, &|s| matches!(s, KStmt::For { var, .. } if *var == chain) && { if let KStmt::For { end, .. } = s { *end = IExpr::c(chains - 1); } true }), 1);
+        let why = refuted(&dropped, "a dropped chain");
+        assert!(why.contains("visits every index"), "{}", why);
+        // The team: none (the block as one sum), finer or coarser.
+        for (team, what) in [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.rem(IExpr::c(8))), "a team of two columns")] {
+            let mut ir = v.ir.clone();
+            for r in ir.reduction_loops.iter_mut() {
+                if let Some(visits) = r.visits.as_mut() {
+                    visits.team = team.clone();
+                }
+            }
+            refuted(&ir, what);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 1);
+}

@@ -132,4 +132,19 @@ mod tests {
         assert_eq!(ran(&linear_bwd_w::KERNEL, &[2048, 128, 128]), "linear_bwd_w_wg4");
         assert_eq!(ran(&linear_bwd_w::KERNEL, &[100, 128, 128]), "linear_bwd_w_t16");
     }
+
+    #[test]
+    fn column_sums_of_at_least_256_columns_take_the_column_form() {
+        use crate::kernels::layernorm::layernorm_bwd_params;
+        use crate::kernels::linear::bias_grad;
+        let ran = |k: &crate::call::KernelDef, d: &[i64]| k.choose(d).name;
+        // layernorm_bwd_params's dims: R, C; bias_grad's: M, N.
+        assert_eq!(ran(&layernorm_bwd_params::KERNEL, &[2048, 2048]), "layernorm_bwd_params_col");
+        assert_eq!(ran(&layernorm_bwd_params::KERNEL, &[3, 256]), "layernorm_bwd_params_col");
+        assert_eq!(ran(&bias_grad::KERNEL, &[4096, 1025]), "bias_grad_col");
+        // Fewer columns keep a block a column (nano's 128, the head's 20).
+        assert_ne!(ran(&layernorm_bwd_params::KERNEL, &[2048, 255]), "layernorm_bwd_params_col");
+        assert!(!ran(&layernorm_bwd_params::KERNEL, &[2048, 128]).contains("_col"));
+        assert!(!ran(&bias_grad::KERNEL, &[4096, 20]).contains("_col"));
+    }
 }

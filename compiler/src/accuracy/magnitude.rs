@@ -667,6 +667,11 @@ impl<'a> Walk<'a> {
                             n.scale(tokitai_contracts::fp::div_up(1.0, threads as f64)).add(&MagPoly::constant(width as f64 + levels))
                         }
                     }
+                    // ceil(n / (g c)) <= n / (g c) + 1, the chains, the tree.
+                    ReductionOrder::Columns { groups, chains } => {
+                        let levels = (groups as f64).log2().ceil();
+                        n.scale(tokitai_contracts::fp::div_up(1.0, (groups * chains) as f64)).add(&MagPoly::constant(1.0 + chains as f64 + levels))
+                    }
                     // The unit's group error as roundings, then one per
                     // promotion: ceil(n / (k q)) <= n / (k q) + 1.
                     ReductionOrder::MatrixUnit { k, per_promotion } => {

@@ -933,6 +933,14 @@ pub(crate) fn summation_height(order: ReductionOrder, n: i64, one_signed: bool) 
             let levels = 2.0 * (warp as f64).log2().ceil();
             (per as f64 + levels, format!("{} per thread in runs of {}, then 2 x {} butterfly levels", per, width, levels / 2.0))
         }
+        // A chain's ceil(n / (groups chains)) terms, the group's chains in
+        // sequence, then log2(groups) levels of the groups' tree (the first
+        // addition of each sequence adds to zero: exact, counted).
+        ReductionOrder::Columns { groups, chains } => {
+            let per = (n + (groups * chains) as i64 - 1) / (groups * chains) as i64;
+            let levels = (groups as f64).log2().ceil();
+            (per as f64 + chains as f64 + levels, format!("{} per chain, {} chains in sequence, then a tree of {} groups", per, chains, groups))
+        }
         ReductionOrder::MatrixUnit { k, per_promotion } => {
             let (any, relative) = tokitai_contracts::fp::matrix_unit::heights(n.max(0) as u64, k, per_promotion);
             let h = if one_signed { relative } else { any };

@@ -773,6 +773,7 @@ fn describe(s: &Schedule) -> String {
         Schedule::Contraction { bm, bn, bk, tm, tn } => format!("contraction, {}x{} tiles, k-slabs of {}, {}x{} per thread", bm, bn, bk, tm, tn),
         Schedule::TensorCore { bm, bn, bk, shape } => format!("tensor-core contraction, {}x{} tiles, k-slabs of {}, {:?} instructions", bm, bn, bk, shape),
         Schedule::Warpgroup { bm, bn, bk, n } => format!("warpgroup tensor-core contraction, {}x{} tiles, k-slabs of {}, wgmma m64n{}k16 instructions", bm, bn, bk, n),
+        Schedule::ColumnReduction { lanes, chains } => format!("column reduction, a block per {} columns, its thread groups splitting the rows, {} chains a thread", lanes, chains),
     }
 }
 

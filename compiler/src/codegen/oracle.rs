@@ -766,6 +766,19 @@ impl<'a> Gen<'a> {
                     bvt = bvt
                 )
             }
+            // Each chain in order, a group's chains in order, the groups' tree.
+            (Mode::Mirror, ReductionOrder::Columns { groups, chains }) if op != RedOp::Argmax => format!(
+                "{{ let mut parts = [{init}; {groups}]; for g in 0..{groups}i64 {{ let mut total = {init}; for u in 0..{chains}i64 {{ let mut acc = {init}; let mut {v} = g + u * {groups}; while {v} < {ext} {{ {step} {v} += {stride}; }} total = {chain}; }} parts[g as usize] = total; }} let mut s = {groups} / 2; while s >= 1 {{ for g in 0..s {{ let (a, b) = (parts[g], parts[g + s]); parts[g] = {tree}; }} s /= 2; }} parts[0] }}",
+                init = init,
+                groups = groups,
+                chains = chains,
+                stride = groups * chains,
+                v = v,
+                ext = ext,
+                step = step("acc"),
+                chain = self.combine(op, bt, "total", "acc"),
+                tree = self.combine(op, bt, "a", "b")
+            ),
             _ => format!("{{ let mut acc = {init}; for {v} in 0..{ext} {{ {step} }} {res} }}", init = init, v = v, ext = ext, step = step("acc"), res = result("acc")),
         }
     }

@@ -9,6 +9,7 @@
 //! - statements over a common row prefix, or reductions along a tensor's
 //!   contiguous axis: one block per row with fused block reductions.
 
+mod column;
 mod contraction;
 mod lower;
 pub mod observe;
@@ -297,11 +298,44 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
     if !ir.reduction_loops.iter().any(|r| r.cooperative) {
         return Ok(Vec::new());
     }
-    let mut out = cached_row_variants(k, target, rows_rank as usize, rejected)?;
+    let mut out = column_variants(k, target)?;
+    out.extend(cached_row_variants(k, target, rows_rank as usize, rejected)?);
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
         out.push(Variant { ir: v, keys: (lo, hi), guard: None });
+    }
+    Ok(out)
+}
+
+/// When the column form (`column`) is chosen: for launches of at least
+/// this many columns (see `column_variants`). Measured on the H200
+/// (bench/run_columns.sh, thirty-third session): at 4096 rows and 256
+/// columns its 16 blocks took 0.0147 ms against the block a column's
+/// 0.0200; at 512 columns 0.015 against 0.031. Nano's 128 columns keep
+/// the row form (0.012 ms, launch-bound; the column form unmeasured there).
+pub const COLUMN_MIN_COLUMNS: i64 = 256;
+
+/// The column form of a kernel that sums down columns (`column::plan`):
+/// `<kernel>_col` at `column::DEFAULT`, tried first, for launches of at
+/// least `COLUMN_MIN_COLUMNS` columns (a guard: a choice, which the form
+/// is proved under), where it has enough tiles to spread over the
+/// multiprocessors; fewer columns keep the row schedule's block a
+/// column. Then the tuner's shapes (`column::TUNING`, empty keys).
+fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnostic> {
+    let Some((tir::Dim::Sym(cols), _)) = column::plan(k) else { return Ok(Vec::new()) };
+    if k.dim_upper_bound(tir::Dim::Sym(cols)).is_some_and(|most| most < COLUMN_MIN_COLUMNS) {
+        return Ok(Vec::new());
+    }
+    let guard = Some(Guard { dim: cols, at_least: COLUMN_MIN_COLUMNS, at_most: i64::MAX, any_key_from: i64::MAX });
+    let mut out = Vec::new();
+    let mut ir = column::schedule(k, target, column::DEFAULT)?;
+    ir.name = format!("{}_col", k.name);
+    out.push(Variant { ir, keys: (i64::MIN, i64::MAX), guard });
+    for &shape in column::TUNING {
+        let mut ir = column::schedule(k, target, shape)?;
+        ir.name = format!("{}_col{}x{}x{}", k.name, shape.0, shape.1, shape.2);
+        out.push(Variant { ir, keys: (1, 0), guard });
     }
     Ok(out)
 }

@@ -126,9 +126,9 @@ pub(super) struct Acc<'t> {
     pub(super) op: RedOp,
     pub(super) var: tir::VarId,
     pub(super) body: &'t TExpr,
-    value: LocalId,
-    index: Option<LocalId>,
-    ty: Dtype,
+    pub(super) value: LocalId,
+    pub(super) index: Option<LocalId>,
+    pub(super) ty: Dtype,
 }
 
 /// One term of a reduction into its accumulator, at index `c` (the

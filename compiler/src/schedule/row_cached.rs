@@ -332,7 +332,7 @@ impl Layout {
             (Witness::Tid, e.clone().div(IExpr::c(w)).rem(IExpr::c(block))),
             (Witness::Var(lane), e.rem(IExpr::c(w))),
         ];
-        let visits = Visits { outer: j, at: c, elem, witness, held: self.held[held_from..].iter().map(|h| h.arr).collect() };
+        let visits = Visits { outer: j, at: c, elem, witness, held: self.held[held_from..].iter().map(|h| h.arr).collect(), team: None };
         let span = k.vars[var].span;
         b.ir.reduction_loops.push(ReductionLoop { var: lane, extent: self.extent.clone(), cooperative: true, granule: 1, name: format!("`{}`", name), span, visits: Some(visits) });
         Ok(())

@@ -115,6 +115,11 @@ impl<'a> Gen<'a> {
             if let Some((_, t)) = witness.iter().find(|(w, _)| w == TID) {
                 goal.push(t.clone().within(Term::c(0), Term::c(block)));
             }
+            // Of the asking thread's team: the index is visited for the
+            // value this thread sums into.
+            if let Some(team) = &r.team {
+                goal.push(team.subst(&|v: &str| witness.iter().find(|(w, _)| w == v).map(|(_, t)| t.clone())).eq(team.clone()));
+            }
             let desc = format!("the threads of a block together visit every index of {}", r.name);
             self.push(ObligationKind::ReductionComplete, desc, span, &[r.outer_path.clone(), vec![in_range]].concat(), Formula::and(goal), show.clone());
             // Exactly once: rename the thread and the visiting loops'
@@ -128,6 +133,10 @@ impl<'a> Gen<'a> {
             hyps.push(other(&r.at.clone().eq(r.elem.clone())));
             if names.iter().any(|v| v == TID) {
                 hyps.push(Term::var(renamed(TID)).within(Term::c(0), Term::c(block)));
+            }
+            // Two visits for one value: threads of one team.
+            if let Some(team) = &r.team {
+                hyps.push(team.subst(&|v: &str| names.iter().any(|w| w == v).then(|| Term::var(renamed(v)))).eq(team.clone()));
             }
             let goal = Formula::and(names.iter().map(|v| Term::var(v.clone()).eq(Term::var(renamed(v)))).collect());
             let desc = format!("no index of {} is visited twice", r.name);

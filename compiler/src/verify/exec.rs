@@ -157,6 +157,8 @@ pub struct LaneVisit {
     pub outer_path: Vec<Formula>,
     pub elem: Term,
     pub witness: Vec<(String, Term)>,
+    /// `kir::Visits::team`, a term over the thread.
+    pub team: Option<Term>,
 }
 
 #[derive(Clone, Debug)]
@@ -1134,7 +1136,8 @@ impl<'a> Exec<'a> {
             let t = self.witness_term(e, &[(v.elem, elem.clone())]);
             witness.push((name, t));
         }
-        self.lane_visits.push(LaneVisit { name: r.name.clone(), span: r.span, extent, at, path, outer_path, elem, witness });
+        let team = v.team.as_ref().map(|t| self.iterm_pure(t));
+        self.lane_visits.push(LaneVisit { name: r.name.clone(), span: r.span, extent, at, path, outer_path, elem, witness, team });
     }
 
     fn array_read(&mut self, arr: LocalId) {

@@ -120,22 +120,17 @@ fn main() {
     // where `TOKITAI_FORCE` names it: K = 264 admits its guard).
     let on_unit = |k: &tokitai_runtime::KernelDef| k.info.schedule.contains("tensor-core") || k.variants.iter().any(|v| !v.tensor_maps.is_empty());
     for k in kernels::all().into_iter().filter(|k| wanted(k.info.name) && on_unit(k)) {
-        for (i, shape) in [[200i64, 136, 72], [136, 264, 200], [8, 128, 8]].iter().enumerate() {
-            let named: Vec<(&str, i64)> = k.info.dims.iter().zip(shape).map(|(d, v)| (*d, *v)).collect();
-            let mut rng = Rng::new(0x7EC7 ^ i as u64);
-            match tokitai_runtime::check::case_for(k, &mut rng, &named).and_then(|case| check(&dev, k, &case)) {
-                Ok(out) => {
-                    let ok = out.passed();
-                    failed += !ok as usize;
-                    println!("{:<22} {:<5} dims {:<28} elements {:>9}  worst/tol {:>8.3}  {}", out.kernel, if ok { "ok" } else { "FAIL" }, format!("{:?}", out.dims), out.elements, out.worst_ratio, if ok { "(vector loads)".to_string() } else { out.worst.clone() });
-                    rows.push(serde_json::json!({"kernel": out.kernel, "dims": out.dims, "elements": out.elements, "worst_ratio": out.worst_ratio, "passed": ok, "vector_loads": true}));
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!("{:<22} ERROR {}", k.info.name, e);
-                    rows.push(serde_json::json!({"kernel": k.info.name, "error": e.to_string(), "passed": false}));
-                }
-            }
+        for (i, shape) in [&[200i64, 136, 72][..], &[136, 264, 200], &[8, 128, 8]].iter().enumerate() {
+            failed += !check_shape(&dev, k, shape, Rng::new(0x7EC7 ^ i as u64), "vector_loads", &mut rows) as usize;
+        }
+    }
+    // Column sums (`<kernel>_col`, for launches of at least 256 columns):
+    // ragged column tiles (C not a multiple of 16), rows fewer than a
+    // group's chains, and the longest sums, beside the workloads below.
+    let column_form = |k: &tokitai_runtime::KernelDef| k.variants.iter().any(|v| v.name.ends_with("_col")) && k.info.dims.len() == 2;
+    for k in kernels::all().into_iter().filter(|k| wanted(k.info.name) && column_form(k)) {
+        for (i, shape) in [&[1000i64, 1037][..], &[3, 1024], &[4096, 1025]].iter().enumerate() {
+            failed += !check_shape(&dev, k, shape, Rng::new(0xC01 ^ i as u64), "column_sums", &mut rows) as usize;
         }
     }
     // One check per benchmark workload at its full size (contractions at
@@ -371,4 +366,23 @@ fn soundness(dev: &Device, min_inputs: u64, json: Option<String>, only: Option<S
         }
     }
     if violations_total == 0 { 0 } else { 1 }
+}
+
+/// Check `k` at `shape` (its dims in order), printing a line and adding a
+/// row tagged `tag` (what the shape exercises); whether it passed.
+fn check_shape(dev: &Device, k: &tokitai_runtime::KernelDef, shape: &[i64], mut rng: Rng, tag: &str, rows: &mut Vec<serde_json::Value>) -> bool {
+    let named: Vec<(&str, i64)> = k.info.dims.iter().zip(shape).map(|(d, v)| (*d, *v)).collect();
+    match tokitai_runtime::check::case_for(k, &mut rng, &named).and_then(|case| check(dev, k, &case)) {
+        Ok(out) => {
+            let ok = out.passed();
+            println!("{:<22} {:<5} dims {:<28} elements {:>9}  worst/tol {:>8.3}  {}", out.kernel, if ok { "ok" } else { "FAIL" }, format!("{:?}", out.dims), out.elements, out.worst_ratio, if ok { format!("({})", tag.replace('_', " ")) } else { out.worst.clone() });
+            rows.push(serde_json::json!({"kernel": out.kernel, "dims": out.dims, "elements": out.elements, "worst_ratio": out.worst_ratio, "passed": ok, tag: true}));
+            ok
+        }
+        Err(e) => {
+            println!("{:<22} ERROR {}", k.info.name, e);
+            rows.push(serde_json::json!({"kernel": k.info.name, "error": e.to_string(), "passed": false}));
+            false
+        }
+    }
 }
