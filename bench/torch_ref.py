@@ -79,6 +79,10 @@ def workloads():
         xc, gc, bc = rand((r, c), h), rand((r, c), h), rand(c, h)
         _, mc, rc = torch.ops.aten.native_layer_norm(xc, (c,), bc, bc, 1e-5)
         w[label] = (lambda gc=gc, xc=xc, c=c, mc=mc, rc=rc, bc=bc: torch.ops.aten.native_layer_norm_backward(gc, xc, (c,), mc, rc, bc, bc, [False, True, True]))
+    # The head of a tiny expert: Linear(2048, 20) over 3072 routed rows.
+    hx, hw, hb, hg = rand((3072, 2048), h), rand((2048, 20), h, -0.125, 0.125), rand(20, h), rand((3072, 20), h)
+    w["moe tiny head linear_fwd 3072x2048x20"] = lambda: torch.addmm(hb, hx, hw)
+    w["moe tiny head linear_bwd_w 3072x2048x20"] = lambda: hx.t() @ hg
     for r, c, label in [(2048, 2048, "moe tiny bias_grad 2048x2048"), (4096, 4096, "bias_grad 4096x4096")]:
         gc = rand((r, c), h)
         w[label] = (lambda gc=gc: gc.sum(0))

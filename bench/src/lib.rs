@@ -40,6 +40,10 @@ pub const WORKLOADS: &[Workload] = &[
     // Column sums (issue 21): the tiny MoE step's parameter gradients
     // (about 2048 rows an expert, 2048 columns), and where the column form
     // starts to pay (`schedule::COLUMN_MIN_COLUMNS`).
+    // The head of a tiny expert (`Linear(2048, 20)`, about 3000 routed
+    // rows): few output tiles and long sums (issues 19 and 20).
+    Workload { label: "moe tiny head linear_fwd 3072x2048x20", kernel: "linear_fwd", dims: &[("M", 3072), ("K", 2048), ("N", 20)] },
+    Workload { label: "moe tiny head linear_bwd_w 3072x2048x20", kernel: "linear_bwd_w", dims: &[("M", 3072), ("K", 2048), ("N", 20)] },
     Workload { label: "moe tiny bias_grad 2048x2048", kernel: "bias_grad", dims: &[("M", 2048), ("N", 2048)] },
     Workload { label: "moe tiny layernorm_bwd_params 2048x2048", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 2048)] },
     Workload { label: "layernorm_bwd_params 4096x4096", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 4096)] },
