@@ -10,11 +10,11 @@
 //! `lanes` neighbouring columns (a tile): a warp's lanes read consecutive
 //! columns of `32 / lanes` rows, whole sectors, and the block's `groups =
 //! block / lanes` thread groups split the rows (64 of them at the default
-//! 1024 threads), group `g` summing rows `g,
-//! g + groups, ...` into `chains` interleaved chains (a row each an
-//! iteration, so that `chains` loads are in flight a thread, and each
-//! chain short: the declared tolerances of the row schedule's order hold
-//! for this one too). A thread adds its chains in order; the groups'
+//! 1024 threads), group `g` summing rows `g, g + groups, ...` into
+//! `chains` interleaved chains (a row each an iteration, so that
+//! `chains` loads are in flight a thread, and each chain short: the
+//! declared tolerances of the row schedule's order hold for this one
+//! too). A thread adds its chains in order; the groups'
 //! partials meet in a tree in shared memory; the first group stores.
 //!
 //! Proved like the row schedule, with one more notion: the block sums
@@ -106,9 +106,9 @@ fn loads_down_columns(e: &TExpr, c: VarId, sums: &[VarId]) -> bool {
     ok
 }
 
-/// The column schedule at `(block, lanes, chains)`, named by the caller.
-pub fn schedule(k: &Kernel, target: &Target, (block, lanes, chains): (u32, u32, u32)) -> Result<KernelIr, Diagnostic> {
-    let (cols, rows) = plan(k).expect("the column form is built for kernels `plan` admits");
+/// The column schedule of `k` at `(block, lanes, chains)`, named by the
+/// caller; `(cols, rows)` is what `plan` returned for `k`.
+pub fn schedule(k: &Kernel, target: &Target, (cols, rows): (tir::Dim, tir::Dim), (block, lanes, chains): (u32, u32, u32)) -> Result<KernelIr, Diagnostic> {
     let groups = block / lanes;
     let mut b = Builder::new(k, target, Schedule::ColumnReduction { lanes, chains }, block);
     let (cols, rows) = (extent_expr(cols), extent_expr(rows));

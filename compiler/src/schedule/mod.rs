@@ -323,17 +323,17 @@ pub const COLUMN_MIN_COLUMNS: i64 = 256;
 /// multiprocessors; fewer columns keep the row schedule's block a
 /// column. Then the tuner's shapes (`column::TUNING`, empty keys).
 fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnostic> {
-    let Some((tir::Dim::Sym(cols), _)) = column::plan(k) else { return Ok(Vec::new()) };
+    let Some(plan @ (tir::Dim::Sym(cols), _)) = column::plan(k) else { return Ok(Vec::new()) };
     if k.dim_upper_bound(tir::Dim::Sym(cols)).is_some_and(|most| most < COLUMN_MIN_COLUMNS) {
         return Ok(Vec::new());
     }
     let guard = Some(Guard { dim: cols, at_least: COLUMN_MIN_COLUMNS, at_most: i64::MAX, any_key_from: i64::MAX });
     let mut out = Vec::new();
-    let mut ir = column::schedule(k, target, column::DEFAULT)?;
+    let mut ir = column::schedule(k, target, plan, column::DEFAULT)?;
     ir.name = format!("{}_col", k.name);
     out.push(Variant { ir, keys: (i64::MIN, i64::MAX), guard });
     for &shape in column::TUNING {
-        let mut ir = column::schedule(k, target, shape)?;
+        let mut ir = column::schedule(k, target, plan, shape)?;
         ir.name = format!("{}_col{}x{}x{}", k.name, shape.0, shape.1, shape.2);
         out.push(Variant { ir, keys: (1, 0), guard });
     }
