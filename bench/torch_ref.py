@@ -83,6 +83,13 @@ def workloads():
     hx, hw, hb, hg = rand((3072, 2048), h), rand((2048, 20), h, -0.125, 0.125), rand(20, h), rand((3072, 20), h)
     w["moe tiny head linear_fwd 3072x2048x20"] = lambda: torch.addmm(hb, hx, hw)
     w["moe tiny head linear_bwd_w 3072x2048x20"] = lambda: hx.t() @ hg
+    # Narrow outputs of long sums at more rows (where the split-sum form
+    # stops paying), and the router's 4 experts.
+    for m, nn, label in [(8192, 20, "narrow linear_fwd 8192x2048x20"), (16384, 20, "narrow linear_fwd 16384x2048x20"), (4096, 4, "moe tiny router linear_fwd 4096x2048x4")]:
+        nx, nw, nb = rand((m, 2048), h), rand((2048, nn), h, -0.125, 0.125), rand(nn, h)
+        w[label] = (lambda nx=nx, nw=nw, nb=nb: torch.addmm(nb, nx, nw))
+    rx, rg = rand((4096, 2048), h), rand((4096, 4), h)
+    w["moe tiny router linear_bwd_w 4096x2048x4"] = lambda: rx.t() @ rg
     for r, c, label in [(2048, 2048, "moe tiny bias_grad 2048x2048"), (4096, 4096, "bias_grad 4096x4096")]:
         gc = rand((r, c), h)
         w[label] = (lambda gc=gc: gc.sum(0))

@@ -742,6 +742,12 @@ pub enum Schedule {
     /// splitting the rows, each thread summing `chains` interleaved chains
     /// (`schedule::column`).
     ColumnReduction { lanes: u32, chains: u32 },
+    /// Shared-memory tiled contraction (SIMT) whose threads split the sum:
+    /// `bm x bn` tiles, `bk`-deep slabs, `tm x tn` outputs per thread, in
+    /// `groups` thread groups, group `g` summing the slab's k with `k %
+    /// groups == g`; the groups' partial tiles meet in a tree in shared
+    /// memory (`schedule::split_sum`).
+    SplitContraction { bm: u32, bn: u32, bk: u32, tm: u32, tn: u32, groups: u32 },
 }
 
 impl Schedule {
@@ -755,6 +761,7 @@ impl Schedule {
             Schedule::TensorCore { .. } => "tensor-core contraction",
             Schedule::Warpgroup { .. } => "warpgroup tensor-core contraction",
             Schedule::ColumnReduction { .. } => "column reduction",
+            Schedule::SplitContraction { .. } => "split-sum contraction",
         }
     }
 
@@ -770,6 +777,7 @@ impl Schedule {
             Schedule::TensorCore { bm, bn, bk, .. } => vec![("bm", bm), ("bn", bn), ("bk", bk)],
             Schedule::Warpgroup { bm, bn, bk, n } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("n", n)],
             Schedule::ColumnReduction { lanes, chains } => vec![("lanes", lanes), ("chains", chains)],
+            Schedule::SplitContraction { bm, bn, bk, tm, tn, groups } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("tm", tm), ("tn", tn), ("groups", groups)],
         }
     }
 }
@@ -812,6 +820,8 @@ pub enum ReductionOrder {
     /// chains`, `j = 0, 1, ...`, in order from zero; the group adds its
     /// chains in order from zero; then the groups' partials meet in a
     /// tree, `p[g] += p[g + s]` for `g < s`, `s = groups / 2, ..., 1`.
+    /// Also the order of a split-sum contraction (`schedule::split_sum`,
+    /// one chain a group: group `g` sums the k with `k % groups == g`).
     Columns { groups: u32, chains: u32 },
 }
 

@@ -375,3 +375,36 @@ fn sampled_column_form_launches_stay_within_their_bound() {
     let differ = ours[0].iter().zip(&plain[0]).filter(|(a, b)| a != b).count();
     assert!(differ > n / 4, "the column form's mirror sums in the sequential order ({} of {} columns differ)", differ, n);
 }
+
+/// The split-sum form of the narrow contractions (`<kernel>_ks16`,
+/// `<kernel>_ks32`): sampled
+/// launches (under its guard: sums of at least 64, outputs of at most 32
+/// columns) stay within the bound derived for its order, a chain of
+/// `K / 4` a group and the groups' tree.
+#[test]
+fn sampled_split_sum_launches_stay_within_their_bound() {
+    use tokitai_compiler::kir::{ReductionOrder, Schedule};
+    let mut sampled = Vec::new();
+    let (name, text) = ops().into_iter().find(|(n, _)| n.ends_with("linear.tk")).expect("linear.tk");
+    let program = tokitai_compiler::driver::check_source(&SourceFile::new(&name, &text)).program.expect("checks");
+    let target = Target::default_cuda();
+    let irs = tokitai_compiler::schedule::schedule_program(&program, &target).unwrap();
+    for (k, ir) in program.kernels.iter().zip(&irs) {
+        let variants = tokitai_compiler::schedule::schedule_variants(k, &target, ir).unwrap();
+        // The shapes an untuned launch takes (keyed).
+        for v in variants.iter().filter(|v| v.ir.name.starts_with(&format!("{}_ks", k.name)) && v.keys.0 <= v.keys.1) {
+            assert!(matches!(v.ir.schedule, Schedule::SplitContraction { groups: 4, .. }));
+            assert!(v.ir.reduction_order.values().all(|o| matches!(o, ReductionOrder::Columns { groups: 4, chains: 1 })));
+            sampled.push((v.kernel(k).into_owned(), v.ir.clone()));
+        }
+    }
+    let names: Vec<&str> = sampled.iter().map(|(k, _)| k.name.as_str()).collect();
+    assert!(["linear_fwd", "linear_gelu_fwd", "linear_bwd_w"].iter().all(|n| names.contains(n)), "{:?}", names);
+    let rows: Vec<_> = sampled.par_iter().flat_map(|(k, ir)| tokitai_compiler::soundness::sample(k, ir, 20_000)).collect();
+    assert!(rows.len() >= 3, "{} rows", rows.len());
+    for r in &rows {
+        println!("{}.{}: {} inputs, {} elements, proved / observed {:.2}", r.kernel, r.output, r.inputs, r.elements, r.tightness());
+        assert!(r.inputs >= 20_000 && r.elements >= 100, "{}.{}: only {} inputs, {} elements", r.kernel, r.output, r.inputs, r.elements);
+        assert_eq!(r.violations, 0, "{}.{}: {} errors above the proved bound; worst {}", r.kernel, r.output, r.violations, r.worst);
+    }
+}

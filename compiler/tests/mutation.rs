@@ -981,3 +981,68 @@ fn the_column_form_is_proved_and_its_mutants_refuted() {
     }
     assert_eq!(checked, 1);
 }
+
+/// The split-sum form of a narrow contraction (`<kernel>_ks32`, 2 x 2
+/// outputs a thread): proved,
+/// its tolerance included, and each mutant refuted; the completeness of
+/// its sum asked among the threads of one micro-tile slot (its team):
+/// with no team, or a finer or coarser one, the proof fails.
+#[test]
+fn the_split_sum_form_is_proved_and_its_mutants_refuted() {
+    use tokitai_compiler::kir::{Cond, IExpr, KStmt, Schedule};
+    use tokitai_compiler::verify::mutate::mutants;
+    let cfg = Config { timeout_ms: 10_000 };
+    let arts = compile_example("linear.tk", &Target::default_cuda());
+    let i = arts.program.kernels.iter().position(|k| k.name == "linear_fwd").expect("the kernel");
+    let k = &arts.program.kernels[i];
+    let v = arts.variants[i].iter().find(|v| v.ir.name == "linear_fwd_ks32").expect("the split-sum form is emitted: proved, its tolerance included");
+    let Schedule::SplitContraction { bm, bn, tm, tn, groups, .. } = v.ir.schedule else { panic!("{:?}", v.ir.schedule) };
+    let per = ((bm / tm) * (bn / tn)) as i64;
+    let guarded = v.kernel(k);
+    // Equivalent mutants under the guard (N <= 32, a tile 32 wide): the
+    // one tile column's origin is 0 at any stride, and a store one
+    // micro-tile column further lies past N; a slab loop one iteration
+    // longer loads zeros and visits no index (its steps' guard is false).
+    let equivalent = |m: &tokitai_compiler::verify::mutate::Mutant| {
+        m.description.ends_with("tile origin `n0` advances by half a tile") || m.description.ends_with("loop `k0` runs one iteration too far") || m.description.ends_with("loop `j` runs one iteration too far")
+    };
+    let all: Vec<_> = mutants(&guarded, &v.ir).into_iter().filter(|m| !equivalent(m)).collect();
+    assert!(all.len() >= 25, "only {} mutants", all.len());
+    let survivors: Vec<String> = all.iter().filter(|m| first_refutation(&guarded, &m.ir, &cfg).is_none()).map(|m| format!("{}: {}", m.operator, m.description)).collect();
+    assert!(survivors.is_empty(), "{} of {} mutants survived:\n{}", survivors.len(), all.len(), survivors.join("\n"));
+    let refuted = |ir: &tokitai_compiler::kir::KernelIr, what: &str| {
+        let r = first_refutation(&guarded, ir, &cfg).unwrap_or_else(|| panic!("{} was proved", what));
+        assert_eq!(r.obligation.kind, tokitai_contracts::ObligationKind::ReductionComplete, "{} refuted by {}", what, r.obligation.description);
+        r.obligation.description.clone()
+    };
+    let steps = v.ir.reduction_loops.iter().find(|r| r.visits.is_some()).expect("the group's steps visit the sum").var;
+    // A group one step short of its share of each slab.
+    let mut short = v.ir.clone();
+    assert_eq!(edit(&mut short.body, &|s| matches!(s, KStmt::For { var, .. } if *var == steps) && { if let KStmt::For { end, .. } = s { *end = end.clone().sub(IExpr::c(1)); } true }), 1);
+    let why = refuted(&short, "a step short");
+    assert!(why.contains("visit every index"), "{}", why);
+    // The visit's guard one index short of the sum's end.
+    let mut early = v.ir.clone();
+    let cut = |s: &mut KStmt| {
+        let KStmt::For { var, body, .. } = s else { return false };
+        if *var != steps {
+            return false;
+        }
+        let Some(KStmt::If { cond: Cond::Lt(_, end), .. }) = body.first_mut() else { return false };
+        *end = end.clone().sub(IExpr::c(1));
+        true
+    };
+    assert_eq!(edit(&mut early.body, &cut), 1);
+    refuted(&early, "a guard that stops one index early");
+    // The team: none (the block as one sum), finer or coarser.
+    for (team, what) in [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.rem(IExpr::c(per / 2))), "a team of two slots")] {
+        let mut ir = v.ir.clone();
+        for r in ir.reduction_loops.iter_mut() {
+            if let Some(visits) = r.visits.as_mut() {
+                visits.team = team.clone();
+            }
+        }
+        refuted(&ir, what);
+    }
+    assert!(groups > 1);
+}

@@ -86,7 +86,7 @@ pub fn tune_with(k: &KernelDef, dims: &[i64], mut time: impl FnMut(&Chosen) -> R
     for c in candidates(k) {
         let params = params_of(k, c.name).to_string();
         if !admits(k, c.name, dims) {
-            let guard = k.variants.iter().find(|v| v.name == c.name).and_then(|v| v.guard).map(|(d, lo, hi, _)| guard_text(k, d, lo, hi)).unwrap_or_default();
+            let guard = k.variants.iter().find(|v| v.name == c.name).map(|v| guard_text(k, v)).unwrap_or_default();
             out.push(CandidateTiming { name: c.name.into(), schedule: params, status: "not admitted".into(), ms: None, note: guard });
             continue;
         }
@@ -101,13 +101,22 @@ pub fn tune_with(k: &KernelDef, dims: &[i64], mut time: impl FnMut(&Chosen) -> R
     Ok(ClassTuning { class: class_of(dims), dims: dims.to_vec(), choice: choice.into(), default: k.choose(dims).name.into(), candidates: out })
 }
 
-fn guard_text(k: &KernelDef, d: usize, lo: i64, hi: i64) -> String {
-    let n = k.info.dims.get(d).copied().unwrap_or("?");
-    match (lo > 1, hi < i64::MAX) {
-        (true, true) => format!("{} >= {}, {} <= {}", n, lo, n, hi),
-        (false, true) => format!("{} <= {}", n, hi),
-        _ => format!("{} >= {}", n, lo),
+/// A variant's guard as `requires` clauses read (empty: none).
+fn guard_text(k: &KernelDef, v: &crate::abi::tk_info::Variant) -> String {
+    let name = |d: usize| k.info.dims.get(d).copied().unwrap_or("?");
+    let mut clauses = Vec::new();
+    if let Some((d, lo, hi, _)) = v.guard {
+        if lo > 1 {
+            clauses.push(format!("{} >= {}", name(d), lo));
+        }
+        if hi < i64::MAX {
+            clauses.push(format!("{} <= {}", name(d), hi));
+        }
     }
+    if let Some((d, most)) = v.guard_also {
+        clauses.push(format!("{} <= {}", name(d), most));
+    }
+    clauses.join(", ")
 }
 
 /// One kernel's choices in memory, by class, for the code whose

@@ -93,6 +93,9 @@ pub mod tk_info {
         /// where it is at least `any_key_from`, the variant serves every
         /// key (a long sum pays for the unit on a small output).
         pub guard: Option<(usize, i64, i64, i64)>,
+        /// A second clause of the guard, `(dim, most)`: that dim at most
+        /// `most` (a split-sum contraction serves outputs that narrow).
+        pub guard_also: Option<(usize, i64)>,
         /// Tensor maps passed after the kernel's parameters, in order
         /// (bulk tensor copies, sm_90).
         pub tensor_maps: &'static [TensorMapParam],
@@ -124,15 +127,16 @@ pub mod tk_info {
             let keyed = self.min_row <= key && key <= self.max_row;
             match self.guard {
                 None => keyed,
-                Some((d, least, most, any_key_from)) => dims.get(d).is_some_and(|v| *v >= least && *v <= most && (keyed || *v >= any_key_from)),
+                Some((d, _, _, any_key_from)) => self.admits(dims) && (keyed || dims[d] >= any_key_from),
             }
         }
         /// May a launch with these dims take it at all? Its guard holds
         /// (what it was proved under); the keys are only a preference.
         pub fn admits(&self, dims: &[i64]) -> bool {
+            let also = self.guard_also.is_none_or(|(d, most)| dims.get(d).is_some_and(|v| *v <= most));
             match self.guard {
-                None => true,
-                Some((d, least, most, _)) => dims.get(d).is_some_and(|v| *v >= least && *v <= most),
+                None => also,
+                Some((d, least, most, _)) => also && dims.get(d).is_some_and(|v| *v >= least && *v <= most),
             }
         }
         /// Does it ask a sum at least so long (a matrix unit's guard)?

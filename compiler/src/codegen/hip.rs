@@ -774,6 +774,7 @@ fn describe(s: &Schedule) -> String {
         Schedule::TensorCore { bm, bn, bk, shape } => format!("tensor-core contraction, {}x{} tiles, k-slabs of {}, {:?} instructions", bm, bn, bk, shape),
         Schedule::Warpgroup { bm, bn, bk, n } => format!("warpgroup tensor-core contraction, {}x{} tiles, k-slabs of {}, wgmma m64n{}k16 instructions", bm, bn, bk, n),
         Schedule::ColumnReduction { lanes, chains } => format!("column reduction, a block per {} columns, its thread groups splitting the rows, {} chains a thread", lanes, chains),
+        Schedule::SplitContraction { bm, bn, bk, tm, tn, groups } => format!("split-sum contraction, {}x{} tiles, k-slabs of {} split among {} thread groups, {}x{} per thread, the groups' partials summed in a tree", bm, bn, bk, groups, tm, tn),
     }
 }
 

@@ -60,13 +60,17 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 Some(g) => format!("Some(({}, {}, {}, {}))", g.dim, g.at_least, g.at_most, g.any_key_from),
                 None => "None".into(),
             };
+            let also = match variant.guard.and_then(|g| g.also_at_most) {
+                Some((dim, most)) => format!("Some(({}, {}))", dim, most),
+                None => "None".into(),
+            };
             let maps: Vec<String> = v
                 .tensor_maps
                 .iter()
                 .map(|m| format!("super::tk_info::TensorMapParam {{ tensor: {}, box_inner: {}, box_outer: {} }}", tensor_position(k, v.bufs[m.buf].tensor), m.box_inner, m.box_outer))
                 .collect();
             format!(
-                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, tensor_maps: &[{}], observes: &{}, relates: &{} }}",
+                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, guard_also: {}, tensor_maps: &[{}], observes: &{}, relates: &{} }}",
                 v.name,
                 v.params_text(),
                 v.block,
@@ -77,6 +81,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 i,
                 if v.dynamic_shared() { v.shared_bytes() } else { 0 },
                 guard,
+                also,
                 maps.join(", "),
                 observes(k, v),
                 relates(v)

@@ -36,12 +36,17 @@ pub struct Tile {
     /// Blocks walk the output tiles in groups of this many tile rows
     /// ([`Tile::origin`]); 1: row by row.
     pub group: u32,
+    /// Thread groups that split each slab's k between them, each holding
+    /// the whole micro-tile's partial sums (`schedule::split_sum`); 1:
+    /// every thread sums all of k.
+    pub kgroups: u32,
 }
 
 impl Tile {
-    /// The threads that compute the tile: `tm x tn` outputs each.
+    /// The threads that compute the tile: `tm x tn` outputs each, in
+    /// `kgroups` groups.
     pub(super) fn threads(self) -> u32 {
-        (self.bm / self.tm) * (self.bn / self.tn)
+        (self.bm / self.tm) * (self.bn / self.tn) * self.kgroups
     }
     /// The block: the computing threads and the producer's.
     pub(super) fn block(self) -> u32 {
@@ -102,7 +107,7 @@ impl Tile {
 }
 
 /// The default tile: 64 x 64 outputs per block, 4 x 4 per thread.
-pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0, group: 1 };
+pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0, group: 1, kgroups: 1 };
 
 /// Smaller tiles for outputs that the default tile would cover with too few
 /// blocks to fill the device, `(tile, suffix, most default tiles served)`:
@@ -110,8 +115,8 @@ pub const TILE: Tile = Tile { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, producer: 0,
 /// of 16 x 16. Chosen by how many default tiles the output has; measured
 /// in bench/RESULTS.md.
 pub const SMALL_TILES: &[(Tile, &str, i64, i64)] = &[
-    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1, producer: 0, group: 1 }, "t16", 1, 32),
-    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2, producer: 0, group: 1 }, "t32", 33, 132),
+    (Tile { bm: 16, bn: 16, bk: 16, tm: 1, tn: 1, producer: 0, group: 1, kgroups: 1 }, "t16", 1, 32),
+    (Tile { bm: 32, bn: 32, bk: 16, tm: 2, tn: 2, producer: 0, group: 1, kgroups: 1 }, "t32", 33, 132),
 ];
 
 pub struct Plan<'k> {
@@ -295,6 +300,26 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     kbody.push(KStmt::Barrier);
     body.push(KStmt::For { var: k0_v, start: IExpr::c(0), end: kext, step: IExpr::c(bk as i64), unroll: false, body: kbody });
     // Epilogue: the statement with the sum replaced by the accumulator.
+    let sums = |slot: IExpr| VExpr::new(VKind::ArrayGet { arr: acc, index: slot }, ty);
+    body.push(tile_epilogue(&mut b, p, t, (&m0, &n0), (&tyy, &tx), &sums)?);
+    b.ir.grid = t.grid(&mext, &next);
+    b.ir.body = body;
+    Ok(b.finish())
+}
+
+/// The SIMT tile's epilogue: each thread's `tm x tn` outputs, at rows
+/// `m0 + ty + 16 i` and columns `n0 + tx + 16 j` (16: `bm / tm`, `bn /
+/// tn`), the statement with the sum replaced by `sums(slot)` (slot `i tn +
+/// j`), each stored where it lies in the output, and the output's
+/// coverage: element (m, n) by the block of tile (m / bm, n / bn), the
+/// thread (m % 16, n % 16) (of the first thread group, where groups
+/// split the sum), micro-tile slot ((m % bm) / 16, (n % bn) / 16).
+pub(super) fn tile_epilogue(b: &mut Builder, p: &Plan, t: Tile, (m0, n0): (&IExpr, &IExpr), (ty, tx): (&IExpr, &IExpr), sums: &dyn Fn(IExpr) -> VExpr) -> Result<KStmt, Diagnostic> {
+    let Tile { bm, bn, tm, tn, .. } = t;
+    let k = b.k;
+    let s = &k.stmts[0];
+    let (mvar, nvar) = (s.vars[0], s.vars[1]);
+    let (mext, next) = (extent_expr(k.vars[mvar].extent), extent_expr(k.vars[nvar].extent));
     let ei = b.ivar("i");
     let ej = b.ivar("j");
     let gm = b.ivar(&k.vars[mvar].name.clone());
@@ -303,12 +328,10 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     env.vars.insert(mvar, IExpr::Var(gm));
     env.vars.insert(nvar, IExpr::Var(gn));
     let slot = IExpr::Var(ei).mul(IExpr::c(tn as i64)).add(IExpr::Var(ej));
-    env.reduced.insert(node_key(p.reduce), VExpr::new(VKind::ArrayGet { arr: acc, index: slot }, ty).cast(p.reduce.ty));
+    env.reduced.insert(node_key(p.reduce), sums(slot).cast(p.reduce.ty));
     let mut store = Vec::new();
     let value = b.lower(&s.value, &mut env, &mut store)?;
     let access = b.store(s, value, &env, &mut store);
-    // Output element x is (m, n) = (x / N, x % N): tile (m / bm, n / bn),
-    // thread (m % 16, n % 16), micro-tile slot ((m % bm) / 16, (n % bn) / 16).
     let (xm, xn) = (b.ivar("elem_m"), b.ivar("elem_n"));
     let (m, n) = (IExpr::Var(xm), IExpr::Var(xn));
     let step_m = (bm / tm) as i64;
@@ -321,14 +344,11 @@ pub fn schedule_with_tile(k: &Kernel, target: &Target, p: &Plan, t: Tile) -> Res
     ]);
     b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
     let guarded = vec![
-        KStmt::LetInt { var: gm, value: m0.clone().add(tyy.clone()).add(IExpr::Var(ei).mul(IExpr::c((bm / tm) as i64))) },
-        KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c((bn / tn) as i64))) },
-        KStmt::If { cond: IExpr::Var(gm).lt(mext.clone()).and(IExpr::Var(gn).lt(next.clone())), then: store, els: vec![] },
+        KStmt::LetInt { var: gm, value: m0.clone().add(ty.clone()).add(IExpr::Var(ei).mul(IExpr::c(step_m))) },
+        KStmt::LetInt { var: gn, value: n0.clone().add(tx.clone()).add(IExpr::Var(ej).mul(IExpr::c(step_n))) },
+        KStmt::If { cond: IExpr::Var(gm).lt(mext).and(IExpr::Var(gn).lt(next)), then: store, els: vec![] },
     ];
-    body.push(KStmt::unrolled(ei, tm, vec![KStmt::unrolled(ej, tn, guarded)]));
-    b.ir.grid = t.grid(&mext, &next);
-    b.ir.body = body;
-    Ok(b.finish())
+    Ok(KStmt::unrolled(ei, tm, vec![KStmt::unrolled(ej, tn, guarded)]))
 }
 
 /// The term a step computes. Under the tile skip, a slab that is not
@@ -365,7 +385,7 @@ fn skips_tiles(p: &Plan, b: &Builder) -> bool {
     matches!(p.residue_term.map(|t| &t.kind), Some(TExprKind::Call(Builtin::SkipIf, _))) && b.ir.modulus.is_some()
 }
 
-fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Builder) -> KStmt {
+pub(super) fn fma_tile(t: Tile, acc: LocalId, afrag: LocalId, bfrag: LocalId, ty: Dtype, b: &mut Builder) -> KStmt {
     let Tile { tm, tn, .. } = t;
     let i_v = b.ivar("i");
     let j_v = b.ivar("j");
@@ -507,7 +527,49 @@ pub(super) fn tile_load(
     kext: &IExpr,
     out: &mut Vec<KStmt>,
 ) -> Result<(), Diagnostic> {
+    load_slab(b, t, layout, operand, tile, (out_var, kvar), width, k_contiguous, (origin, k0), (out_ext, kext), false, out)
+}
+
+/// [`tile_load`] in a constant count of rounds where the block divides
+/// the slab (else as `tile_load`): round `r` of thread `tid` loads
+/// position `tid + r block`, the rounds unrolled, so that every load of
+/// a thread is in flight before its first store (a loop from `tid` has
+/// no count the compiler knows, and each round's load waited for the
+/// previous round's store).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tile_load_in_rounds(
+    b: &mut Builder,
+    t: Tile,
+    layout: SlabLayout,
+    operand: &TExpr,
+    tile: SharedId,
+    vars: (VarId, VarId),
+    width: u32,
+    k_contiguous: bool,
+    at: (&IExpr, &IExpr),
+    exts: (&IExpr, &IExpr),
+    out: &mut Vec<KStmt>,
+) -> Result<(), Diagnostic> {
+    load_slab(b, t, layout, operand, tile, vars, width, k_contiguous, at, exts, true, out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn load_slab(
+    b: &mut Builder,
+    t: Tile,
+    layout: SlabLayout,
+    operand: &TExpr,
+    tile: SharedId,
+    (out_var, kvar): (VarId, VarId),
+    width: u32,
+    k_contiguous: bool,
+    (origin, k0): (&IExpr, &IExpr),
+    (out_ext, kext): (&IExpr, &IExpr),
+    rounds: bool,
+    out: &mut Vec<KStmt>,
+) -> Result<(), Diagnostic> {
     let bk = t.bk;
+    let rounds = (rounds && (width * bk) % t.block() == 0).then(|| (b.ivar("r"), width * bk / t.block()));
     let l_v = b.ivar("l");
     let l = IExpr::Var(l_v);
     let x_v = b.ivar("x");
@@ -526,19 +588,34 @@ pub(super) fn tile_load(
     env.vars.insert(kvar, IExpr::Var(gk_v));
     let mut then = Vec::new();
     let v = b.lower(operand, &mut env, &mut then)?.cast(b.ir.shared[tile].ty);
-    operand_cover(b, t, operand, &v, (out_var, kvar), width, layout, k_contiguous, l_v, k0);
+    // The loader position of a slab element: round and thread, or the
+    // strided loop's variable.
+    let position: Box<dyn Fn(IExpr) -> Vec<(Witness, IExpr)>> = match rounds {
+        Some((r_v, _)) => {
+            let block = t.block() as i64;
+            Box::new(move |l: IExpr| vec![(Witness::Var(r_v), l.clone().div(IExpr::c(block))), (Witness::Tid, l.rem(IExpr::c(block)))])
+        }
+        None => Box::new(move |l: IExpr| vec![(Witness::Var(l_v), l)]),
+    };
+    operand_cover(b, t, operand, &v, (out_var, kvar), width, layout, k_contiguous, &*position, k0);
     // Into core matrices the loader walks positions (see `element_at`).
     let index = if layout.element_at(l.clone()).is_some() { l.clone() } else { layout.index(IExpr::Var(x_v), IExpr::Var(kk_v)) };
     then.push(KStmt::SharedSet { arr: tile, index: index.clone(), value: v });
     let zero = vec![KStmt::SharedSet { arr: tile, index, value: VExpr::zero(b.ir.shared[tile].ty) }];
-    let body = vec![
+    let mut body = vec![
         KStmt::LetInt { var: x_v, value: xo },
         KStmt::LetInt { var: kk_v, value: kko },
         KStmt::LetInt { var: g_v, value: origin.clone().add(IExpr::Var(x_v)) },
         KStmt::LetInt { var: gk_v, value: k0.clone().add(IExpr::Var(kk_v)) },
         KStmt::If { cond: IExpr::Var(g_v).lt(out_ext.clone()).and(IExpr::Var(gk_v).lt(kext.clone())), then, els: zero },
     ];
-    out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64), step: IExpr::c(t.block() as i64), unroll: false, body });
+    match rounds {
+        Some((r_v, count)) => {
+            body.insert(0, KStmt::LetInt { var: l_v, value: IExpr::Tid.add(IExpr::Var(r_v).mul(IExpr::c(t.block() as i64))) });
+            out.push(KStmt::unrolled(r_v, count, body));
+        }
+        None => out.push(KStmt::For { var: l_v, start: IExpr::Tid, end: IExpr::c((width * bk) as i64), step: IExpr::c(t.block() as i64), unroll: false, body }),
+    }
     Ok(())
 }
 
@@ -547,7 +624,7 @@ pub(super) fn tile_load(
 /// pair (o, k); the block whose tile holds o loads it in slab k / bk, at
 /// loop position l of the loader.
 #[allow(clippy::too_many_arguments)]
-fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, (out_var, kvar): (VarId, VarId), width: u32, layout: SlabLayout, k_contiguous: bool, l_v: IVar, k0: &IExpr) {
+fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, (out_var, kvar): (VarId, VarId), width: u32, layout: SlabLayout, k_contiguous: bool, position: &dyn Fn(IExpr) -> Vec<(Witness, IExpr)>, k0: &IExpr) {
     let Tile { bm, bk, .. } = t;
     // Only a (cast) load of one tensor indexed by plain (o, k) or (k, o).
     let mut inner = operand;
@@ -589,7 +666,7 @@ fn operand_cover(b: &mut Builder, t: Tile, operand: &TExpr, v: &VExpr, (out_var,
     let (row, col) = if a_side { (tile, IExpr::c(0)) } else { (IExpr::c(0), tile) };
     let mut assign = t.block_of(row, col);
     assign.push((Witness::Var(k0_v), k.div(IExpr::c(bk as i64)).mul(IExpr::c(bk as i64))));
-    assign.push((Witness::Var(l_v), l));
+    assign.extend(position(l));
     let buf = b.buf(*tensor);
     let what = format!("every element of `{}` is loaded into a tile (every tile, every k)", b.k.tensors[*tensor].name);
     b.ir.coverage.push(Cover { buf, elem: axes.to_vec(), cases: vec![CoverCase { when: Cond::True, access, assign }], what });

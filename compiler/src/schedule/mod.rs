@@ -17,6 +17,7 @@ mod pointwise;
 mod producer_ring;
 mod row;
 mod row_cached;
+mod split_sum;
 mod tile_skip;
 pub mod tensor_core;
 pub mod warpgroup;
@@ -92,6 +93,9 @@ pub struct Guard {
     /// the variant serves every key, not only its `keys` (a long sum pays
     /// for the unit's larger tiles even on a small output).
     pub any_key_from: i64,
+    /// A second clause, `(dim, most)`: that dim at most `most` (a
+    /// split-sum contraction serves outputs that narrow, `split_variant`).
+    pub also_at_most: Option<(usize, i64)>,
 }
 
 impl Guard {
@@ -100,18 +104,22 @@ impl Guard {
     pub fn kernel(&self, k: &Kernel) -> Kernel {
         let span = k.span;
         let mut out = k.clone();
-        let clause = |op: crate::syntax::ast::BinOp, v: i64| {
-            let dim = tir::TExpr { kind: TExprKind::Dim(self.dim), ty: crate::types::Dtype::I32, span };
+        let clause = |dim: usize, op: crate::syntax::ast::BinOp, v: i64| {
+            let dim = tir::TExpr { kind: TExprKind::Dim(dim), ty: crate::types::Dtype::I32, span };
             let bound = tir::TExpr { kind: TExprKind::Const(tir::Const::Int(v)), ty: crate::types::Dtype::I32, span };
             tir::TExpr { kind: TExprKind::Binary(op, Box::new(dim), Box::new(bound)), ty: crate::types::Dtype::Bool, span }
         };
         if self.at_least > 1 {
-            let expr = clause(crate::syntax::ast::BinOp::Ge, self.at_least);
+            let expr = clause(self.dim, crate::syntax::ast::BinOp::Ge, self.at_least);
             out.requires.push(tir::Contract::Pred { expr, text: format!("{} >= {}", k.dims[self.dim].name, self.at_least), span });
         }
         if self.at_most < i64::MAX {
-            let expr = clause(crate::syntax::ast::BinOp::Le, self.at_most);
+            let expr = clause(self.dim, crate::syntax::ast::BinOp::Le, self.at_most);
             out.requires.push(tir::Contract::Pred { expr, text: format!("{} <= {}", k.dims[self.dim].name, self.at_most), span });
+        }
+        if let Some((dim, most)) = self.also_at_most {
+            let expr = clause(dim, crate::syntax::ast::BinOp::Le, most);
+            out.requires.push(tir::Contract::Pred { expr, text: format!("{} <= {}", k.dims[dim].name, most), span });
         }
         out
     }
@@ -119,10 +127,14 @@ impl Guard {
     /// The guard as `requires` clauses read.
     pub fn text(&self, k: &Kernel) -> String {
         let name = &k.dims[self.dim].name;
-        match (self.at_least > 1, self.at_most < i64::MAX) {
+        let first = match (self.at_least > 1, self.at_most < i64::MAX) {
             (true, true) => format!("{} >= {}, {} <= {}", name, self.at_least, name, self.at_most),
             (false, true) => format!("{} <= {}", name, self.at_most),
             _ => format!("{} >= {}", name, self.at_least),
+        };
+        match self.also_at_most {
+            Some((dim, most)) => format!("{}, {} <= {}", first, k.dims[dim].name, most),
+            None => first,
         }
     }
 }
@@ -279,14 +291,16 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         // On the unit already: warp specialisation for large outputs, the
         // wide promotion for long enough sums.
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = grouped_variant(k, target, &plan, ir)?.into_iter().collect();
+        let mut out: Vec<Variant> = split_variant(k, target, &plan, ir)?;
+        out.extend(grouped_variant(k, target, &plan, ir)?);
         out.extend(warp_specialised_variant(k, target, &plan, ir)?);
         out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
         return Ok(out);
     }
     if let Schedule::Contraction { .. } = ir.schedule {
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = matrix_unit_variant(k, target, &plan, ir)?;
+        let mut out: Vec<Variant> = split_variant(k, target, &plan, ir)?;
+        out.extend(matrix_unit_variant(k, target, &plan, ir)?);
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
@@ -327,7 +341,7 @@ fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnost
     if k.dim_upper_bound(tir::Dim::Sym(cols)).is_some_and(|most| most < COLUMN_MIN_COLUMNS) {
         return Ok(Vec::new());
     }
-    let guard = Some(Guard { dim: cols, at_least: COLUMN_MIN_COLUMNS, at_most: i64::MAX, any_key_from: i64::MAX });
+    let guard = Some(Guard { dim: cols, at_least: COLUMN_MIN_COLUMNS, at_most: i64::MAX, any_key_from: i64::MAX, also_at_most: None });
     let mut out = Vec::new();
     let mut ir = column::schedule(k, target, plan, column::DEFAULT)?;
     ir.name = format!("{}_col", k.name);
@@ -336,6 +350,55 @@ fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnost
         let mut ir = column::schedule(k, target, plan, shape)?;
         ir.name = format!("{}_col{}x{}x{}", k.name, shape.0, shape.1, shape.2);
         out.push(Variant { ir, keys: (1, 0), guard });
+    }
+    Ok(out)
+}
+
+/// When the split-sum form (`split_sum`) is chosen: outputs of at most
+/// `SPLIT_MAX_COLUMNS` columns and sums of at least `SPLIT_MIN_SUM` (its
+/// guard, which the form is proved under: a choice), and at most as many
+/// default tiles as its shapes' keys say (`split_sum::SHAPES`).
+pub const SPLIT_MAX_COLUMNS: i64 = 32;
+pub const SPLIT_MIN_SUM: i64 = 64;
+
+/// The split-sum form of a contraction for narrow outputs of long sums
+/// (`<kernel>_ks16`, `<kernel>_ks32`: `split_sum::SHAPES`, by how many
+/// default tiles the output has), tried first: guarded by the output's
+/// columns (`SPLIT_MAX_COLUMNS`) and the sum's length (`SPLIT_MIN_SUM`:
+/// its order's bound, a chain of `K / 4` and two levels, is within a
+/// sequential sum's from K = 4 on). Then the tuner's shapes (empty keys).
+/// None for a residue contraction, or where no launch can be that narrow
+/// and that long.
+fn split_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
+    if plan.residue_term.is_some() || plan.acc_ty != crate::types::Dtype::F32 {
+        return Ok(Vec::new());
+    }
+    let s = &k.stmts[0];
+    let (tir::Dim::Sym(cols), tir::Dim::Sym(sum)) = (k.vars[s.vars[1]].extent, k.vars[plan.kvar].extent) else { return Ok(Vec::new()) };
+    if k.dim_upper_bound(tir::Dim::Sym(sum)).is_some_and(|most| most < SPLIT_MIN_SUM) || crate::accuracy::dim_bounds(k, cols).0 > SPLIT_MAX_COLUMNS {
+        return Ok(Vec::new());
+    }
+    // The keys count the kernel's own tiles (`base`'s grid).
+    let (bm, bn) = match base.schedule {
+        Schedule::Warpgroup { bm, bn, .. } | Schedule::Contraction { bm, bn, .. } | Schedule::TensorCore { bm, bn, .. } => (bm as i64, bn as i64),
+        _ => return Ok(Vec::new()),
+    };
+    let in_own_tiles = |default_tiles: i64| (default_tiles * 64 * 64 + bm * bn - 1) / (bm * bn);
+    let guard = Guard { dim: sum, at_least: SPLIT_MIN_SUM, at_most: i64::MAX, any_key_from: i64::MAX, also_at_most: Some((cols, SPLIT_MAX_COLUMNS)) };
+    let guarded = guard.kernel(k);
+    let Some(gplan) = contraction::detect(&guarded) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    let mut least = 1;
+    for &(shape, suffix, most) in split_sum::SHAPES {
+        let mut ir = split_sum::schedule(&guarded, target, &gplan, shape)?;
+        ir.name = format!("{}_{}", k.name, suffix);
+        out.push(Variant { ir, keys: (least, in_own_tiles(most)), guard: Some(guard) });
+        least = in_own_tiles(most) + 1;
+    }
+    for &(shape, suffix) in split_sum::TUNING {
+        let mut ir = split_sum::schedule(&guarded, target, &gplan, shape)?;
+        ir.name = format!("{}_{}", k.name, suffix);
+        out.push(Variant { ir, keys: (1, 0), guard: Some(guard) });
     }
     Ok(out)
 }
@@ -399,7 +462,7 @@ enum CachedShape {
 /// misses the declared tolerance.
 #[allow(clippy::too_many_arguments)]
 fn cached_row_variant(k: &Kernel, target: &Target, prefix: usize, dim: usize, longest: Option<i64>, block: u32, slots: u32, cap: i64) -> Result<CachedShape, Diagnostic> {
-    let guard = longest.is_none_or(|most| most > cap).then_some(Guard { dim, at_least: 1, at_most: cap, any_key_from: i64::MAX });
+    let guard = longest.is_none_or(|most| most > cap).then_some(Guard { dim, at_least: 1, at_most: cap, any_key_from: i64::MAX, also_at_most: None });
     let guarded = guard.map(|g| g.kernel(k));
     let kernel = guarded.as_ref().unwrap_or(k);
     let Some(mut ir) = row_cached::schedule(kernel, target, prefix, block, slots)? else { return Ok(CachedShape::Unfit) };
@@ -535,7 +598,7 @@ fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k
     if k.dim_upper_bound(tir::Dim::Sym(dim)).is_some_and(|most| most < min_k) {
         return Ok(None);
     }
-    let guard = Guard { dim, at_least: min_k, at_most: i64::MAX, any_key_from };
+    let guard = Guard { dim, at_least: min_k, at_most: i64::MAX, any_key_from, also_at_most: None };
     let guarded = guard.kernel(k);
     let Some(gplan) = contraction::detect(&guarded) else { return Ok(None) };
     if !admits(&guarded, target, &gplan) {

@@ -315,7 +315,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
     let (in_m, in_n, in_k) = shape.mnk();
     let ty = operand_dtype(p.a, p.b).expect("admits() checked the operands");
     // The SIMT loader's view of the tile: 256 threads.
-    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8, producer: 0, group: 1 };
+    let t = Tile { bm: BM, bn: BN, bk: BK, tm: 8, tn: 8, producer: 0, group: 1, kgroups: 1 };
     let mut b = Builder::new(k, target, Schedule::TensorCore { bm: BM, bn: BN, bk: BK, shape }, t.threads());
     b.ir.reduction_order.insert(p.kvar, ReductionOrder::MatrixUnit { k: in_k as u32, per_promotion: 1 });
     // Two blocks per multiprocessor: at 132 registers a thread only one

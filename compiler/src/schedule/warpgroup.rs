@@ -417,7 +417,7 @@ fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion
     let bm = form.bm();
     let producer = if form.producer { 128 } else { PRODUCER };
     // 256 computing threads: two warpgroups (`Tile::threads`).
-    let t = Tile { bm, bn: BN, bk: BK, tm: 8 * form.halves, tn: 8, producer, group: form.group };
+    let t = Tile { bm, bn: BN, bk: BK, tm: 8 * form.halves, tn: 8, producer, group: form.group, kgroups: 1 };
     let mut b = Builder::new(k, target, Schedule::Warpgroup { bm, bn: BN, bk: BK, n: N }, t.block());
     // The two warpgroups that run the unit; the producer after them.
     let computers = (t.producer > 0).then(|| IExpr::Tid.lt(IExpr::c(t.threads() as i64)));

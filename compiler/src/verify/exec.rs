@@ -752,7 +752,14 @@ impl<'a> Exec<'a> {
                 self.block(body, body_list);
                 if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var) {
                     let held: &[LocalId] = r.visits.as_ref().map_or(&[], |v| &v.held);
+                    // An iteration of a loop with visits that visits no
+                    // index (its guard false: past the sum's end) updates
+                    // nothing, as it should: asked of visiting iterations.
+                    let visiting = r.visits.is_some().then(|| self.visit_guard(body)).flatten();
+                    let depth = self.path.len();
+                    self.path.extend(visiting);
                     self.accumulators_complete(since, &r.name, r.span, held);
+                    self.path.truncate(depth);
                 }
                 self.loop_stack.pop();
                 self.cond_stack.pop();
@@ -1116,13 +1123,7 @@ impl<'a> Exec<'a> {
         let extent = self.iterm_pure(&r.extent);
         let at = self.iterm_pure(&v.at);
         let mut path = self.path.clone();
-        if let Some(KStmt::If { cond, els, .. }) = body.first() {
-            if els.is_empty() {
-                let saved = std::mem::take(&mut self.int_ops);
-                path.push(self.cond(cond));
-                self.int_ops = saved;
-            }
-        }
+        path.extend(self.visit_guard(body));
         let mark = self.outer_marks.get(&v.outer).copied().unwrap_or(0);
         let outer_path = self.path[..mark].to_vec();
         let elem = Term::var(format!("{}#{}", self.ir.ivars[v.elem], v.elem));
@@ -1138,6 +1139,20 @@ impl<'a> Exec<'a> {
         }
         let team = v.team.as_ref().map(|t| self.iterm_pure(t));
         self.lane_visits.push(LaneVisit { name: r.name.clone(), span: r.span, extent, at, path, outer_path, elem, witness, team });
+    }
+
+    /// The guard of the `If` that opens a visiting loop's body, where one
+    /// does (with no `else`): the iteration visits an index only where it
+    /// holds.
+    fn visit_guard(&mut self, body: &[KStmt]) -> Option<Formula> {
+        let Some(KStmt::If { cond, els, .. }) = body.first() else { return None };
+        if !els.is_empty() {
+            return None;
+        }
+        let saved = std::mem::take(&mut self.int_ops);
+        let f = self.cond(cond);
+        self.int_ops = saved;
+        Some(f)
     }
 
     fn array_read(&mut self, arr: LocalId) {

@@ -133,6 +133,19 @@ fn main() {
             failed += !check_shape(&dev, k, shape, Rng::new(0xC01 ^ i as u64), "column_sums", &mut rows) as usize;
         }
     }
+    // Narrow outputs of long sums (`<kernel>_ks16`, `_ks32`,
+    // `schedule::split_sum`):
+    // the column dim at most 32 and the sum at least 64 (the variant's
+    // guard names both), rows ragged against the 16-row tiles, sums
+    // ragged against the 64-deep slabs, a single column.
+    for k in kernels::all().into_iter().filter(|k| wanted(k.info.name)) {
+        let Some(split) = k.variants.iter().find(|v| v.name.contains("_ks")) else { continue };
+        let (Some((sum, ..)), Some((cols, _))) = (split.guard, split.guard_also) else { continue };
+        for (i, (rows_n, sum_n, cols_n)) in [(1000i64, 2048i64, 20i64), (37, 100, 3), (333, 64, 32), (17, 1000, 1)].into_iter().enumerate() {
+            let shape: Vec<i64> = (0..k.info.dims.len()).map(|d| if d == sum { sum_n } else if d == cols { cols_n } else { rows_n }).collect();
+            failed += !check_shape(&dev, k, &shape, Rng::new(0x5B1 ^ i as u64), "split_sums", &mut rows) as usize;
+        }
+    }
     // One check per benchmark workload at its full size (contractions at
     // 1024^3: their exact oracle runs on the CPU).
     // (`--small`: none, for runs under compute-sanitizer.)
