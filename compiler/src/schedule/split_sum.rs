@@ -64,8 +64,8 @@ impl Shape {
 /// pays is the largest tile that still fills one wave: measured on the
 /// H200 (bench/run_split.sh, bench/RESULTS.md), the head's weight
 /// gradient (2048 x 20, 32 tiles) ran 0.061 ms on 16 x 32 tiles (128
-/// blocks) against 0.079 on 32 x 32 (64 blocks), and its forward (3072 x
-/// 20, 48 tiles) 0.057 on 32 x 32 (96 blocks) against 0.075 on 16 x 32
+/// blocks) against 0.078 on 32 x 32 (64 blocks), and its forward (3072 x
+/// 20, 48 tiles) 0.055 on 32 x 32 (96 blocks) against 0.079 on 16 x 32
 /// (192 blocks, two waves); at 8192 and 16384 rows 32 x 32 ran 0.097 and
 /// 0.197 ms against the unit's 0.19 and 0.28.
 pub const SHAPES: &[(Shape, &str, i64)] = &[
@@ -73,7 +73,7 @@ pub const SHAPES: &[(Shape, &str, i64)] = &[
     (Shape { bm: 32, bn: 32, tm: 2, tn: 2, groups: 4, per_group: 16 }, "ks32", 256),
 ];
 /// More shapes, for the tuner only: 16 x 16 tiles (the router's 4
-/// columns: 0.051 and 0.055 ms against the keyed shapes' 0.055 and 0.078).
+/// columns: 0.052 and 0.056 ms against the keyed shapes' 0.056 and 0.080).
 pub const TUNING: &[(Shape, &str)] = &[(Shape { bm: 16, bn: 16, tm: 1, tn: 1, groups: 4, per_group: 32 }, "ks16x16")];
 
 /// The split-sum schedule of contraction `p` of `k` at `shape`, named by
@@ -119,7 +119,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: &Plan, shape: Shape) -> Result<K
     tile_load_in_rounds(&mut b, t, a_layout, p.a, a_sh, (mvar, p.kvar), bm, p.a_k_contiguous, (&m0, &k0), (&mext, &kext), &mut kbody)?;
     tile_load_in_rounds(&mut b, t, b_layout, p.b, b_sh, (nvar, p.kvar), bn, p.b_k_contiguous, (&n0, &k0), (&next, &kext), &mut kbody)?;
     kbody.push(KStmt::Barrier);
-    // Step `j` of group `g` sums slab row `kk = j groups + g`.
+    // Step `step` of group `g` sums slab row `kk = step groups + g`.
     let j_v = b.ivar("step");
     let kk = IExpr::Var(j_v).mul(IExpr::c(groups as i64)).add(group.clone());
     let afrag = b.local("a_frag", ty);
