@@ -90,6 +90,8 @@ def workloads():
         w[label] = (lambda nx=nx, nw=nw, nb=nb: torch.addmm(nb, nx, nw))
     rx, rg = rand((4096, 2048), h), rand((4096, 4), h)
     w["moe tiny router linear_bwd_w 4096x2048x4"] = lambda: rx.t() @ rg
+    fx, fw, fb = rand((3072, 96), h), rand((96, 2048), h, -0.125, 0.125), rand(2048, h)
+    w["moe tiny first linear_fwd 3072x96x2048"] = lambda: torch.addmm(fb, fx, fw)
     for r, c, label in [(2048, 2048, "moe tiny bias_grad 2048x2048"), (4096, 4096, "bias_grad 4096x4096")]:
         gc = rand((r, c), h)
         w[label] = (lambda gc=gc: gc.sum(0))

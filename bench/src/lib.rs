@@ -50,6 +50,9 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "narrow linear_fwd 16384x2048x20", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 2048), ("N", 20)] },
     Workload { label: "moe tiny router linear_fwd 4096x2048x4", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 4)] },
     Workload { label: "moe tiny router linear_bwd_w 4096x2048x4", kernel: "linear_bwd_w", dims: &[("M", 4096), ("K", 2048), ("N", 4)] },
+    // An expert's first layer (`Linear(96, 2048)`): a sum too short for
+    // the warpgroup unit's bound.
+    Workload { label: "moe tiny first linear_fwd 3072x96x2048", kernel: "linear_fwd", dims: &[("M", 3072), ("K", 96), ("N", 2048)] },
     Workload { label: "moe tiny bias_grad 2048x2048", kernel: "bias_grad", dims: &[("M", 2048), ("N", 2048)] },
     Workload { label: "moe tiny layernorm_bwd_params 2048x2048", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 2048)] },
     Workload { label: "layernorm_bwd_params 4096x4096", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 4096)] },

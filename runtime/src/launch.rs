@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn a_guarded_variant_serves_only_the_launches_its_guard_admits() {
         // linear_fwd's dims: M, K, N. On the unit from K = 128 (one
-        // promotion a slab from K = 192), for outputs of at least 33
+        // promotion a slab from K = 192), on mma.sync from K = 64, for outputs of at least 33
         // default tiles or sums of at least 1024; warp-specialised (from
         // K = 192 too) for outputs of at least 64 of its 256 x 128 tiles
         // (the key counts the kernel's own tiles: 2048 x 1024 is the
@@ -125,7 +125,10 @@ mod tests {
         assert_eq!(ran(&linear_fwd::KERNEL, &[1024, 2048, 1024]), "linear_fwd_wg4");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 191, 2048]), "linear_fwd_wg");
         assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 128, 2048]), "linear_fwd_wg");
-        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 127, 2048]), "linear_fwd");
+        // Sums of 64 to 127 (the MoE's first layer, 96 long) on mma.sync.
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 127, 2048]), "linear_fwd_mma");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[3072, 96, 2048]), "linear_fwd_mma");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 63, 2048]), "linear_fwd");
         assert_eq!(ran(&linear_fwd::KERNEL, &[128, 128, 128]), "linear_fwd_t16");
         assert_eq!(ran(&linear_fwd::KERNEL, &[128, 1024, 128]), "linear_fwd_wg4");
         // linear_bwd_w sums over M (dims M, K, N): nano's weight gradient.

@@ -513,10 +513,13 @@ type Unit = (i64, &'static str, fn(&Kernel, &Target, &contraction::Plan) -> bool
 /// than a matrix unit's bound needs: the first unit that admits it with
 /// the sum at least that long, as a guarded variant (see [`Guard`]); on
 /// the warpgroup unit also its wide promotion for longer sums, tried
-/// first.
+/// first, and `mma.sync` after it for the sums the warpgroup unit's bound
+/// does not cover (64 to 127: the MoE's first layer, `Linear(96, h)`,
+/// ran on CUDA cores, 62-79 us a launch in the tiny step).
 fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
     let keys = (MATRIX_UNIT_MIN_TILES, i64::MAX);
-    let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), (tensor_core::MIN_K, "mma", tensor_core::admits, tensor_core::schedule)];
+    let mma: Unit = (tensor_core::MIN_K, "mma", tensor_core::admits, tensor_core::schedule);
+    let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), mma];
     for unit in units {
         if let Some(v) = guarded_variant(k, target, plan, unit, keys, MATRIX_UNIT_LONG_SUM)? {
             let mut out: Vec<Variant> = Vec::new();
@@ -524,6 +527,9 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
                 out.extend(grouped_variant(k, target, plan, base)?);
                 out.extend(warp_specialised_variant(k, target, plan, base)?);
                 out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
+                out.push(v);
+                out.extend(guarded_variant(k, target, plan, mma, keys, MATRIX_UNIT_LONG_SUM)?);
+                return Ok(out);
             }
             out.push(v);
             return Ok(out);
