@@ -44,8 +44,9 @@ pub const WORKLOADS: &[Workload] = &[
     // rows): few output tiles and long sums (issues 19 and 20).
     Workload { label: "moe tiny head linear_fwd 3072x2048x20", kernel: "linear_fwd", dims: &[("M", 3072), ("K", 2048), ("N", 20)] },
     Workload { label: "moe tiny head linear_bwd_w 3072x2048x20", kernel: "linear_bwd_w", dims: &[("M", 3072), ("K", 2048), ("N", 20)] },
-    // Narrow outputs at more rows (where the split-sum form stops paying,
-    // `schedule::SPLIT_MAX_TILES`), and the tiny router's 4 experts.
+    // Narrow outputs at more rows (up to the last the split-sum form
+    // serves, `split_sum::SHAPES`: 16384 at 32 columns or fewer), and the
+    // tiny router's 4 experts.
     Workload { label: "narrow linear_fwd 8192x2048x20", kernel: "linear_fwd", dims: &[("M", 8192), ("K", 2048), ("N", 20)] },
     Workload { label: "narrow linear_fwd 16384x2048x20", kernel: "linear_fwd", dims: &[("M", 16384), ("K", 2048), ("N", 20)] },
     Workload { label: "moe tiny router linear_fwd 4096x2048x4", kernel: "linear_fwd", dims: &[("M", 4096), ("K", 2048), ("N", 4)] },
