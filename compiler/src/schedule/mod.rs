@@ -379,10 +379,7 @@ fn split_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &K
         return Ok(Vec::new());
     }
     // The keys count the kernel's own tiles (`base`'s grid).
-    let (bm, bn) = match base.schedule {
-        Schedule::Warpgroup { bm, bn, .. } | Schedule::Contraction { bm, bn, .. } | Schedule::TensorCore { bm, bn, .. } => (bm as i64, bn as i64),
-        _ => return Ok(Vec::new()),
-    };
+    let Some((bm, bn)) = own_tile(base) else { return Ok(Vec::new()) };
     let in_own_tiles = |default_tiles: i64| (default_tiles * 64 * 64 + bm * bn - 1) / (bm * bn);
     let guard = Guard { dim: sum, at_least: SPLIT_MIN_SUM, at_most: i64::MAX, any_key_from: i64::MAX, also_at_most: Some((cols, SPLIT_MAX_COLUMNS)) };
     let guarded = guard.kernel(k);
@@ -522,16 +519,17 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
     let units: [Unit; 2] = [(warpgroup::MIN_K, "wg", warpgroup::admits, warpgroup::schedule), mma];
     for unit in units {
         if let Some(v) = guarded_variant(k, target, plan, unit, keys, MATRIX_UNIT_LONG_SUM)? {
+            let on_warpgroups = unit.1 == "wg";
             let mut out: Vec<Variant> = Vec::new();
-            if unit.1 == "wg" {
+            if on_warpgroups {
                 out.extend(grouped_variant(k, target, plan, base)?);
                 out.extend(warp_specialised_variant(k, target, plan, base)?);
                 out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
-                out.push(v);
-                out.extend(guarded_variant(k, target, plan, mma, keys, MATRIX_UNIT_LONG_SUM)?);
-                return Ok(out);
             }
             out.push(v);
+            if on_warpgroups {
+                out.extend(guarded_variant(k, target, plan, mma, keys, MATRIX_UNIT_LONG_SUM)?);
+            }
             return Ok(out);
         }
     }
@@ -563,10 +561,7 @@ fn grouped_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: 
 /// sum where the kernel admits shorter ones. The key counts the kernel's
 /// own tiles (`base`'s grid), so the threshold is converted into them.
 fn specialised_form(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr, (min_blocks, suffix, schedule): (i64, &'static str, SpecialisedSchedule)) -> Result<Option<Variant>, Diagnostic> {
-    let (bm, bn) = match base.schedule {
-        Schedule::Warpgroup { bm, bn, .. } | Schedule::Contraction { bm, bn, .. } | Schedule::TensorCore { bm, bn, .. } => (bm as i64, bn as i64),
-        _ => return Ok(None),
-    };
+    let Some((bm, bn)) = own_tile(base) else { return Ok(None) };
     let per_block = (warpgroup::SPECIALISED_TILE.0 * warpgroup::SPECIALISED_TILE.1) as i64;
     let keys = ((min_blocks * per_block + bm * bn - 1) / (bm * bn), i64::MAX);
     if contraction::sums_at_least(k, plan, warpgroup::MIN_K_WIDE) {
@@ -579,6 +574,15 @@ fn specialised_form(k: &Kernel, target: &Target, plan: &contraction::Plan, base:
         return Ok(Some(Variant { ir, keys, guard: None }));
     }
     guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, suffix, warpgroup::admits, schedule), keys, i64::MAX)
+}
+
+/// The output tile of a contraction's own schedule, `(bm, bn)`: what a
+/// variant's keys count (`codegen::launch::variant_key`).
+fn own_tile(base: &KernelIr) -> Option<(i64, i64)> {
+    match base.schedule {
+        Schedule::Warpgroup { bm, bn, .. } | Schedule::Contraction { bm, bn, .. } | Schedule::TensorCore { bm, bn, .. } => Some((bm as i64, bn as i64)),
+        _ => None,
+    }
 }
 
 /// A schedule of the warp-specialised family.

@@ -740,8 +740,13 @@ impl<'a> Exec<'a> {
                         self.path.push(kv.clone().sub(s0.clone()).rem(Term::c(c)).eq(Term::c(0)));
                     }
                 }
+                // The guard under which an iteration of a loop with visits
+                // visits an index: read once, for the visits and for the
+                // accumulators below.
+                let mut visiting = None;
                 if let Some(r) = self.ir.reduction_loops.iter().find(|r| r.var == *var && r.visits.is_some()) {
-                    self.lane_visit(r, body);
+                    visiting = self.visit_guard(body);
+                    self.lane_visit(r, visiting.clone());
                 }
                 // The increment after the last iteration must not overflow.
                 let next = kv.clone().add(st.clone());
@@ -755,7 +760,6 @@ impl<'a> Exec<'a> {
                     // An iteration of a loop with visits that visits no
                     // index (its guard false: past the sum's end) updates
                     // nothing, as it should: asked of visiting iterations.
-                    let visiting = r.visits.is_some().then(|| self.visit_guard(body)).flatten();
                     let depth = self.path.len();
                     self.path.extend(visiting);
                     self.accumulators_complete(since, &r.name, r.span, held);
@@ -1118,12 +1122,12 @@ impl<'a> Exec<'a> {
     /// Record the visits of a reduction loop with `Visits`, on entering
     /// its (lane) loop: the path there, with the guard of the `If` that
     /// opens the loop's body, where one does.
-    fn lane_visit(&mut self, r: &crate::kir::ReductionLoop, body: &[KStmt]) {
+    fn lane_visit(&mut self, r: &crate::kir::ReductionLoop, guard: Option<Formula>) {
         let v = r.visits.as_ref().expect("called for reductions with visits");
         let extent = self.iterm_pure(&r.extent);
         let at = self.iterm_pure(&v.at);
         let mut path = self.path.clone();
-        path.extend(self.visit_guard(body));
+        path.extend(guard);
         let mark = self.outer_marks.get(&v.outer).copied().unwrap_or(0);
         let outer_path = self.path[..mark].to_vec();
         let elem = Term::var(format!("{}#{}", self.ir.ivars[v.elem], v.elem));
