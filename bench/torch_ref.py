@@ -92,6 +92,14 @@ def workloads():
     w["moe tiny router linear_bwd_w 4096x2048x4"] = lambda: rx.t() @ rg
     fx, fw, fb = rand((3072, 96), h), rand((96, 2048), h, -0.125, 0.125), rand(2048, h)
     w["moe tiny first linear_fwd 3072x96x2048"] = lambda: torch.addmm(fb, fx, fw)
+    # An expert's wide layers at the routed rows of a tiny step (the
+    # warp-specialised form's wave tails, issue 20).
+    for m in (2304, 2560, 2816, 3072, 3328):
+        a, b, bias = rand((m, 2048), h), rand((2048, 2048), h, -0.125, 0.125), rand(2048, h)
+        w[f"wave linear_fwd {m}x2048x2048"] = (lambda a=a, b=b, bias=bias: torch.addmm(bias, a, b))
+    gy, wl, xl = rand((2560, 2048), h), rand((2048, 2048), h, -0.125, 0.125), rand((2560, 2048), h)
+    w["wave linear_bwd_x 2560x2048x2048"] = (lambda gy=gy, wl=wl: gy @ wl.t())
+    w["wave linear_bwd_w 2560x2048x2048"] = (lambda gy=gy, xl=xl: xl.t() @ gy)
     for r, c, label in [(2048, 2048, "moe tiny bias_grad 2048x2048"), (4096, 4096, "bias_grad 4096x4096")]:
         gc = rand((r, c), h)
         w[label] = (lambda gc=gc: gc.sum(0))

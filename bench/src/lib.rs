@@ -54,6 +54,16 @@ pub const WORKLOADS: &[Workload] = &[
     // An expert's first layer (`Linear(96, 2048)`): a sum too short for
     // the warpgroup unit's bound.
     Workload { label: "moe tiny first linear_fwd 3072x96x2048", kernel: "linear_fwd", dims: &[("M", 3072), ("K", 96), ("N", 2048)] },
+    // An expert's wide layers at the routed rows a tiny step gives them
+    // (2048 on average, 1400-3400 in a run): where the 256-row tiles of the
+    // warp-specialised form leave a thin last wave on 132 SMs (issue 20).
+    Workload { label: "wave linear_fwd 2304x2048x2048", kernel: "linear_fwd", dims: &[("M", 2304), ("K", 2048), ("N", 2048)] },
+    Workload { label: "wave linear_fwd 2560x2048x2048", kernel: "linear_fwd", dims: &[("M", 2560), ("K", 2048), ("N", 2048)] },
+    Workload { label: "wave linear_fwd 2816x2048x2048", kernel: "linear_fwd", dims: &[("M", 2816), ("K", 2048), ("N", 2048)] },
+    Workload { label: "wave linear_fwd 3072x2048x2048", kernel: "linear_fwd", dims: &[("M", 3072), ("K", 2048), ("N", 2048)] },
+    Workload { label: "wave linear_fwd 3328x2048x2048", kernel: "linear_fwd", dims: &[("M", 3328), ("K", 2048), ("N", 2048)] },
+    Workload { label: "wave linear_bwd_x 2560x2048x2048", kernel: "linear_bwd_x", dims: &[("M", 2560), ("N", 2048), ("K", 2048)] },
+    Workload { label: "wave linear_bwd_w 2560x2048x2048", kernel: "linear_bwd_w", dims: &[("M", 2560), ("K", 2048), ("N", 2048)] },
     Workload { label: "moe tiny bias_grad 2048x2048", kernel: "bias_grad", dims: &[("M", 2048), ("N", 2048)] },
     Workload { label: "moe tiny layernorm_bwd_params 2048x2048", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 2048)] },
     Workload { label: "layernorm_bwd_params 4096x4096", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 4096)] },

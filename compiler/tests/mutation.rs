@@ -555,6 +555,51 @@ fn the_grouped_walk_is_proved_and_a_wrong_origin_refuted() {
     }
 }
 
+/// The warp-specialised form on 128 x 128 tiles (`gemm_f16_ws128`: each
+/// consumer warpgroup one instruction's 64 rows, a slab's two chains
+/// over the two 64-column halves) is proved; it is taken only in place of
+/// `_ws` (its keys are empty: the runtime's wave rule picks it), and
+/// every generic mutant of it is refuted, and so is a hand mutant of what
+/// is its own: the tile rows' origin at the 256-row stride (every other
+/// band of 128 rows left to no one), by the output's coverage. (Not
+/// shown, for this form or any warpgroup form: a chain issued on the
+/// wrong columns of B. The verifier checks the unit's reads of its slabs,
+/// not which columns each accumulator slot sums; gpucheck does.)
+#[test]
+fn the_128_row_specialised_form_is_proved_and_its_mutants_refuted() {
+    use tokitai_compiler::kir::{IExpr, KStmt};
+    use tokitai_compiler::verify::{mutate::mutants, verify_kernel};
+    let arts = compile_example("matmul.tk", &Target::default_cuda());
+    let (i, ws) = gemm_f16_ws(&arts);
+    let v = arts.variants[i].iter().find(|v| v.ir.name == "gemm_f16_ws128").expect("a 128-row variant");
+    assert_eq!(v.in_place_of.as_ref().map(|(name, _)| name.as_str()), Some("gemm_f16_ws"));
+    assert!(v.keys.0 > v.keys.1, "never chosen by its key: {:?}", v.keys);
+    assert_eq!(v.guard, ws.guard, "the wide promotion's guard, as `_ws`");
+    let text = tokitai_compiler::codegen::hip::print_kernel(&v.ir);
+    for line in ["mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], 32768;", "wgmma.mma_async.sync.aligned.m64n64k16", "blockIdx.y * 128"] {
+        assert!(text.contains(line), "no `{}` in the form's source", line);
+    }
+    let (k, ir) = (v.kernel(&arts.program.kernels[i]), v.ir.clone());
+    let cfg = Config { timeout_ms: 5_000 };
+    let proofs = verify_kernel(&k, &mut ir.clone(), &cfg);
+    let unproved: Vec<&str> = proofs.obligations.iter().filter(|o| !o.outcome.is_proved()).map(|o| o.obligation.description.as_str()).collect();
+    assert!(unproved.is_empty(), "not proved: {:?}", unproved);
+    let mut by_operator: BTreeMap<&str, usize> = BTreeMap::new();
+    let all = mutants(&k, &ir);
+    for m in &all {
+        assert!(first_refutation(&k, &m.ir, &cfg).is_some(), "{} survived", m.description);
+        *by_operator.entry(m.operator).or_default() += 1;
+    }
+    assert!(by_operator.len() >= 5, "{:?}", by_operator);
+    // m0 = blockIdx.y * 256 on a grid of 128-row tiles.
+    let mut strided = ir.clone();
+    let KStmt::LetInt { value, .. } = &mut strided.body[0] else { panic!("the origin comes first: {:?}", strided.body[0]) };
+    *value = IExpr::BlockIdx(1).mul(IExpr::c(256));
+    let refuted = first_refutation(&k, &strided, &cfg).expect("the 256-row stride is refuted");
+    assert!(refuted.obligation.description.contains("is reached by") || refuted.obligation.description.contains("in bounds"), "refuted by {}", refuted.obligation.description);
+    println!("{} mutants of {}, every one refuted: {:?}", all.len(), ir.name, by_operator);
+}
+
 /// Delete the first bulk tensor copy; whether there was one.
 fn drop_bulk_copy(body: &mut Vec<tokitai_compiler::kir::KStmt>) -> bool {
     use tokitai_compiler::kir::KStmt;
@@ -1046,3 +1091,4 @@ fn the_split_sum_form_is_proved_and_its_mutants_refuted() {
     }
     assert!(groups > 1);
 }
+

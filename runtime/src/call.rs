@@ -127,12 +127,23 @@ impl KernelDef {
     /// matrix unit's sum at least as long as its bound needs), else the
     /// kernel.
     pub fn choose(&self, dims: &[i64]) -> Chosen {
+        self.choose_on(dims, None)
+    }
+    /// [`KernelDef::choose`] on a device of `multiprocessors`: where the
+    /// variant chosen has one on smaller tiles that may take its place
+    /// (`Variant::in_place_of`) and whose guard holds, that one where its
+    /// waves of resident blocks end sooner (a thin last wave of large
+    /// tiles leaves most multiprocessors idle). Both forms hold one block
+    /// a multiprocessor. `None`: the compiler's order alone.
+    pub fn choose_on(&self, dims: &[i64], multiprocessors: Option<u32>) -> Chosen {
         let key = (self.row_length)(dims);
         let guarded = guarded_variants_on();
-        match self.variants.iter().find(|v| (guarded || !v.asks_long_sums()) && !skipped(self, v.name) && v.serves(dims, key)) {
-            Some(v) => Chosen::of(v),
-            None => self.primary(),
-        }
+        let Some(v) = self.variants.iter().find(|v| (guarded || !v.asks_long_sums()) && !skipped(self, v.name) && v.serves(dims, key)) else { return self.primary() };
+        let finer = multiprocessors.and_then(|sms| {
+            let waves = |v: &Variant| blocks(v, dims).div_ceil(sms.max(1) as u64) as f64;
+            self.variants.iter().find(|w| w.in_place_of.is_some_and(|(of, wave_time)| of == v.name && waves(w) * wave_time < waves(v)) && !skipped(self, w.name) && w.admits(dims))
+        });
+        Chosen::of(finer.unwrap_or(v))
     }
     /// What a launch takes in place of `chosen` while the monitor hands it
     /// observation words: `chosen` where it observes its outputs, else its
@@ -155,6 +166,11 @@ impl KernelDef {
         v.extend(self.variants.iter().map(Chosen::of));
         v
     }
+}
+
+/// The blocks a launch of `v` with these dims runs.
+fn blocks(v: &Variant, dims: &[i64]) -> u64 {
+    (v.grid)(dims, i64::from(u32::MAX)).iter().map(|&n| u64::from(n)).product()
 }
 
 /// Is variant `name` the observing twin of `of`?

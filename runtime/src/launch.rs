@@ -165,6 +165,32 @@ mod tests {
     }
 
     #[test]
+    fn a_thin_last_wave_of_256_row_tiles_takes_the_128_row_tiles() {
+        use crate::kernels::linear::linear_bwd_x;
+        let on = |k: &crate::call::KernelDef, d: &[i64], sms: u32| k.choose_on(d, Some(sms)).name;
+        // linear_fwd's dims: M, K, N. At 2560 x 2048 on 132 SMs the
+        // 256 x 128 tiles run 160 blocks (two waves, the second of 28),
+        // the 128 x 128 ones 320 (three waves of 0.58 each): 1.74 < 2.
+        assert_eq!(on(&linear_fwd::KERNEL, &[2560, 2048, 2048], 132), "linear_fwd_ws128");
+        assert_eq!(on(&linear_fwd::KERNEL, &[2304, 2048, 2048], 132), "linear_fwd_ws128");
+        assert_eq!(on(&linear_bwd_x::KERNEL, &[3072, 2048, 2048], 132), "linear_bwd_x_ws128");
+        // Whole waves already (128 blocks: one against two), or four
+        // waves of the smaller against two (3328 rows: 2.32 > 2).
+        assert_eq!(on(&linear_fwd::KERNEL, &[2048, 2048, 2048], 132), "linear_fwd_ws");
+        assert_eq!(on(&linear_fwd::KERNEL, &[3328, 2048, 2048], 132), "linear_fwd_ws");
+        // The weight gradient's 2048 x 2048 output: 128 tiles, one wave.
+        assert_eq!(on(&linear_bwd_w::KERNEL, &[2560, 2048, 2048], 132), "linear_bwd_w_ws");
+        // Only in place of the warp-specialised form, only where its
+        // guard holds (a sum of at least 192), and never without a
+        // device's count (the compiler's order alone).
+        assert_eq!(on(&linear_fwd::KERNEL, &[1024, 2048, 1024], 132), "linear_fwd_wg4");
+        assert_eq!(on(&linear_fwd::KERNEL, &[2560, 191, 2048], 132), "linear_fwd_wg");
+        assert_eq!(linear_fwd::KERNEL.choose(&[2560, 2048, 2048]).name, "linear_fwd_ws");
+        // On more multiprocessors the 160 blocks are one wave.
+        assert_eq!(on(&linear_fwd::KERNEL, &[2560, 2048, 2048], 160), "linear_fwd_ws");
+    }
+
+    #[test]
     fn column_sums_of_at_least_256_columns_take_the_column_form() {
         use crate::kernels::layernorm::layernorm_bwd_params;
         use crate::kernels::linear::bias_grad;

@@ -96,6 +96,12 @@ pub mod tk_info {
         /// A second clause of the guard, `(dim, most)`: that dim at most
         /// `most` (a split-sum contraction serves outputs that narrow).
         pub guard_also: Option<(usize, i64)>,
+        /// A variant on smaller tiles taken in place of the one named
+        /// where that one was chosen, this one's guard holds and its
+        /// waves of resident blocks end sooner: `(name, wave time)`, a
+        /// wave of this one taking `wave time` of a wave of the named
+        /// (`KernelDef::choose_on`).
+        pub in_place_of: Option<(&'static str, f64)>,
         /// Tensor maps passed after the kernel's parameters, in order
         /// (bulk tensor copies, sm_90).
         pub tensor_maps: &'static [TensorMapParam],

@@ -69,8 +69,12 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 .iter()
                 .map(|m| format!("super::tk_info::TensorMapParam {{ tensor: {}, box_inner: {}, box_outer: {} }}", tensor_position(k, v.bufs[m.buf].tensor), m.box_inner, m.box_outer))
                 .collect();
+            let in_place_of = match &variant.in_place_of {
+                Some((name, wave_time)) => format!("Some(({:?}, {:?}))", name, wave_time),
+                None => "None".into(),
+            };
             format!(
-                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, guard_also: {}, tensor_maps: &[{}], observes: &{}, relates: &{} }}",
+                "super::tk_info::Variant {{ name: {:?}, params: {:?}, block: {}, min_row: {}, max_row: {}, hip_source: {:?}, index_bits: {}, grid: grid_{}, dynamic_shared: {}, guard: {}, guard_also: {}, in_place_of: {}, tensor_maps: &[{}], observes: &{}, relates: &{} }}",
                 v.name,
                 v.params_text(),
                 v.block,
@@ -82,6 +86,7 @@ pub fn launch_metadata(k: &Kernel, ir: &KernelIr, variants: &[Variant], rejected
                 if v.dynamic_shared() { v.shared_bytes() } else { 0 },
                 guard,
                 also,
+                in_place_of,
                 maps.join(", "),
                 observes(k, v),
                 relates(v)

@@ -61,6 +61,13 @@ pub struct Variant {
     /// serves, `(least, most)`.
     pub keys: (i64, i64),
     pub guard: Option<Guard>,
+    /// A variant on smaller tiles that a launch takes in place of the one
+    /// named, where that one's key and guard chose it and this one's guard
+    /// holds, when its waves of resident blocks end sooner: `(name, wave
+    /// time)`, a wave of this one taking `wave time` of a wave of the
+    /// named (measured). A thin last wave of large tiles leaves most
+    /// multiprocessors idle (`rows128_variant`).
+    pub in_place_of: Option<(String, f64)>,
 }
 
 impl Variant {
@@ -217,7 +224,9 @@ pub const GROUPED_MIN_BLOCKS: i64 = 1024;
 
 /// A kernel's variants, in the order a launch tries them (the first whose
 /// keys hold the launch's key and whose guard it meets): a contraction on
-/// a matrix unit for long enough sums (`<kernel>_wg4`, then `<kernel>_wg`,
+/// a matrix unit for long enough sums (`<kernel>_ws8`, `<kernel>_ws` with
+/// `<kernel>_ws128` taken in its place where its waves end sooner (the
+/// runtime's `KernelDef::choose_on`), `<kernel>_wg4`, then `<kernel>_wg`,
 /// or `<kernel>_mma`) where the kernel itself admits shorter ones (a
 /// kernel on the warpgroup unit itself: `<kernel>_wg4` where its sums may
 /// be shorter than that variant's), a contraction with smaller
@@ -249,7 +258,7 @@ pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result
 /// none: a launch on it is probed instead.
 fn observing_twins(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> Vec<Variant> {
     let keyed = variants.iter().filter(|v| v.keys.0 <= v.keys.1).map(|v| (&v.ir, v.guard));
-    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir, k).map(|ir| Variant { ir, keys: (1, 0), guard })).collect()
+    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir, k).map(|ir| Variant { ir, keys: (1, 0), guard , in_place_of: None })).collect()
 }
 
 /// Does `k` get fast-intrinsic candidates (`intrinsic_twin`)? On CUDA,
@@ -283,7 +292,7 @@ fn intrinsic_twin(v: &Variant) -> Option<Variant> {
     let mut ir = v.ir.clone();
     ir.fast_intrinsics = true;
     ir.name = format!("{}_fi", v.ir.name);
-    Some(Variant { ir, keys: (1, 0), guard: v.guard })
+    Some(Variant { ir, keys: (1, 0), guard: v.guard , in_place_of: None })
 }
 
 fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Rejected>) -> Result<Vec<Variant>, Diagnostic> {
@@ -294,6 +303,7 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         let mut out: Vec<Variant> = split_variant(k, target, &plan, ir)?;
         out.extend(grouped_variant(k, target, &plan, ir)?);
         out.extend(warp_specialised_variant(k, target, &plan, ir)?);
+        out.extend(rows128_variant(k, target, &plan, ir)?);
         out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
         return Ok(out);
     }
@@ -304,7 +314,7 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
-            out.push(Variant { ir: v, keys: (lo, hi), guard: None });
+            out.push(Variant { ir: v, keys: (lo, hi), guard: None , in_place_of: None });
         }
         return Ok(out);
     }
@@ -317,7 +327,7 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
-        out.push(Variant { ir: v, keys: (lo, hi), guard: None });
+        out.push(Variant { ir: v, keys: (lo, hi), guard: None , in_place_of: None });
     }
     Ok(out)
 }
@@ -345,11 +355,11 @@ fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnost
     let mut out = Vec::new();
     let mut ir = column::schedule(k, target, plan, column::DEFAULT)?;
     ir.name = format!("{}_col", k.name);
-    out.push(Variant { ir, keys: (i64::MIN, i64::MAX), guard });
+    out.push(Variant { ir, keys: (i64::MIN, i64::MAX), guard , in_place_of: None });
     for &shape in column::TUNING {
         let mut ir = column::schedule(k, target, plan, shape)?;
         ir.name = format!("{}_col{}x{}x{}", k.name, shape.0, shape.1, shape.2);
-        out.push(Variant { ir, keys: (1, 0), guard });
+        out.push(Variant { ir, keys: (1, 0), guard , in_place_of: None });
     }
     Ok(out)
 }
@@ -389,13 +399,13 @@ fn split_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &K
     for &(shape, suffix, most) in split_sum::SHAPES {
         let mut ir = split_sum::schedule(&guarded, target, &gplan, shape)?;
         ir.name = format!("{}_{}", k.name, suffix);
-        out.push(Variant { ir, keys: (least, in_own_tiles(most)), guard: Some(guard) });
+        out.push(Variant { ir, keys: (least, in_own_tiles(most)), guard: Some(guard) , in_place_of: None });
         least = in_own_tiles(most) + 1;
     }
     for &(shape, suffix) in split_sum::TUNING {
         let mut ir = split_sum::schedule(&guarded, target, &gplan, shape)?;
         ir.name = format!("{}_{}", k.name, suffix);
-        out.push(Variant { ir, keys: (1, 0), guard: Some(guard) });
+        out.push(Variant { ir, keys: (1, 0), guard: Some(guard) , in_place_of: None });
     }
     Ok(out)
 }
@@ -419,7 +429,7 @@ fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize, rejected: &mu
         let cap = (block * slots * plan.width) as i64;
         match cached_row_variant(k, target, prefix, dim, longest, block, slots, cap)? {
             CachedShape::Proposed(ir, guard) => {
-                out.push(Variant { ir: *ir, keys: (shortest, cap), guard });
+                out.push(Variant { ir: *ir, keys: (shortest, cap), guard , in_place_of: None });
                 shortest = cap + 1;
             }
             CachedShape::Rejected(r) => rejected.push(r),
@@ -435,7 +445,7 @@ fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize, rejected: &mu
         }
         match cached_row_variant(k, target, prefix, dim, longest, block, slots, cap)? {
             // Empty keys: only a tuned choice takes it.
-            CachedShape::Proposed(ir, guard) => out.push(Variant { ir: *ir, keys: (1, 0), guard }),
+            CachedShape::Proposed(ir, guard) => out.push(Variant { ir: *ir, keys: (1, 0), guard , in_place_of: None }),
             CachedShape::Rejected(r) => rejected.push(r),
             CachedShape::Unfit => break,
         }
@@ -524,6 +534,7 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
             if on_warpgroups {
                 out.extend(grouped_variant(k, target, plan, base)?);
                 out.extend(warp_specialised_variant(k, target, plan, base)?);
+                out.extend(rows128_variant(k, target, plan, base)?);
                 out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
             }
             out.push(v);
@@ -555,6 +566,13 @@ fn grouped_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: 
     specialised_form(k, target, plan, base, (GROUPED_MIN_BLOCKS, "ws8", warpgroup::schedule_specialised_grouped))
 }
 
+/// The warp-specialised form on 128 x 128 tiles (`<kernel>_ws128`,
+/// `warpgroup::schedule_specialised_rows128`).
+fn rows128_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
+    let v = specialised_form(k, target, plan, base, (WARP_SPECIALISED_MIN_BLOCKS, "ws128", warpgroup::schedule_specialised_rows128))?;
+    Ok(v.map(|v| Variant { keys: (1, 0), in_place_of: Some((format!("{}_ws", k.name), warpgroup::ROWS128_WAVE_TIME)), ..v }))
+}
+
 /// A warp-specialised form (`schedule`, 256 x 128 tiles, the wide
 /// promotion) named `<kernel>_<suffix>` for outputs of at least
 /// `min_blocks` of its tiles, guarded by the wide promotion's shortest
@@ -571,7 +589,7 @@ fn specialised_form(k: &Kernel, target: &Target, plan: &contraction::Plan, base:
         let Some(plan) = contraction::detect(k) else { return Ok(None) };
         let mut ir = schedule(k, target, plan)?;
         ir.name = format!("{}_{}", k.name, suffix);
-        return Ok(Some(Variant { ir, keys, guard: None }));
+        return Ok(Some(Variant { ir, keys, guard: None , in_place_of: None }));
     }
     guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, suffix, warpgroup::admits, schedule), keys, i64::MAX)
 }
@@ -616,7 +634,7 @@ fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k
     }
     let mut ir = schedule(&guarded, target, gplan)?;
     ir.name = format!("{}_{}", k.name, suffix);
-    Ok(Some(Variant { ir, keys, guard: Some(guard) }))
+    Ok(Some(Variant { ir, keys, guard: Some(guard) , in_place_of: None }))
 }
 
 

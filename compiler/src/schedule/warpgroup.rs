@@ -283,6 +283,9 @@ fn slab_instructions(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form, ha
 /// The order the warp-specialised form issues a slab's four chains in:
 /// (m half, n half) of the warpgroup's 128 x 128.
 const QUARTERS: [(i64, i64); 4] = [(0, 0), (1, 0), (0, 1), (1, 1)];
+/// The same for a warpgroup of one instruction's rows (64 x 128): its two
+/// n halves.
+const N_HALVES: [(i64, i64); 2] = [(0, 0), (0, 1)];
 /// The columns of a quarter's instructions.
 const QUARTER_N: u32 = N / 2;
 
@@ -303,8 +306,9 @@ fn overlapped_chains(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form): (
     let instructions = BK as i64 / 16;
     let parts = [b.local("part", Dtype::F32), b.local("part", Dtype::F32)];
     let mut out: Vec<KStmt> = parts.iter().map(|&arr| KStmt::DeclArray { arr, len: QUARTER_N / 2, init: None }).collect();
+    let chains: &[(i64, i64)] = if form.halves > 1 { &QUARTERS } else { &N_HALVES };
     let promote = |b: &mut Builder, q: usize| {
-        let (mh, nh) = QUARTERS[q];
+        let (mh, nh) = chains[q];
         let r = b.ivar("r");
         let slot = IExpr::Var(r).add(IExpr::c(mh * (N / 2) as i64 + nh * (QUARTER_N / 2) as i64));
         let running = VExpr::new(VKind::ArrayGet { arr: acc, index: slot.clone() }, Dtype::F32);
@@ -312,7 +316,7 @@ fn overlapped_chains(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form): (
         let sum = VExpr::new(VKind::Binary(crate::syntax::ast::BinOp::Add, Box::new(running), Box::new(part)), Dtype::F32);
         KStmt::unrolled(r, QUARTER_N / 2, vec![KStmt::ArraySet { arr: acc, index: slot, value: sum }])
     };
-    for (q, &(mh, nh)) in QUARTERS.iter().enumerate() {
+    for (q, &(mh, nh)) in chains.iter().enumerate() {
         // After ordinary accesses of the parts (the promotions: the last
         // slab's, or chain q - 2's), not before the second chain, which
         // follows the first's issue alone.
@@ -330,7 +334,7 @@ fn overlapped_chains(b: &mut Builder, a: &UnitSlab, bt: &UnitSlab, (wg, form): (
         }
     }
     out.push(KStmt::WgmmaWait { pending: 0 });
-    out.push(promote(b, QUARTERS.len() - 1));
+    out.push(promote(b, chains.len() - 1));
     out
 }
 
@@ -386,6 +390,19 @@ const SPECIALISED: Form = Form { halves: 2, producer: true, group: 1 };
 const GROUPED: Form = Form { group: GROUP_ROWS, ..SPECIALISED };
 /// Tile rows of a group in [`GROUPED`].
 const GROUP_ROWS: u32 = 8;
+/// [`SPECIALISED`] on 128 x 128 tiles: each warpgroup one instruction's
+/// rows. Twice the blocks of the 256-row form, so a launch whose 256-row
+/// tiles leave a thin last wave finishes sooner on it where its waves
+/// are fewer in 256-row tiles' time (`<kernel>_ws128`, chosen at launch
+/// by the waves each would run).
+const SPECIALISED_ROWS128: Form = Form { halves: 1, ..SPECIALISED };
+/// How long a wave of [`SPECIALISED_ROWS128`] blocks takes against a wave
+/// of [`SPECIALISED`] ones (half the work a block): measured on the H200
+/// (bench/run_waves.sh, thirty-fifth session), `linear_fwd` at 2304 x
+/// 2048 x 2048, three waves of 128-row tiles in 0.0623 ms against two of
+/// 256-row tiles in 0.0726 ms: 0.577. The smaller tile reads each operand
+/// element for fewer products.
+pub const ROWS128_WAVE_TIME: f64 = 0.58;
 /// The warp-specialised form's output tile, rows by columns.
 pub const SPECIALISED_TILE: (u32, u32) = (SPECIALISED.bm(), BN);
 
@@ -410,6 +427,11 @@ pub fn schedule_specialised(k: &Kernel, target: &Target, p: Plan) -> Result<Kern
 /// of tile rows ([`GROUPED`]).
 pub fn schedule_specialised_grouped(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
     schedule_form(k, target, p, GROUPED, WIDE_PROMOTION)
+}
+
+/// [`schedule_specialised`] on 128 x 128 tiles ([`SPECIALISED_ROWS128`]).
+pub fn schedule_specialised_rows128(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
+    schedule_form(k, target, p, SPECIALISED_ROWS128, WIDE_PROMOTION)
 }
 
 fn schedule_form(k: &Kernel, target: &Target, p: Plan, form: Form, per_promotion: i64) -> Result<KernelIr, Diagnostic> {

@@ -333,7 +333,7 @@ impl CudaBackend {
     /// What a launch of `k` with `dims` takes: the tuned choice for its
     /// shape class, else the compiler's order.
     pub fn chosen(&self, k: &KernelDef, dims: &[i64]) -> Chosen {
-        crate::tune::forced(k, dims).or_else(|| self.tuned.choice(k, dims)).unwrap_or_else(|| k.choose(dims))
+        crate::tune::forced(k, dims).or_else(|| self.tuned.choice(k, dims)).unwrap_or_else(|| k.choose_on(dims, Some(self.sm_count)))
     }
 
     /// The tuning table of this GPU and driver.

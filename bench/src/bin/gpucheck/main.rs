@@ -143,6 +143,12 @@ fn main() {
         let (Some((sum, ..)), Some((cols, _))) = (split.guard, split.guard_also) else { continue };
         for (i, (rows_n, sum_n, cols_n)) in [(1000i64, 2048i64, 20i64), (37, 100, 3), (333, 64, 32), (17, 1000, 1)].into_iter().enumerate() {
             let shape: Vec<i64> = (0..k.info.dims.len()).map(|d| if d == sum { sum_n } else if d == cols { cols_n } else { rows_n }).collect();
+            // A shorter sum than the kernel itself admits (`gemm_f16`:
+            // K >= 128) is not a case of it.
+            if let Err(why) = (k.requires)(&shape, &[]) {
+                println!("{:<22} skip  dims {:?}: {}", k.info.name, shape, why);
+                continue;
+            }
             failed += !check_shape(&dev, k, &shape, Rng::new(0x5B1 ^ i as u64), "split_sums", &mut rows) as usize;
         }
     }
