@@ -92,6 +92,16 @@ def workloads():
     w["moe tiny router linear_bwd_w 4096x2048x4"] = lambda: rx.t() @ rg
     fx, fw, fb = rand((3072, 96), h), rand((96, 2048), h, -0.125, 0.125), rand(2048, h)
     w["moe tiny first linear_fwd 3072x96x2048"] = lambda: torch.addmm(fb, fx, fw)
+    # A hidden layer's LayerNorm then GELU at an expert's routed rows, as
+    # a PyTorch user writes it (two kernels), and each alone.
+    xg, gg, bg = rand((2560, 2048), h, -4, 4), rand(2048, h, 0.5, 1.5), rand(2048, h, -0.5, 0.5)
+    w["moe tiny layernorm_gelu_fwd 2560x2048"] = lambda: F.gelu(F.layer_norm(xg, (2048,), gg, bg, 1e-5), approximate="tanh")
+    w["moe tiny layernorm_fwd 2560x2048"] = lambda: F.layer_norm(xg, (2048,), gg, bg, 1e-5)
+    w["moe tiny gelu_fwd 2560x2048"] = lambda: F.gelu(xg.view(-1), approximate="tanh")
+    _, mg, rg_ = torch.ops.aten.native_layer_norm(xg, (2048,), gg, bg, 1e-5)
+    gyg = rand((2560, 2048), h)
+    w["moe tiny layernorm_bwd 2560x2048"] = lambda: torch.ops.aten.native_layer_norm_backward(gyg, xg, (2048,), mg, rg_, gg, bg, [True, False, False])
+    w["moe tiny gelu_bwd 2560x2048"] = lambda: torch.ops.aten.gelu_backward(gyg.view(-1), xg.view(-1), approximate="tanh")
     # An expert's wide layers at the routed rows of a tiny step (the
     # warp-specialised form's wave tails, issue 20).
     for m in (2304, 2560, 2816, 3072, 3328):

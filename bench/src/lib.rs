@@ -64,6 +64,13 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "wave linear_fwd 3328x2048x2048", kernel: "linear_fwd", dims: &[("M", 3328), ("K", 2048), ("N", 2048)] },
     Workload { label: "wave linear_bwd_x 2560x2048x2048", kernel: "linear_bwd_x", dims: &[("M", 2560), ("N", 2048), ("K", 2048)] },
     Workload { label: "wave linear_bwd_w 2560x2048x2048", kernel: "linear_bwd_w", dims: &[("M", 2560), ("K", 2048), ("N", 2048)] },
+    // A hidden layer's LayerNorm and GELU at an expert's routed rows: one
+    // fused launch against the two it replaces (issue 20).
+    Workload { label: "moe tiny layernorm_gelu_fwd 2560x2048", kernel: "layernorm_gelu_fwd", dims: &[("R", 2560), ("C", 2048)] },
+    Workload { label: "moe tiny layernorm_fwd 2560x2048", kernel: "layernorm_fwd", dims: &[("R", 2560), ("C", 2048)] },
+    Workload { label: "moe tiny gelu_fwd 2560x2048", kernel: "gelu_fwd", dims: &[("N", 2560 * 2048)] },
+    Workload { label: "moe tiny layernorm_bwd 2560x2048", kernel: "layernorm_bwd", dims: &[("R", 2560), ("C", 2048)] },
+    Workload { label: "moe tiny gelu_bwd 2560x2048", kernel: "gelu_bwd", dims: &[("N", 2560 * 2048)] },
     Workload { label: "moe tiny bias_grad 2048x2048", kernel: "bias_grad", dims: &[("M", 2048), ("N", 2048)] },
     Workload { label: "moe tiny layernorm_bwd_params 2048x2048", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 2048)] },
     Workload { label: "layernorm_bwd_params 4096x4096", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 4096)] },

@@ -149,6 +149,15 @@ impl Forward {
     }
 }
 
+/// Is a hidden layer's LayerNorm and GELU one launch
+/// (`layernorm_gelu_fwd`)? Yes unless `TOKITAI_UNFUSED=layernorm_gelu`: an
+/// ablation switch, so that a benchmark can time one step both ways in one
+/// run. Read once.
+fn fused_layernorm_gelu() -> bool {
+    static FUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FUSED.get_or_init(|| std::env::var("TOKITAI_UNFUSED").map_or(true, |v| !v.split(',').any(|s| s.trim() == "layernorm_gelu")))
+}
+
 /// One expert's share of a forward pass: its rows of the stacked output.
 struct ExpertRun {
     expert: usize,
@@ -359,17 +368,25 @@ impl Model {
             let z = self.linear(dev, *lin, tape.act.last().unwrap_or(x))?;
             let width = z.shape()[1];
             let mut normed = Tensor::output(&[n, width], DType::F16, dev)?;
+            let mut act = Tensor::output(&[n, width], DType::F16, dev)?;
             let mut mean = Tensor::output(&[n], DType::F32, dev)?;
             let mut rstd = Tensor::output(&[n], DType::F32, dev)?;
-            layernorm::layernorm_fwd::launch(dev, &z, self.tensor(norm.gamma), self.tensor(norm.beta), LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
-            let flat = normed.reshape(&[n * width])?;
-            let mut act = Tensor::output(&[n * width], DType::F16, dev)?;
-            gelu::gelu_fwd::launch(dev, &flat, &mut act)?;
+            let (gamma, beta) = (self.tensor(norm.gamma), self.tensor(norm.beta));
+            if fused_layernorm_gelu() {
+                // LayerNorm and GELU in one pass over each row.
+                layernorm::layernorm_gelu_fwd::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut normed, &mut act, &mut mean, &mut rstd)?;
+            } else {
+                layernorm::layernorm_fwd::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
+                normed.set_shape(&[n * width])?;
+                act.set_shape(&[n * width])?;
+                gelu::gelu_fwd::launch(dev, &normed, &mut act)?;
+                act.set_shape(&[n, width])?;
+            }
             tape.z.push(z);
-            tape.normed.push(flat);
+            tape.normed.push(normed.reshape(&[n * width])?);
             tape.mean.push(mean);
             tape.rstd.push(rstd);
-            tape.act.push(act.reshape(&[n, width])?);
+            tape.act.push(act);
         }
         Ok(tape)
     }
