@@ -79,8 +79,10 @@ fn params_of(k: &KernelDef, name: &str) -> &'static str {
 /// Tune one launch: time every candidate that `dims` admit with `time`
 /// (the device's timer: median milliseconds of a candidate's launches),
 /// list the rest with why they were not timed, and choose the fastest.
-/// Only candidates with code are ever handed to `time`.
-pub fn tune_with(k: &KernelDef, dims: &[i64], mut time: impl FnMut(&Chosen) -> Result<f64>) -> Result<ClassTuning> {
+/// Only candidates with code are ever handed to `time`. `multiprocessors`:
+/// the device's, for the untuned choice it reports as the default
+/// ([`KernelDef::choose_on`]).
+pub fn tune_with(k: &KernelDef, dims: &[i64], multiprocessors: Option<u32>, mut time: impl FnMut(&Chosen) -> Result<f64>) -> Result<ClassTuning> {
     let mut out = Vec::new();
     let mut best: Option<(f64, &'static str)> = None;
     for c in candidates(k) {
@@ -98,7 +100,7 @@ pub fn tune_with(k: &KernelDef, dims: &[i64], mut time: impl FnMut(&Chosen) -> R
     }
     out.extend(k.rejected.iter().map(|(name, params, why)| CandidateTiming { name: name.to_string(), schedule: params.to_string(), status: "rejected".into(), ms: None, note: why.to_string() }));
     let (_, choice) = best.ok_or_else(|| Error::Argument { kernel: k.info.name.into(), message: "no candidate to tune".into() })?;
-    Ok(ClassTuning { class: class_of(dims), dims: dims.to_vec(), choice: choice.into(), default: k.choose(dims).name.into(), candidates: out })
+    Ok(ClassTuning { class: class_of(dims), dims: dims.to_vec(), choice: choice.into(), default: k.choose_on(dims, multiprocessors).name.into(), candidates: out })
 }
 
 /// A variant's guard as `requires` clauses read (empty: none).
@@ -287,7 +289,7 @@ mod tests {
     fn the_tuner_times_every_admitted_candidate_and_no_other() {
         let k = &softmax_fwd::KERNEL;
         let mut asked = Vec::new();
-        let t = tune_with(k, &[4096, 1024], fake(&[("softmax_fwd_c256x2", 0.5)], &mut asked)).expect("tunes");
+        let t = tune_with(k, &[4096, 1024], None, fake(&[("softmax_fwd_c256x2", 0.5)], &mut asked)).expect("tunes");
         // Rows of 1024 fit every cached form: all candidates are timed,
         // each once, the kernel's own schedule first.
         let all: Vec<&str> = candidates(k).iter().map(|c| c.name).collect();
@@ -296,10 +298,25 @@ mod tests {
         assert_eq!(t.default, k.choose(&[4096, 1024]).name);
         // Rows of 32000 fit no cached form: those are listed, never timed.
         let mut asked = Vec::new();
-        let t = tune_with(k, &[64, 32000], fake(&[], &mut asked)).expect("tunes");
+        let t = tune_with(k, &[64, 32000], None, fake(&[], &mut asked)).expect("tunes");
         assert!(asked.iter().all(|n| !n.contains("_c")), "{:?}", asked);
         let skipped: Vec<&CandidateTiming> = t.candidates.iter().filter(|c| c.status == "not admitted").collect();
         assert!(!skipped.is_empty() && skipped.iter().all(|c| c.name.contains("_c") && c.ms.is_none() && c.note.starts_with("C <= ")), "{:?}", skipped);
+    }
+
+    #[test]
+    fn the_default_a_tuning_reports_is_the_launch_rule_on_the_device() {
+        // At 2560 x 2048 x 2048 on 132 SMs an untuned launch takes the
+        // 128-row tiles in place of the 256-row ones (`choose_on`): that is
+        // the default the tuning is compared with, not the compiler's
+        // order alone.
+        let k = &linear_fwd::KERNEL;
+        let mut asked = Vec::new();
+        let t = tune_with(k, &[2560, 2048, 2048], Some(132), fake(&[], &mut asked)).expect("tunes");
+        assert_eq!(t.default, "linear_fwd_ws128");
+        assert!(asked.iter().any(|n| n == "linear_fwd_ws128") && asked.iter().any(|n| n == "linear_fwd_ws"), "{:?}", asked);
+        let t = tune_with(k, &[2560, 2048, 2048], None, fake(&[], &mut Vec::new())).expect("tunes");
+        assert_eq!(t.default, "linear_fwd_ws");
     }
 
     #[test]
@@ -307,7 +324,7 @@ mod tests {
         let k = &layernorm_fwd::KERNEL;
         assert!(!k.rejected.is_empty(), "layernorm_fwd's cached forms miss its tolerance");
         let mut asked = Vec::new();
-        let t = tune_with(k, &[2048, 1024], fake(&[], &mut asked)).expect("tunes");
+        let t = tune_with(k, &[2048, 1024], None, fake(&[], &mut asked)).expect("tunes");
         for (name, _, why) in k.rejected {
             assert!(!asked.iter().any(|a| a == name), "{} was timed", name);
             let c = t.candidates.iter().find(|c| c.name == *name).expect("listed");
@@ -324,7 +341,7 @@ mod tests {
         // Tuned at K = 128 with the warpgroup form fastest.
         let wg = k.variants.iter().find(|v| v.name == "linear_fwd_wg").expect("a warpgroup variant");
         let mut asked = Vec::new();
-        let t = tune_with(k, &[2048, 128, 128], fake(&[(wg.name, 0.01)], &mut asked)).expect("tunes");
+        let t = tune_with(k, &[2048, 128, 128], None, fake(&[(wg.name, 0.01)], &mut asked)).expect("tunes");
         assert_eq!(t.choice, "linear_fwd_wg");
         let table = Tuned::load(&dir, "GPU X", 13000);
         table.record(k, &t).expect("recorded");

@@ -378,7 +378,7 @@ impl CudaBackend {
         let start = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
         let end = self.ctx.new_event(flags).map_err(device_err("cuEventCreate"))?;
         let reps = reps.max(1);
-        let outcome = crate::tune::tune_with(k, &bound.dims, |c| {
+        let outcome = crate::tune::tune_with(k, &bound.dims, Some(self.sm_count), |c| {
             let mut times = Vec::with_capacity(reps);
             for i in 0..reps + 2 {
                 restore()?;
