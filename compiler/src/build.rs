@@ -239,6 +239,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), BuildError> {
 }
 
 impl Artifacts {
+    /// Each kernel of the program with its KernelIr (the printed object
+    /// its proofs are about), for the verifier's mutation test
+    /// (`verify::mutate::run_all`, `summary`), which so needs nothing of a
+    /// build.
+    pub fn proved_kernels(&self) -> impl Iterator<Item = (&crate::tir::Kernel, &crate::kir::KernelIr)> {
+        self.program.kernels.iter().zip(&self.kernels)
+    }
     /// Write `manifest.json`, `kernels/<name>.hip` and `<stem>.rs` into `dir`.
     pub fn write_to(&self, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, BuildError> {
         let mut written = Vec::new();

@@ -526,10 +526,9 @@ pub fn mutants(k: &crate::tir::Kernel, ir: &KernelIr) -> Vec<Mutant> {
 /// kernel's results are kept in the proof cache: its mutants are a function
 /// of its printed IR, and whether each is refuted of the verifier's
 /// version (part of every cache row).
-pub fn summary(files: &[crate::build::Artifacts], timeout_ms: u32) -> tokitai_contracts::report::MutationSummary {
+pub fn summary(kernels: &[(&crate::tir::Kernel, &KernelIr)], timeout_ms: u32) -> tokitai_contracts::report::MutationSummary {
     use std::collections::BTreeMap;
     let cfg = tokitai_contracts::z3_backend::Config { timeout_ms };
-    let kernels: Vec<(&crate::tir::Kernel, &KernelIr)> = files.iter().flat_map(|arts| arts.program.kernels.iter().zip(&arts.kernels)).collect();
     let key = |k: &crate::tir::Kernel, ir: &KernelIr| crate::cache::Key::builder("mutants").part(crate::cache::fingerprint(k)).part(crate::cache::fingerprint(ir)).part(timeout_ms.to_string()).finish();
     let store = crate::cache::global();
     let mut results: Vec<Option<Vec<(String, String, bool)>>> = kernels.iter().map(|(k, ir)| store.and_then(|c| c.get(&key(k, ir)))).collect();
@@ -558,11 +557,12 @@ pub fn summary(files: &[crate::build::Artifacts], timeout_ms: u32) -> tokitai_co
     tokitai_contracts::report::MutationSummary { mutants: mutants_n, refuted, by_operator: by.into_iter().map(|(k, (n, r))| (k, n, r)).collect(), survivors }
 }
 
-/// Every mutant of every kernel of `files`, with whether the verifier
-/// refuted it; mutants are checked in parallel, results in a fixed order.
-pub fn run_all(files: &[crate::build::Artifacts], cfg: &tokitai_contracts::z3_backend::Config) -> Vec<(Mutant, bool)> {
-    let kernels: Vec<(&crate::tir::Kernel, &KernelIr)> = files.iter().flat_map(|arts| arts.program.kernels.iter().zip(&arts.kernels)).collect();
-    run_kernels(&kernels, cfg).into_iter().flatten().collect()
+/// Every mutant of each kernel (with the KernelIr it was proved on, as
+/// `build::Artifacts::proved_kernels` gives them), with whether the
+/// verifier refuted it; mutants are checked in parallel, results in a
+/// fixed order.
+pub fn run_all(kernels: &[(&crate::tir::Kernel, &KernelIr)], cfg: &tokitai_contracts::z3_backend::Config) -> Vec<(Mutant, bool)> {
+    run_kernels(kernels, cfg).into_iter().flatten().collect()
 }
 
 /// The mutants of each kernel with whether each was refuted, per kernel;
