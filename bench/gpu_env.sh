@@ -58,3 +58,28 @@ strict_runs_and_recorded_launches() {
     rm -rf "$OUT/rec-$size"
   done
 }
+
+# compute-sanitizer's memcheck, racecheck and synccheck over gpucheck with
+# the forms in $2 forced, on `--only $3 --small`. Binaries in $1.
+sanitize_forced() {
+  local bin="$1" forms="$2" only="$3" tool
+  for tool in memcheck racecheck synccheck; do
+    echo "## compute-sanitizer $tool, forced: $forms"
+    TOKITAI_FORCE=$forms TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool $tool "$bin/tokitai-gpucheck" --only "$only" --small 2>&1 | tail -4
+  done
+}
+
+# The tiny b4096 step (sparse, dense, dense graph) two ways, alternating,
+# two passes: labelled $3 with the ablation switch $2 unset, and $4 with
+# it set to $5 (TOKITAI_SKIP_VARIANTS=ws128, TOKITAI_UNFUSED=...).
+# Binaries in $1.
+ab_tiny_steps() {
+  local bin="$1" switch="$2" with="$3" without="$4" value="$5" pass mode setting
+  for pass in 1 2; do
+    for mode in "$with" "$without"; do
+      setting=""; [ "$mode" = "$without" ] && setting="$value"
+      echo "## tiny:4096 step, $mode, pass $pass"
+      env "$switch=$setting" timeout 200 "$bin/tokitai-bench-moe" --configs tiny:4096 --steps 20 --curve-steps 2 --contracts off 2>&1 | grep -E "ms/step" | grep -v replay
+    done
+  done
+}

@@ -14,11 +14,5 @@ grep -E "layernorm_gelu|FAIL|ERROR|checks passed" "$OUT/gpucheck.log" | tail -12
 TOKITAI_CONTRACTS=off "$BIN/bin/tokitai-bench-kernels" --only "moe tiny layernorm" "moe tiny gelu" --json "$OUT/kernels.json" > "$OUT/kernels.log" 2>&1
 grep -E "moe tiny" "$OUT/kernels.log"
 python3 bench/torch_ref.py --only "moe tiny layernorm" "moe tiny gelu" --json "$OUT/torch.json" 2>&1 | grep "moe tiny"
-for pass in 1 2; do
-  for mode in fused unfused; do
-    unfused=""; [ $mode = unfused ] && unfused=layernorm_gelu
-    echo "## tiny:4096 step, $mode, pass $pass"
-    TOKITAI_UNFUSED=$unfused timeout 200 "$BIN/bin/tokitai-bench-moe" --configs tiny:4096 --steps 20 --curve-steps 2 --contracts off 2>&1 | grep -E "ms/step" | grep -v replay
-  done
-done 2>&1 | tee "$OUT/step.log"
+ab_tiny_steps "$BIN/bin" TOKITAI_UNFUSED fused unfused layernorm_gelu 2>&1 | tee "$OUT/step.log"
 echo "commit $commit"

@@ -16,10 +16,7 @@ mkdir -p "$BIN" && tar -C "$BIN" -xJf target/abx/grouped.tar.xz
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
 {
   ws_forced_gpucheck "$BIN/bin" "$WS8_FORMS"
-  for tool in memcheck racecheck synccheck; do
-    echo "## compute-sanitizer $tool, gemm_f16_ws8 forced"
-    TOKITAI_FORCE=$WS8_FORMS TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool $tool "$BIN/bin/tokitai-gpucheck" --only gemm_f16 --small 2>&1 | tail -4
-  done
+  sanitize_forced "$BIN/bin" "$WS8_FORMS" gemm_f16
 } > "$OUT/check.log" 2>&1
 cat "$OUT/check.log"
 ONLY=("gemm_f16 wg" "gemm_bf16 wg" "linear_")

@@ -21,11 +21,5 @@ bench() { TOKITAI_CONTRACTS=off "$BIN/bin/tokitai-bench-kernels" --only "${@:2}"
 bench chosen first
 TOKITAI_SKIP_VARIANTS=mma bench without first
 python3 bench/torch_ref.py --only first --json "$OUT/torch.json" 2>&1 | grep first
-for pass in 1 2; do
-  for mode in with without; do
-    skip=""; [ $mode = without ] && skip=mma
-    echo "## tiny:4096 step, $mode mma.sync for short sums, pass $pass"
-    TOKITAI_SKIP_VARIANTS=$skip timeout 200 "$BIN/bin/tokitai-bench-moe" --configs tiny:4096 --steps 20 --curve-steps 2 --contracts off 2>&1 | grep -E "ms/step" | grep -v replay
-  done
-done 2>&1 | tee "$OUT/step.log"
+ab_tiny_steps "$BIN/bin" TOKITAI_SKIP_VARIANTS "with mma.sync for short sums" "without mma.sync for short sums" mma 2>&1 | tee "$OUT/step.log"
 echo "commit $commit"

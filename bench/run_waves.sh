@@ -18,10 +18,7 @@ WG4=linear_fwd_wg4,linear_bwd_x_wg4,linear_bwd_w_wg4
 if [[ $PARTS == *check* ]]; then
   {
     ws_forced_gpucheck "$BIN/bin" "$WS128"
-    for tool in memcheck racecheck synccheck; do
-      echo "## compute-sanitizer $tool, every _ws128 forced"
-      TOKITAI_FORCE=$WS128 TOKITAI_CONTRACTS=off timeout 200 compute-sanitizer --tool $tool "$BIN/bin/tokitai-gpucheck" --only gemm_f16 --small 2>&1 | tail -4
-    done
+    sanitize_forced "$BIN/bin" "$WS128" gemm_f16
   } > "$OUT/check.log" 2>&1
   grep -E "^##|passed|failed|FAIL|ERROR SUMMARY|RACECHECK SUMMARY|errors" "$OUT/check.log"
 fi
@@ -35,12 +32,6 @@ if [[ $PARTS == *time* ]]; then
   python3 bench/torch_ref.py --only wave --json "$OUT/torch.json" 2>&1 | grep wave
 fi
 if [[ $PARTS == *step* ]]; then
-  for pass in 1 2; do
-    for mode in with without; do
-      skip=""; [ $mode = without ] && skip=ws128
-      echo "## tiny:4096 step, $mode ws128, pass $pass"
-      TOKITAI_SKIP_VARIANTS=$skip timeout 200 "$BIN/bin/tokitai-bench-moe" --configs tiny:4096 --steps 20 --curve-steps 2 --contracts off 2>&1 | grep -E "ms/step" | grep -v replay
-    done
-  done 2>&1 | tee "$OUT/step.log"
+  ab_tiny_steps "$BIN/bin" TOKITAI_SKIP_VARIANTS "with ws128" "without ws128" ws128 2>&1 | tee "$OUT/step.log"
 fi
 echo "commit $commit"
