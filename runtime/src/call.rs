@@ -160,16 +160,6 @@ impl KernelDef {
     pub fn primary(&self) -> Chosen {
         Chosen { name: self.info.name, block: self.block, hip_source: self.hip_source, index_bits: self.index_bits, grid: self.grid, dynamic_shared: self.dynamic_shared, tensor_maps: &[], observes: self.observes, relates: self.relates }
     }
-    /// Every form a launch of this kernel may take untuned: the kernel,
-    /// the variants its keys or a guard choose, those taken in place of
-    /// one (`in_place_of`) and the observing twins (while the monitor
-    /// observes); not the tuner's own candidates, which only a tuning
-    /// table or `TOKITAI_FORCE` launches. What a device compiles ahead of
-    /// the launches that need them (the CUDA backend's `prefetch`).
-    pub fn launchable(&self) -> Vec<Chosen> {
-        let by_launch = |v: &&Variant| v.min_row <= v.max_row || v.in_place_of.is_some() || is_observing_twin(v.name);
-        std::iter::once(self.primary()).chain(self.variants.iter().filter(by_launch).map(Chosen::of)).collect()
-    }
     /// The kernel and every variant.
     pub fn all_compiled(&self) -> Vec<Chosen> {
         let mut v = vec![self.primary()];

@@ -191,25 +191,6 @@ mod tests {
     }
 
     #[test]
-    fn the_forms_a_launch_may_take_are_those_compiled_ahead() {
-        // linear_fwd: the kernel, its keyed and guarded variants, the
-        // 128-row tiles taken in place of `_ws`, the observing twins; not
-        // the tuner's own shapes (`_ks16x16`).
-        let names: Vec<&str> = linear_fwd::KERNEL.launchable().iter().map(|c| c.name).collect();
-        for name in ["linear_fwd", "linear_fwd_ws", "linear_fwd_ws128", "linear_fwd_ks16", "linear_fwd_wg4", "linear_fwd_mma", "linear_fwd_t16", "linear_fwd_wg4_obs"] {
-            assert!(names.contains(&name), "{} not in {:?}", name, names);
-        }
-        assert!(!names.contains(&"linear_fwd_ks16x16"), "{:?}", names);
-        // Every form any launch chooses is among them.
-        for dims in [[2560, 2048, 2048], [3328, 2048, 2048], [3072, 2048, 20], [115, 2048, 2048], [3072, 96, 2048], [8192, 4096, 4096], [128, 128, 128]] {
-            for sms in [None, Some(132)] {
-                let chosen = linear_fwd::KERNEL.choose_on(&dims, sms).name;
-                assert!(names.contains(&chosen), "{:?} on {:?} takes {}, not prefetched", dims, sms, chosen);
-            }
-        }
-    }
-
-    #[test]
     fn column_sums_of_at_least_256_columns_take_the_column_form() {
         use crate::kernels::layernorm::layernorm_bwd_params;
         use crate::kernels::linear::bias_grad;

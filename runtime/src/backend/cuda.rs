@@ -36,9 +36,6 @@ pub struct CudaBackend {
     sm_count: u32,
     functions: Mutex<HashMap<String, CudaFunction>>,
     by_address: Mutex<HashMap<usize, CudaFunction>>,
-    /// Kernels whose launchable forms have been handed to a background
-    /// compile (`prefetch`).
-    prefetched: Mutex<std::collections::HashSet<&'static str>>,
     cache: DiskCache,
     include: Option<PathBuf>,
     /// Where tensors are allocated while a step is rehearsed or captured
@@ -141,7 +138,6 @@ impl CudaBackend {
             sm_count,
             functions: Mutex::new(HashMap::new()),
             by_address: Mutex::new(HashMap::new()),
-            prefetched: Mutex::new(Default::default()),
             cache,
             include: find_include(),
             arena: Mutex::new(Arena::default()),
@@ -185,7 +181,6 @@ impl CudaBackend {
             sm_count: self.sm_count,
             functions: Mutex::new(HashMap::new()),
             by_address: Mutex::new(HashMap::new()),
-            prefetched: Mutex::new(Default::default()),
             tuned: Arc::new(Tuned::load(cache.dir(), &format!("{}-{}", self.name, self.arch), driver_version())),
             cache,
             include: self.include.clone(),
@@ -266,37 +261,11 @@ impl CudaBackend {
         Ok(f)
     }
 
-    /// On the first launch of `k`: compile, off the launching thread (on
-    /// rayon's pool), the PTX of every form a later launch of it may take
-    /// (`KernelDef::launchable`) into the disk cache, so that a form first
-    /// chosen mid-run (a routing that changes an expert's rows changes the
-    /// shapes) loads from the cache instead of stalling a step for NVRTC
-    /// (0.96 s once, measured on the H200 in a 20-step tiny run). Modules
-    /// still load on first use; the cache's per-key lock makes a launch
-    /// that needs a form being compiled wait for it, not compile it twice.
-    /// A compile that fails here fails again, with its log, where a launch
-    /// needs it.
-    fn prefetch(&self, k: &KernelDef) {
-        if !self.prefetched.lock().is_ok_and(|mut seen| seen.insert(k.info.name)) {
-            return;
-        }
-        let (options, cache, arch) = (self.options(), self.cache.clone(), self.arch.clone());
-        let forms = k.launchable();
-        let spawned = std::thread::Builder::new().name(format!("tokitai-prefetch-{}", k.info.name)).spawn(move || {
-            use rayon::prelude::*;
-            let key_opts = ptx_key_options(&options);
-            forms.par_iter().for_each(|c| {
-                let key = super::code_key(c.hip_source, "nvrtc", &key_opts, &arch);
-                let _ = cache.get_or_build(&key, "ptx", || nvrtc_compile(c, &options).map(String::into_bytes));
-            });
-        });
-        // Without a thread the forms compile where a launch needs them.
-        drop(spawned);
-    }
-
     fn function_by_key(&self, k: &Chosen) -> Result<CudaFunction> {
         let options = self.options();
-        let key = super::code_key(k.hip_source, "nvrtc", &ptx_key_options(&options), &self.arch);
+        // The include path is where the headers are, not what they say.
+        let key_opts: Vec<String> = options.iter().filter(|o| !o.starts_with("-I")).cloned().collect();
+        let key = super::code_key(k.hip_source, "nvrtc", &key_opts, &self.arch);
         if let Some(f) = self.functions.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(f);
         }
@@ -334,7 +303,6 @@ impl CudaBackend {
     /// `observed`: what the contract monitor chose to run, observing, and
     /// its words; else the launch's own choice, with null words.
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
-        self.prefetch(k);
         let (chosen, words) = observed.map_or_else(|| (self.chosen(k, &bound.dims), 0), |o| (o.chosen, o.words));
         self.launch_chosen(&self.stream, k, bound, args, chosen, words)
     }
@@ -499,12 +467,6 @@ fn tensor_map(kernel: &str, t: &crate::Tensor, ptr: u64, m: &crate::abi::tk_info
 
 /// NVRTC options: no fma contraction (the kernel says where it fuses, and
 /// the mirror oracle follows it), the architecture, the CUDA headers.
-/// The NVRTC options a cached PTX is keyed by: the include path is where
-/// the headers are, not what they say.
-fn ptx_key_options(options: &[String]) -> Vec<String> {
-    options.iter().filter(|o| !o.starts_with("-I")).cloned().collect()
-}
-
 pub fn nvrtc_options(arch: &str, include: Option<&std::path::Path>) -> Vec<String> {
     // Compute capability 9.0 compiles for its architecture-specific target:
     // the sm_90 kernels may use the warpgroup unit (`wgmma`), which plain
