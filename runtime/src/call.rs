@@ -139,9 +139,12 @@ impl KernelDef {
         let key = (self.row_length)(dims);
         let guarded = guarded_variants_on();
         let Some(v) = self.variants.iter().find(|v| (guarded || !v.asks_long_sums()) && !skipped(self, v.name) && v.serves(dims, key)) else { return self.primary() };
+        // The grids are evaluated only where such a variant exists.
         let finer = multiprocessors.and_then(|sms| {
+            let w = self.variants.iter().find(|w| w.in_place_of.is_some_and(|(of, _)| of == v.name) && !skipped(self, w.name) && w.admits(dims))?;
+            let (_, wave_time) = w.in_place_of?;
             let waves = |v: &Variant| blocks(v, dims).div_ceil(sms.max(1) as u64) as f64;
-            self.variants.iter().find(|w| w.in_place_of.is_some_and(|(of, wave_time)| of == v.name && waves(w) * wave_time < waves(v)) && !skipped(self, w.name) && w.admits(dims))
+            (waves(w) * wave_time < waves(v)).then_some(w)
         });
         Chosen::of(finer.unwrap_or(v))
     }

@@ -66,7 +66,7 @@ pub struct Variant {
     /// holds, when its waves of resident blocks end sooner: `(name, wave
     /// time)`, a wave of this one taking `wave time` of a wave of the
     /// named (measured). A thin last wave of large tiles leaves most
-    /// multiprocessors idle (`rows128_variant`).
+    /// multiprocessors idle (`warp_specialised_variants`).
     pub in_place_of: Option<(String, f64)>,
 }
 
@@ -205,7 +205,7 @@ pub const TUNING_CACHED_ROWS: &[(u32, u32)] = &[(32, 4), (64, 2), (64, 4), (128,
 /// with 64 SIMT blocks.
 pub const MATRIX_UNIT_MIN_TILES: i64 = 33;
 /// When the warp-specialised variant is chosen: for outputs of at least
-/// this many of its 256 x 128 tiles (see `warp_specialised_variant`).
+/// this many of its 256 x 128 tiles (see `warp_specialised_variants`).
 /// Measured on the H100 (issue 19, bench/ws_crossover.sh, gemm_f16 at
 /// K = 4096 with the form and without it in one run): 32 tiles (1024 x
 /// 1024) ran at 104 TFLOP/s against the plain form's 149, 72 tiles (1536
@@ -258,7 +258,7 @@ pub fn schedule_candidates(k: &Kernel, target: &Target, ir: &KernelIr) -> Result
 /// none: a launch on it is probed instead.
 fn observing_twins(k: &Kernel, ir: &KernelIr, variants: &[Variant]) -> Vec<Variant> {
     let keyed = variants.iter().filter(|v| v.keys.0 <= v.keys.1).map(|v| (&v.ir, v.guard));
-    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir, k).map(|ir| Variant { ir, keys: (1, 0), guard , in_place_of: None })).collect()
+    std::iter::once((ir, None)).chain(keyed).filter_map(|(ir, guard)| observe::observing_twin(ir, k).map(|ir| Variant { ir, keys: (1, 0), guard, in_place_of: None })).collect()
 }
 
 /// Does `k` get fast-intrinsic candidates (`intrinsic_twin`)? On CUDA,
@@ -292,7 +292,7 @@ fn intrinsic_twin(v: &Variant) -> Option<Variant> {
     let mut ir = v.ir.clone();
     ir.fast_intrinsics = true;
     ir.name = format!("{}_fi", v.ir.name);
-    Some(Variant { ir, keys: (1, 0), guard: v.guard , in_place_of: None })
+    Some(Variant { ir, keys: (1, 0), guard: v.guard, in_place_of: None })
 }
 
 fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Rejected>) -> Result<Vec<Variant>, Diagnostic> {
@@ -302,8 +302,7 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
         let mut out: Vec<Variant> = split_variant(k, target, &plan, ir)?;
         out.extend(grouped_variant(k, target, &plan, ir)?);
-        out.extend(warp_specialised_variant(k, target, &plan, ir)?);
-        out.extend(rows128_variant(k, target, &plan, ir)?);
+        out.extend(warp_specialised_variants(k, target, &plan, ir)?);
         out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
         return Ok(out);
     }
@@ -314,7 +313,7 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
             v.name = format!("{}_{}", k.name, suffix);
-            out.push(Variant { ir: v, keys: (lo, hi), guard: None , in_place_of: None });
+            out.push(Variant { ir: v, keys: (lo, hi), guard: None, in_place_of: None });
         }
         return Ok(out);
     }
@@ -327,7 +326,7 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
     for &(block, lo, hi) in ROW_VARIANTS {
         let mut v = row::schedule_with_block(k, target, rows_rank as usize, block)?;
         v.name = format!("{}_b{}", k.name, block);
-        out.push(Variant { ir: v, keys: (lo, hi), guard: None , in_place_of: None });
+        out.push(Variant { ir: v, keys: (lo, hi), guard: None, in_place_of: None });
     }
     Ok(out)
 }
@@ -355,11 +354,11 @@ fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnost
     let mut out = Vec::new();
     let mut ir = column::schedule(k, target, plan, column::DEFAULT)?;
     ir.name = format!("{}_col", k.name);
-    out.push(Variant { ir, keys: (i64::MIN, i64::MAX), guard , in_place_of: None });
+    out.push(Variant { ir, keys: (i64::MIN, i64::MAX), guard, in_place_of: None });
     for &shape in column::TUNING {
         let mut ir = column::schedule(k, target, plan, shape)?;
         ir.name = format!("{}_col{}x{}x{}", k.name, shape.0, shape.1, shape.2);
-        out.push(Variant { ir, keys: (1, 0), guard , in_place_of: None });
+        out.push(Variant { ir, keys: (1, 0), guard, in_place_of: None });
     }
     Ok(out)
 }
@@ -399,13 +398,13 @@ fn split_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &K
     for &(shape, suffix, most) in split_sum::SHAPES {
         let mut ir = split_sum::schedule(&guarded, target, &gplan, shape)?;
         ir.name = format!("{}_{}", k.name, suffix);
-        out.push(Variant { ir, keys: (least, in_own_tiles(most)), guard: Some(guard) , in_place_of: None });
+        out.push(Variant { ir, keys: (least, in_own_tiles(most)), guard: Some(guard), in_place_of: None });
         least = in_own_tiles(most) + 1;
     }
     for &(shape, suffix) in split_sum::TUNING {
         let mut ir = split_sum::schedule(&guarded, target, &gplan, shape)?;
         ir.name = format!("{}_{}", k.name, suffix);
-        out.push(Variant { ir, keys: (1, 0), guard: Some(guard) , in_place_of: None });
+        out.push(Variant { ir, keys: (1, 0), guard: Some(guard), in_place_of: None });
     }
     Ok(out)
 }
@@ -429,7 +428,7 @@ fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize, rejected: &mu
         let cap = (block * slots * plan.width) as i64;
         match cached_row_variant(k, target, prefix, dim, longest, block, slots, cap)? {
             CachedShape::Proposed(ir, guard) => {
-                out.push(Variant { ir: *ir, keys: (shortest, cap), guard , in_place_of: None });
+                out.push(Variant { ir: *ir, keys: (shortest, cap), guard, in_place_of: None });
                 shortest = cap + 1;
             }
             CachedShape::Rejected(r) => rejected.push(r),
@@ -445,7 +444,7 @@ fn cached_row_variants(k: &Kernel, target: &Target, prefix: usize, rejected: &mu
         }
         match cached_row_variant(k, target, prefix, dim, longest, block, slots, cap)? {
             // Empty keys: only a tuned choice takes it.
-            CachedShape::Proposed(ir, guard) => out.push(Variant { ir: *ir, keys: (1, 0), guard , in_place_of: None }),
+            CachedShape::Proposed(ir, guard) => out.push(Variant { ir: *ir, keys: (1, 0), guard, in_place_of: None }),
             CachedShape::Rejected(r) => rejected.push(r),
             CachedShape::Unfit => break,
         }
@@ -533,8 +532,7 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
             let mut out: Vec<Variant> = Vec::new();
             if on_warpgroups {
                 out.extend(grouped_variant(k, target, plan, base)?);
-                out.extend(warp_specialised_variant(k, target, plan, base)?);
-                out.extend(rows128_variant(k, target, plan, base)?);
+                out.extend(warp_specialised_variants(k, target, plan, base)?);
                 out.extend(wide_promotion_variant(k, target, plan, keys, MATRIX_UNIT_LONG_SUM)?);
             }
             out.push(v);
@@ -552,9 +550,16 @@ fn matrix_unit_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, ba
 /// outputs of at least `WARP_SPECIALISED_MIN_BLOCKS` of its tiles,
 /// guarded by the wide promotion's shortest sum where the kernel admits
 /// shorter ones. The key counts the kernel's own tiles (`base`'s grid),
-/// so the threshold is converted into them.
-fn warp_specialised_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
-    specialised_form(k, target, plan, base, (WARP_SPECIALISED_MIN_BLOCKS, "ws", warpgroup::schedule_specialised))
+/// so the threshold is converted into them. After it, the same form on
+/// 128 x 128 tiles (`<kernel>_ws128`,
+/// `warpgroup::schedule_specialised_rows128`) under the same guard, with
+/// no keys of its own: a launch takes it only in place of `_ws`, where its
+/// waves end sooner (`Variant::in_place_of`).
+fn warp_specialised_variants(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
+    let Some(ws) = specialised_form(k, target, plan, base, (WARP_SPECIALISED_MIN_BLOCKS, "ws", warpgroup::schedule_specialised))? else { return Ok(Vec::new()) };
+    let rows128 = specialised_form(k, target, plan, base, (WARP_SPECIALISED_MIN_BLOCKS, "ws128", warpgroup::schedule_specialised_rows128))?;
+    let rows128 = rows128.map(|v| Variant { keys: (1, 0), in_place_of: Some((ws.ir.name.clone(), warpgroup::ROWS128_WAVE_TIME)), ..v });
+    Ok(std::iter::once(ws).chain(rows128).collect())
 }
 
 /// The warp-specialised form with its blocks walking the output in
@@ -564,13 +569,6 @@ fn warp_specialised_variant(k: &Kernel, target: &Target, plan: &contraction::Pla
 /// pays; tried before `<kernel>_ws`.
 fn grouped_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
     specialised_form(k, target, plan, base, (GROUPED_MIN_BLOCKS, "ws8", warpgroup::schedule_specialised_grouped))
-}
-
-/// The warp-specialised form on 128 x 128 tiles (`<kernel>_ws128`,
-/// `warpgroup::schedule_specialised_rows128`).
-fn rows128_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Option<Variant>, Diagnostic> {
-    let v = specialised_form(k, target, plan, base, (WARP_SPECIALISED_MIN_BLOCKS, "ws128", warpgroup::schedule_specialised_rows128))?;
-    Ok(v.map(|v| Variant { keys: (1, 0), in_place_of: Some((format!("{}_ws", k.name), warpgroup::ROWS128_WAVE_TIME)), ..v }))
 }
 
 /// A warp-specialised form (`schedule`, 256 x 128 tiles, the wide
@@ -589,7 +587,7 @@ fn specialised_form(k: &Kernel, target: &Target, plan: &contraction::Plan, base:
         let Some(plan) = contraction::detect(k) else { return Ok(None) };
         let mut ir = schedule(k, target, plan)?;
         ir.name = format!("{}_{}", k.name, suffix);
-        return Ok(Some(Variant { ir, keys, guard: None , in_place_of: None }));
+        return Ok(Some(Variant { ir, keys, guard: None, in_place_of: None }));
     }
     guarded_variant(k, target, plan, (warpgroup::MIN_K_WIDE, suffix, warpgroup::admits, schedule), keys, i64::MAX)
 }
@@ -634,7 +632,7 @@ fn guarded_variant(k: &Kernel, target: &Target, plan: &contraction::Plan, (min_k
     }
     let mut ir = schedule(&guarded, target, gplan)?;
     ir.name = format!("{}_{}", k.name, suffix);
-    Ok(Some(Variant { ir, keys, guard: Some(guard) , in_place_of: None }))
+    Ok(Some(Variant { ir, keys, guard: Some(guard), in_place_of: None }))
 }
 
 

@@ -417,7 +417,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagno
 /// once a slab: the caller's kernel sums at least [`MIN_K_WIDE`] (its
 /// `requires` or a variant's guard; the tolerance proof refutes it
 /// otherwise). Chosen per launch for large outputs
-/// (`schedule::warp_specialised_variant`): on small ones its 256-row
+/// (`schedule::warp_specialised_variants`): on small ones its 256-row
 /// tiles leave SMs idle (H100, 1000^3: 69 against 105 TFLOP/s).
 pub fn schedule_specialised(k: &Kernel, target: &Target, p: Plan) -> Result<KernelIr, Diagnostic> {
     schedule_form(k, target, p, SPECIALISED, WIDE_PROMOTION)
