@@ -239,6 +239,35 @@ impl Device {
         }
     }
 
+    /// Record the device timeline from now (`crate::timeline`): only a
+    /// CUDA device has one; elsewhere an error saying so.
+    pub fn timeline_start(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.timeline_start(),
+            _ => Err(crate::Error::Tensor(format!("{} records no device timeline (only CUDA devices do)", self.describe()))),
+        }
+    }
+
+    /// Launches from now on belong to a step named `label` on the timeline
+    /// (nothing while none is recorded).
+    pub fn timeline_mark(&self, label: &str) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.timeline_mark(label),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stop recording; the timeline since `timeline_start`.
+    pub fn timeline_finish(&self) -> Result<crate::timeline::Timeline> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.timeline_finish(),
+            _ => Err(crate::Error::Tensor(format!("{} records no device timeline (only CUDA devices do)", self.describe()))),
+        }
+    }
+
     /// Give back the memory of captured steps (their graphs must be gone).
     pub fn release_graph_memory(&self) -> Result<()> {
         match self {

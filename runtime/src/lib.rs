@@ -32,6 +32,7 @@ pub mod moe;
 pub mod monitor;
 pub mod padic;
 pub mod profile;
+pub mod timeline;
 pub mod record;
 mod call;
 mod launch;

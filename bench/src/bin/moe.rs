@@ -81,6 +81,11 @@ struct Args {
     /// (on the CPU: where the step's time goes).
     #[arg(long)]
     profile: bool,
+    /// After each eager configuration, three more steps with the device
+    /// timeline on: each step's kernel time and idle gaps printed, and an
+    /// SVG picture of them written into this folder.
+    #[arg(long, value_name = "DIR")]
+    timeline: Option<std::path::PathBuf>,
 }
 
 /// The kernels' host time per step, slowest first, and the time outside
@@ -95,6 +100,22 @@ fn print_profile(label: &str, rows: &[(&'static str, tokitai_runtime::profile::K
     }
     let outside = step_ms - in_launches;
     println!("    {:<26} {:>6} {:>9.3} {:>9} {:>6.1}%", "(outside launches)", "", outside, "", 100.0 * outside / step_ms);
+}
+
+/// Three steps of `t` with the device timeline on (untimed: the events
+/// cost the host time): the report printed, the picture written.
+fn record_timeline(dev: &Device, t: &mut Trainer, data: &tokitai_runtime::moe::data::Dataset, dir: &std::path::Path, label: &str) {
+    dev.timeline_start().unwrap_or_else(|e| fail(e));
+    for s in 1..=3 {
+        dev.timeline_mark(&format!("step {}", s)).unwrap_or_else(|e| fail(e));
+        t.step(data).unwrap_or_else(|e| fail(e));
+    }
+    let timeline = dev.timeline_finish().unwrap_or_else(|e| fail(e));
+    println!("{:<28} device timeline:\n{}", label, timeline.report(12));
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(e));
+    let path = dir.join(format!("{}.svg", label.replace([' ', '='], "_")));
+    tokitai_runtime::cache::write_atomic(&path, timeline.svg().as_bytes()).unwrap_or_else(|e| fail(e));
+    println!("{:<28} timeline picture: {}", label, path.display());
 }
 
 fn parse_config(s: &str) -> Result<(Size, usize), String> {
@@ -197,6 +218,9 @@ fn main() {
             // The device's own time per step: the captured step replayed
             // back to back, nothing read in between.
             let start = Instant::now();
+            if let (Some(dir), false) = (&args.timeline, mode.graphs) {
+                record_timeline(&dev, &mut t, &data, dir, &label);
+            }
             if t.replay_captured(steps).unwrap_or_else(|e| fail(e)) {
                 let replay = start.elapsed().as_secs_f64() * 1e3 / steps as f64;
                 println!("{:<28} {:>9.3} ms/step (graph replays back to back, {} of them)", format!("{} replay-only", label), replay, steps);

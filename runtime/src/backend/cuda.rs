@@ -46,6 +46,8 @@ pub struct CudaBackend {
     staging: Mutex<Option<cudarc::driver::PinnedHostSlice<u8>>>,
     /// The autotuner's choices for this GPU and driver (`tune`).
     tuned: Arc<Tuned>,
+    /// The device timeline, while one is recorded (`crate::timeline`).
+    timeline: super::cuda_timeline::Recorder,
 }
 
 /// One tensor's bytes on the device: `bytes` bytes from byte `offset` of an
@@ -143,6 +145,7 @@ impl CudaBackend {
             arena: Mutex::new(Arena::default()),
             staging: Mutex::new(None),
             tuned,
+            timeline: Default::default(),
         }))
     }
 
@@ -186,11 +189,33 @@ impl CudaBackend {
             include: self.include.clone(),
             arena: Mutex::new(Arena::default()),
             staging: Mutex::new(None),
+            timeline: Default::default(),
         })
     }
 
     pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_for("a synchronisation")
+    }
+
+    /// Wait for the stream; `why` names the wait on the timeline.
+    fn synchronize_for(&self, why: &'static str) -> Result<()> {
+        self.timeline.waited(why);
         self.stream.synchronize().map_err(device_err("cuStreamSynchronize"))
+    }
+
+    /// Record the device timeline from now (`crate::timeline`).
+    pub fn timeline_start(&self) -> Result<()> {
+        self.timeline.start()
+    }
+
+    /// Launches from now on belong to a step named `label`.
+    pub fn timeline_mark(&self, label: &str) -> Result<()> {
+        self.timeline.mark(label)
+    }
+
+    /// Stop recording; the timeline since `timeline_start`.
+    pub fn timeline_finish(&self) -> Result<crate::timeline::Timeline> {
+        self.timeline.finish(&self.stream)
     }
 
     fn owned(self: &Arc<Self>, slice: CudaSlice<u8>, bytes: usize) -> DeviceBuf {
@@ -421,7 +446,13 @@ impl CudaBackend {
         let mut raw: Vec<*mut std::ffi::c_void> = values.iter_mut().map(|v| v.as_ptr()).collect();
         let [gx, gy, gz] = (chosen.grid)(&bound.dims, self.max_blocks(k));
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;
-        unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, gz), (chosen.block, 1, 1), chosen.dynamic_shared, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"))
+        let mut launch = || unsafe { cudarc::driver::result::launch_kernel(f.cu_function(), (gx, gy, gz), (chosen.block, 1, 1), chosen.dynamic_shared, stream.cu_stream(), &mut raw) }.map_err(device_err("cuLaunchKernel"));
+        // The timeline follows the main stream only, never inside a capture.
+        if self.timeline.on() && std::ptr::eq(stream, &*self.stream) && !crate::Device::capturing() {
+            self.timeline.around(&self.ctx, stream, chosen.name, launch)
+        } else {
+            launch()
+        }
     }
 }
 
@@ -588,7 +619,7 @@ impl DeviceBuf {
                 unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, b.ptr(), b.stream()) }.map_err(device_err("cuMemcpyDtoHAsync"))?;
             }
         }
-        backend.synchronize()?;
+        backend.synchronize_for("a read-back")?;
         Ok(bufs.iter().zip(&at).map(|((b, dtype, len), &off)| decode(*dtype, *len, unsafe { std::slice::from_raw_parts(base.add(off), b.bytes) })).collect())
     }
 
@@ -598,7 +629,7 @@ impl DeviceBuf {
             self.bind()?;
             unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut bytes, self.ptr(), self.stream()) }.map_err(device_err("cuMemcpyDtoHAsync"))?;
         }
-        self.backend.synchronize()?;
+        self.backend.synchronize_for("a read-back")?;
         Ok(decode(dtype, len, &bytes))
     }
 }

@@ -20,6 +20,8 @@ pub mod cpu;
 pub mod cpu_pool;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+mod cuda_timeline;
 #[cfg(feature = "hip")]
 pub mod hip;
 pub mod host_pool;
