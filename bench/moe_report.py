@@ -11,21 +11,31 @@ ours = json.load(open(a.ours))
 torch = json.load(open(a.torch))
 configs = []
 for k in torch:
-    size, batch, _ = k.split(" ")
+    size, batch = k.split(" ")[:2]
     if (size, batch) not in configs:
         configs.append((size, batch))
+TORCH_MODES = ["fp32", "fp16", "fp16+compile", "fp16-sparse", "fp16+compile-sparse"]
+OUR_MODES = ["sparse", "dense", "dense-graph"]
 print(f"MoE training step, ms per step (median), {datetime.date.today()}, commit {a.commit}\n")
-print("| size, batch | ours sparse | ours dense | ours dense + graph | graph replay only | torch fp32 | torch fp16 autocast | torch fp16 + compile | best torch / best ours |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-fmt = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else str(v)
+print("| size, batch | ours sparse | ours dense | ours dense + graph | graph replay only | " + " | ".join(f"torch {m}" for m in TORCH_MODES) + " | best torch / best ours |")
+print("|---|" + "---:|" * (4 + len(TORCH_MODES) + 1))
+fmt = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else ("" if v is None else str(v))
+num = lambda xs: [x for x in xs if isinstance(x, (int, float))]
+peaks = []
 for size, batch in configs:
-    t = [torch.get(f"{size} {batch} {m}") for m in ["fp32", "fp16", "fp16+compile"]]
-    mine = [ours.get(f"{size} {batch} ours-{m}") for m in ["sparse", "dense", "dense-graph"]]
+    t = [torch.get(f"{size} {batch} {m}") for m in TORCH_MODES]
+    mine = [ours.get(f"{size} {batch} ours-{m}") for m in OUR_MODES]
     replay = ours.get(f"{size} {batch} ours-dense-graph replay-only")
-    nums = [x for x in t if isinstance(x, (int, float))]
-    best = [x for x in mine if isinstance(x, (int, float))]
-    ratio = f"{min(nums) / min(best):.2f}x" if nums and best else "n/a"
+    ratio = f"{min(num(t)) / min(num(mine)):.2f}x" if num(t) and num(mine) else "n/a"
     print(f"| {size}, {batch} | " + " | ".join(fmt(x) for x in mine) + f" | {fmt(replay)} | " + " | ".join(fmt(x) for x in t) + f" | {ratio} |")
+    peaks.append((size, batch, [ours.get(f"{size} {batch} ours-{m} peak MiB") for m in OUR_MODES], [torch.get(f"{size} {batch} {m} peak MiB") for m in TORCH_MODES]))
+if any(num(o) for _, _, o, _ in peaks):
+    print("\nPeak device memory, MiB (ours: the memory pool's high-water mark in use; torch: max_memory_allocated), each from the model's creation on\n")
+    print("| size, batch | " + " | ".join(f"ours {m}" for m in OUR_MODES) + " | " + " | ".join(f"torch {m}" for m in TORCH_MODES) + " | least ours / least torch |")
+    print("|---|" + "---:|" * (len(OUR_MODES) + len(TORCH_MODES) + 1))
+    for size, batch, o, t in peaks:
+        ratio = f"{min(num(o)) / min(num(t)):.2f}" if num(o) and num(t) else "n/a"
+        print(f"| {size}, {batch} | " + " | ".join(f"{x:.0f}" if isinstance(x, (int, float)) else "" for x in o + t) + f" | {ratio} |")
 c = ours.get("curve", {})
 if c:
     print(f"\nnano, batch 128, {len(c['cpu'])} steps: CPU and GPU loss curves, worst relative difference {c['worst_rel']:.2e} ({'agree' if c['agree'] else 'DISAGREE'}).")

@@ -5,13 +5,15 @@ probabilities as weights (not renormalised); experts Linear(96, h) +
 LayerNorm + GELU(tanh), n_hidden x [Linear(h, h) + LayerNorm + GELU],
 Linear(h, 20); MSE loss; global gradient clipping; fused AdamW. Experts run
 on the whole batch (the dense form, as the old crate and perf.md's figures),
-or, with `--dispatch sparse`, on the rows routed to them (top-2 dispatch
-with index_select and index_add_, the way a PyTorch user writes it).
+or on the rows routed to them (the `-sparse` modes: top-2 dispatch with
+index_select and index_add, the way a PyTorch user writes it). On the GPU
+each mode also reports its peak of allocated memory.
 
 `--cpu` times the CPU instead: fp32 eager and fp32 with torch.compile, on
 `--threads` threads (torch.set_num_threads), both dispatches.
 
-Prints one JSON object: {"<size> <batch> <mode>": ms_per_step, ...}.
+Prints one JSON object: {"<size> <batch> <mode>": ms_per_step,
+"<size> <batch> <mode> peak MiB": MiB, ...}.
 """
 import argparse, json, time
 import torch
@@ -60,6 +62,12 @@ class MoE(nn.Module):
 
 
 def time_mode(size, batch, mode, steps, warmup, device="cuda", sparse=False):
+    """Median ms per step, and on the GPU the peak of memory allocated
+    (torch.cuda.max_memory_allocated, MiB) from the model's creation on."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     torch.manual_seed(0)
     model = MoE(size, sparse).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=device == "cuda")
@@ -93,7 +101,8 @@ def time_mode(size, batch, mode, steps, warmup, device="cuda", sparse=False):
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
-    return times[len(times) // 2]
+    peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else None
+    return times[len(times) // 2], peak
 
 
 def main():
@@ -114,18 +123,22 @@ def main():
                 for sparse in [False, True]:
                     key = f"{size} {batch} cpu-{mode}-{'sparse' if sparse else 'dense'} ({torch.get_num_threads()} threads)"
                     try:
-                        out[key] = time_mode(size, int(batch), mode, args.steps, args.warmup if mode == "fp32" else args.warmup + 5, "cpu", sparse)
+                        out[key] = time_mode(size, int(batch), mode, args.steps, args.warmup if mode == "fp32" else args.warmup + 5, "cpu", sparse)[0]
                     except Exception as e:  # a mode that fails is recorded, not fatal
                         out[key] = f"failed: {type(e).__name__}: {e}"[:200]
         print(json.dumps(out))
         return
+    # Dense (the old crate's form) and sparse top-2 dispatch (the way a
+    # PyTorch user writes it); the report takes the best of them.
     for cfg in args.configs.split(","):
         size, batch = cfg.split(":")
-        for mode in ["fp32", "fp16", "fp16+compile"]:
+        for mode in ["fp32", "fp16", "fp16+compile", "fp16-sparse", "fp16+compile-sparse"]:
+            key = f"{size} {batch} {mode}"
             try:
-                out[f"{size} {batch} {mode}"] = time_mode(size, int(batch), mode, args.steps, args.warmup if mode != "fp16+compile" else args.warmup + 5)
+                base = mode.removesuffix("-sparse")
+                out[key], out[f"{key} peak MiB"] = time_mode(size, int(batch), base, args.steps, args.warmup if base != "fp16+compile" else args.warmup + 5, sparse=mode.endswith("-sparse"))
             except Exception as e:  # a mode that fails is recorded, not fatal
-                out[f"{size} {batch} {mode}"] = f"failed: {type(e).__name__}: {e}"[:200]
+                out[key] = f"failed: {type(e).__name__}: {e}"[:200]
     print(json.dumps(out))
 
 

@@ -239,6 +239,36 @@ impl Device {
         }
     }
 
+    /// The most device memory this device's tensors held at once since
+    /// the last `memory_peak_reset` (bytes); `None` where it is not known
+    /// (host devices, drivers without stream-ordered allocation).
+    pub fn memory_peak(&self) -> Result<Option<u64>> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.memory_peak(),
+            _ => Ok(None),
+        }
+    }
+
+    /// The device memory this device's tensors hold now (bytes; `None`
+    /// as for `memory_peak`).
+    pub fn memory_in_use(&self) -> Result<Option<u64>> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.memory_in_use(),
+            _ => Ok(None),
+        }
+    }
+
+    /// Start the high-water mark of `memory_peak` again from now.
+    pub fn memory_peak_reset(&self) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(c) => c.memory_peak_reset(),
+            _ => Ok(()),
+        }
+    }
+
     /// Record the device timeline from now (`crate::timeline`): only a
     /// CUDA device has one; elsewhere an error saying so.
     pub fn timeline_start(&self) -> Result<()> {

@@ -29,6 +29,9 @@ pub struct Span {
     /// launch's queueing and this one's: what the device's idle time
     /// before this kernel was spent on.
     pub after_waits: Vec<&'static str>,
+    /// After a wait: the host's time from the wait's return to queueing
+    /// this launch (what the host did with the result), microseconds.
+    pub host_after_wait_us: Option<f64>,
     /// The step (`Timeline::marks` index) this launch belongs to.
     pub step: usize,
 }
@@ -63,6 +66,7 @@ pub struct Gap {
     pub after: String,
     pub us: f64,
     pub after_waits: Vec<&'static str>,
+    pub host_after_wait_us: Option<f64>,
 }
 
 impl Timeline {
@@ -95,7 +99,7 @@ impl Timeline {
             .spans
             .windows(2)
             .filter(|w| w[0].step == w[1].step)
-            .map(|w| Gap { step: w[1].step, before: w[0].kernel.clone(), after: w[1].kernel.clone(), us: (w[1].begin_us - w[0].end_us).max(0.0), after_waits: w[1].after_waits.clone() })
+            .map(|w| Gap { step: w[1].step, before: w[0].kernel.clone(), after: w[1].kernel.clone(), us: (w[1].begin_us - w[0].end_us).max(0.0), after_waits: w[1].after_waits.clone(), host_after_wait_us: w[1].host_after_wait_us })
             .collect();
         out.sort_by(|a, b| b.us.total_cmp(&a.us));
         out
@@ -126,7 +130,11 @@ impl Timeline {
         }
         let _ = writeln!(out, "  longest gaps within a step:");
         for g in self.gaps().iter().take(gaps) {
-            let cause = if g.after_waits.is_empty() { "host queueing".to_string() } else { format!("after {}", g.after_waits.join(", ")) };
+            let cause = match (g.after_waits.is_empty(), g.host_after_wait_us) {
+                (true, _) => "host queueing".to_string(),
+                (false, Some(h)) => format!("after {}; queued {:.1} us after the wait returned", g.after_waits.join(", "), h),
+                (false, None) => format!("after {}", g.after_waits.join(", ")),
+            };
             let _ = writeln!(out, "    {:>8.1} us  {} -> {}  ({}; {})", g.us, g.before, g.after, cause, self.marks.get(g.step).map_or("", |s| s.as_str()));
         }
         out
@@ -210,7 +218,7 @@ mod tests {
     use super::*;
 
     fn span(kernel: &str, begin_us: f64, end_us: f64, waits: &[&'static str], step: usize) -> Span {
-        Span { kernel: kernel.into(), begin_us, end_us, after_waits: waits.to_vec(), step }
+        Span { kernel: kernel.into(), begin_us, end_us, after_waits: waits.to_vec(), host_after_wait_us: (!waits.is_empty()).then_some(20.0), step }
     }
 
     #[test]
@@ -231,7 +239,7 @@ mod tests {
         let gaps = t.gaps();
         assert_eq!(gaps.len(), 2);
         assert_eq!((gaps[0].before.as_str(), gaps[0].after.as_str(), gaps[0].us), ("gelu_fwd", "gather_rows", 25.0));
-        assert!(t.report(5).contains("after read-back"));
+        assert!(t.report(5).contains("after read-back; queued 20.0 us after the wait returned"), "{}", t.report(5));
         let svg = t.svg();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("#e74c3c").count(), 1, "one red gap: the idle after the read-back");

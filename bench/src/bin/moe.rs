@@ -174,6 +174,12 @@ fn main() {
         let data = synth_quality(batch.max(512) * 2, 7);
         for (mode, contracts) in [Mode { dispatch: Dispatch::Sparse, graphs: false }, eager, graph].into_iter().flat_map(|m| monitors.iter().map(move |c| (m, *c))) {
             monitor::set_mode(contracts);
+            // The peak is this configuration's own: the last one's memory
+            // is freed once the stream reaches its frees, and what is
+            // still held (the curves' data) is not counted.
+            dev.synchronize().unwrap_or_else(|e| fail(e));
+            dev.memory_peak_reset().unwrap_or_else(|e| fail(e));
+            let held_before = dev.memory_in_use().unwrap_or_else(|e| fail(e)).unwrap_or(0);
             let mut t = Trainer::new(size, Kind::Moe, hyper(steps + 3, batch, mode.dispatch, mode.graphs), &dev).unwrap_or_else(|e| fail(e));
             let mut times = Vec::new();
             let mut last = 0.0;
@@ -212,6 +218,11 @@ fn main() {
             if let Some(rows) = &profile {
                 print_profile(&label, rows, steps, mean);
             }
+            if let Some(peak) = dev.memory_peak().unwrap_or_else(|e| fail(e)) {
+                let mib = peak.saturating_sub(held_before) as f64 / (1 << 20) as f64;
+                println!("{:<28} peak device memory {:.1} MiB (parameters, optimizer state, gradients and activations)", label, mib);
+                json.insert(format!("{} peak MiB", label), serde_json::json!(mib));
+            }
             json.insert(format!("{} probes", label), serde_json::json!(probes));
             json.insert(label.clone(), serde_json::json!(median));
             json.insert(format!("{} min", label), serde_json::json!(times[0]));
@@ -226,6 +237,9 @@ fn main() {
                 println!("{:<28} {:>9.3} ms/step (graph replays back to back, {} of them)", format!("{} replay-only", label), replay, steps);
                 json.insert(format!("{} replay-only", label), serde_json::json!(replay));
             }
+            // Its graphs go with it; then their arena's memory.
+            drop(t);
+            dev.release_graph_memory().unwrap_or_else(|e| fail(e));
         }
     }
     if let Some(path) = &args.json {

@@ -16,6 +16,8 @@ struct Launch {
     began: usize,
     ended: usize,
     after_waits: Vec<&'static str>,
+    /// Host time from the last wait's return to this launch's queueing.
+    host_after_wait: Option<std::time::Duration>,
     step: usize,
 }
 
@@ -24,8 +26,10 @@ struct Recording {
     pool: Vec<CudaEvent>,
     used: usize,
     launches: Vec<Launch>,
-    /// Host waits since the last recorded launch.
+    /// Host waits since the last recorded launch, and when the last
+    /// returned.
     waits: Vec<&'static str>,
+    wait_returned: Option<std::time::Instant>,
     marks: Vec<String>,
 }
 
@@ -66,6 +70,7 @@ impl Recorder {
         r.used = 0;
         r.launches.clear();
         r.waits.clear();
+        r.wait_returned = None;
         r.marks.clear();
         self.on.store(true, Ordering::Release);
         Ok(())
@@ -82,23 +87,29 @@ impl Recorder {
     /// Run `launch` between two events on `stream`.
     pub(crate) fn around(&self, ctx: &Arc<CudaContext>, stream: &CudaStream, kernel: &'static str, launch: impl FnOnce() -> Result<()>) -> Result<()> {
         // Not held across the launch (which may wait on the host's side).
-        let began = self.lock()?.stamp(ctx, stream)?;
+        let (began, host_after_wait) = {
+            let mut r = self.lock()?;
+            let host_after_wait = r.wait_returned.take().map(|t| t.elapsed());
+            (r.stamp(ctx, stream)?, host_after_wait)
+        };
         launch()?;
         let mut r = self.lock()?;
         let ended = r.stamp(ctx, stream)?;
         let after_waits = std::mem::take(&mut r.waits);
         let step = r.marks.len().saturating_sub(1);
-        r.launches.push(Launch { kernel, began, ended, after_waits, step });
+        r.launches.push(Launch { kernel, began, ended, after_waits, host_after_wait, step });
         Ok(())
     }
 
-    /// The host waited for the device (`what`: a read-back, a sync).
+    /// The host has just waited for the device (`what`: a read-back, a
+    /// sync).
     pub(crate) fn waited(&self, what: &'static str) {
         if self.on() {
             if let Ok(mut r) = self.recording.lock() {
                 if !r.waits.contains(&what) {
                     r.waits.push(what);
                 }
+                r.wait_returned = Some(std::time::Instant::now());
             }
         }
     }
@@ -113,7 +124,7 @@ impl Recorder {
         };
         let origin = &r.pool[first.began];
         let at = |i: usize| -> Result<f64> { Ok(origin.elapsed_ms(&r.pool[i]).map_err(device_err("cuEventElapsedTime"))? as f64 * 1e3) };
-        let spans = r.launches.iter().map(|l| Ok(Span { kernel: l.kernel.to_string(), begin_us: at(l.began)?, end_us: at(l.ended)?, after_waits: l.after_waits.clone(), step: l.step })).collect::<Result<Vec<_>>>()?;
+        let spans = r.launches.iter().map(|l| Ok(Span { kernel: l.kernel.to_string(), begin_us: at(l.began)?, end_us: at(l.ended)?, after_waits: l.after_waits.clone(), host_after_wait_us: l.host_after_wait.map(|d| d.as_secs_f64() * 1e6), step: l.step })).collect::<Result<Vec<_>>>()?;
         let marks = if r.marks.is_empty() { vec!["all".to_string()] } else { r.marks.clone() };
         Ok(Timeline { spans, marks })
     }

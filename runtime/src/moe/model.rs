@@ -16,6 +16,7 @@
 use super::config::{Size, INPUT_DIM, N_EXPERTS, OUTPUT_DIM};
 use super::sheaf;
 use crate::kernels::{gelu, layernorm, linear, moe};
+use crate::abi::tk_rt::Buf;
 use crate::{DType, Device, Error, Result, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -145,7 +146,7 @@ impl Forward {
     /// Each sample's two experts (`None` for the dense model; a device
     /// read).
     pub fn routes(&self) -> Result<Option<(Vec<i32>, Vec<i32>)>> {
-        self.routing.as_ref().map(|r| Ok((ints(&r.i0)?, ints(&r.i1)?))).transpose()
+        self.routing.as_ref().map(|r| Ok((ints(r.i0.to_buf()?)?, ints(r.i1.to_buf()?)?))).transpose()
     }
 }
 
@@ -446,22 +447,27 @@ impl Model {
                 (h, None)
             }
             Dispatch::Sparse => {
-                let plan = sparse_plan(b, &ints(&i0)?, &ints(&i1)?, &w0.to_f32_vec()?, &w1.to_f32_vec()?);
-                let mut h = Tensor::output(&[plan.src.len(), OUTPUT_DIM], DType::F16, dev)?;
+                // One wait for the routing (four read-backs would be four).
+                let [i0h, i1h, w0h, w1h]: [Buf; 4] = Tensor::read_all(&[&i0, &i1, &w0, &w1])?.try_into().map_err(|_| Error::Tensor("four routing tensors read back as another number".into()))?;
+                let plan = sparse_plan(b, &ints(i0h)?, &ints(i1h)?, &w0h.to_f32(), &w1h.to_f32());
+                // Every map uploaded before the first expert runs, so that
+                // no upload waits between launches; an expert's rows are
+                // its run of `src`.
+                let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
+                let slots = plan.src.len();
+                let maps = SparseMaps { pos0: upload_i32(plan.pos0)?, pos1: upload_i32(plan.pos1)?, src: upload_i32(plan.src)?, ws: Tensor::from_f32(&[slots], plan.ws)?.to_device(dev)? };
+                let mut h = Tensor::output(&[slots, OUTPUT_DIM], DType::F16, dev)?;
                 for (e, members) in plan.members.iter().enumerate() {
                     if members.is_empty() {
                         continue;
                     }
                     let at = plan.start[e];
-                    let idx = Tensor::from_i32(&[members.len()], members.clone())?.to_device(dev)?;
+                    let idx = if dev.has_views() { maps.src.view(at, &[members.len()])? } else { upload_i32(members.clone())? };
                     let mut xe = Tensor::output(&[members.len(), INPUT_DIM], DType::F16, dev)?;
                     moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
                     let tape = self.expert_into(dev, e, &xe, &mut h, at)?;
                     runs.push(ExpertRun { expert: e, at, rows: members.len(), input: Some(xe), tape });
                 }
-                let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
-                let slots = plan.src.len();
-                let maps = SparseMaps { pos0: upload_i32(plan.pos0)?, pos1: upload_i32(plan.pos1)?, src: upload_i32(plan.src)?, ws: Tensor::from_f32(&[slots], plan.ws)?.to_device(dev)? };
                 moe::combine2::launch(dev, &h, &maps.pos0, &maps.pos1, &w0, &w1, &mut y)?;
                 (h, Some(maps))
             }
@@ -639,8 +645,8 @@ fn sparse_plan(b: usize, i0: &[i32], i1: &[i32], w0: &[f32], w1: &[f32]) -> Plan
     p
 }
 
-fn ints(t: &Tensor) -> Result<Vec<i32>> {
-    match t.to_buf()? {
+fn ints(b: Buf) -> Result<Vec<i32>> {
+    match b {
         crate::abi::tk_rt::Buf::I32(v) => Ok(v),
         other => Err(Error::Tensor(format!("expected i32 routing indices, got {}", other.dtype()))),
     }
