@@ -128,6 +128,11 @@ impl Timeline {
         for (k, label) in self.marks.iter().enumerate() {
             row(&mut out, label, &self.split(Some(k)));
         }
+        let steps = self.marks.len().max(1) as f64;
+        let _ = writeln!(out, "  device time by kernel, per step (launches, us):");
+        for (name, n, us) in self.by_kernel().iter().take(gaps) {
+            let _ = writeln!(out, "    {:>8.1} us  {:>5.1}  {}", us / steps, *n as f64 / steps, name);
+        }
         let _ = writeln!(out, "  longest gaps within a step:");
         for g in self.gaps().iter().take(gaps) {
             let cause = match (g.after_waits.is_empty(), g.host_after_wait_us) {
