@@ -450,23 +450,28 @@ impl Model {
                 // One wait for the routing (four read-backs would be four).
                 let [i0h, i1h, w0h, w1h]: [Buf; 4] = Tensor::read_all(&[&i0, &i1, &w0, &w1])?.try_into().map_err(|_| Error::Tensor("four routing tensors read back as another number".into()))?;
                 let plan = sparse_plan(&ints(i0h)?, &ints(i1h)?, &w0h.to_f32(), &w1h.to_f32())?;
-                // Every map uploaded before the first expert runs, so that
-                // no upload waits between launches; an expert's rows are
-                // its run of `src`.
+                // The device idles from the read-back until the first
+                // launch: `src` goes up first and every expert's rows are
+                // gathered (a view of `src` each), then the other maps go
+                // up while the gathers run; no upload waits between the
+                // experts' launches.
                 let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
                 let slots = plan.src.len();
-                let maps = SparseMaps { pos0: upload_i32(plan.pos0.clone())?, pos1: upload_i32(plan.pos1.clone())?, src: upload_i32(plan.src.clone())?, ws: Tensor::from_f32(&[slots], plan.ws.clone())?.to_device(dev)? };
-                let mut h = Tensor::output(&[slots, OUTPUT_DIM], DType::F16, dev)?;
-                for e in 0..N_EXPERTS {
+                let src = upload_i32(plan.src.clone())?;
+                let mut inputs = Vec::with_capacity(N_EXPERTS);
+                for e in (0..N_EXPERTS).filter(|&e| !plan.members(e).is_empty()) {
                     let (at, members) = (plan.start[e], plan.members(e));
-                    if members.is_empty() {
-                        continue;
-                    }
-                    let idx = if dev.has_views() { maps.src.view(at, &[members.len()])? } else { upload_i32(members.to_vec())? };
+                    let idx = if dev.has_views() { src.view(at, &[members.len()])? } else { upload_i32(members.to_vec())? };
                     let mut xe = Tensor::output(&[members.len(), INPUT_DIM], DType::F16, dev)?;
                     moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
+                    inputs.push((e, xe));
+                }
+                let maps = SparseMaps { pos0: upload_i32(plan.pos0.clone())?, pos1: upload_i32(plan.pos1.clone())?, src, ws: Tensor::from_f32(&[slots], plan.ws.clone())?.to_device(dev)? };
+                let mut h = Tensor::output(&[slots, OUTPUT_DIM], DType::F16, dev)?;
+                for (e, xe) in inputs {
+                    let at = plan.start[e];
                     let tape = self.expert_into(dev, e, &xe, &mut h, at)?;
-                    runs.push(ExpertRun { expert: e, at, rows: members.len(), input: Some(xe), tape });
+                    runs.push(ExpertRun { expert: e, at, rows: plan.members(e).len(), input: Some(xe), tape });
                 }
                 moe::combine2::launch(dev, &h, &maps.pos0, &maps.pos1, &w0, &w1, &mut y)?;
                 (h, Some(maps))
