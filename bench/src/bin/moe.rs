@@ -226,12 +226,12 @@ fn main() {
             json.insert(format!("{} probes", label), serde_json::json!(probes));
             json.insert(label.clone(), serde_json::json!(median));
             json.insert(format!("{} min", label), serde_json::json!(times[0]));
-            // The device's own time per step: the captured step replayed
-            // back to back, nothing read in between.
-            let start = Instant::now();
             if let (Some(dir), false) = (&args.timeline, mode.graphs) {
                 record_timeline(&dev, &mut t, &data, dir, &label);
             }
+            // The device's own time per step: the captured step replayed
+            // back to back, nothing read in between.
+            let start = Instant::now();
             if t.replay_captured(steps).unwrap_or_else(|e| fail(e)) {
                 let replay = start.elapsed().as_secs_f64() * 1e3 / steps as f64;
                 println!("{:<28} {:>9.3} ms/step (graph replays back to back, {} of them)", format!("{} replay-only", label), replay, steps);

@@ -449,7 +449,7 @@ impl Model {
             Dispatch::Sparse => {
                 // One wait for the routing (four read-backs would be four).
                 let [i0h, i1h, w0h, w1h]: [Buf; 4] = Tensor::read_all(&[&i0, &i1, &w0, &w1])?.try_into().map_err(|_| Error::Tensor("four routing tensors read back as another number".into()))?;
-                let plan = sparse_plan(&ints(i0h)?, &ints(i1h)?, &w0h.to_f32(), &w1h.to_f32())?;
+                let mut plan = sparse_plan(&ints(i0h)?, &ints(i1h)?, &w0h.to_f32(), &w1h.to_f32())?;
                 // The device idles from the read-back until the first
                 // launch: `src` goes up first and every expert's rows are
                 // gathered (a view of `src` each), then the other maps go
@@ -466,7 +466,8 @@ impl Model {
                     moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
                     inputs.push((e, xe));
                 }
-                let maps = SparseMaps { pos0: upload_i32(plan.pos0.clone())?, pos1: upload_i32(plan.pos1.clone())?, src, ws: Tensor::from_f32(&[slots], plan.ws.clone())?.to_device(dev)? };
+                let (pos0, pos1, ws) = (std::mem::take(&mut plan.pos0), std::mem::take(&mut plan.pos1), std::mem::take(&mut plan.ws));
+                let maps = SparseMaps { pos0: upload_i32(pos0)?, pos1: upload_i32(pos1)?, src, ws: Tensor::from_f32(&[slots], ws)?.to_device(dev)? };
                 let mut h = Tensor::output(&[slots, OUTPUT_DIM], DType::F16, dev)?;
                 for (e, xe) in inputs {
                     let at = plan.start[e];
