@@ -275,7 +275,7 @@ impl Device {
         match self {
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => c.timeline_start(),
-            _ => Err(crate::Error::Tensor(format!("{} records no device timeline (only CUDA devices do)", self.describe()))),
+            _ => Err(self.no_timeline()),
         }
     }
 
@@ -294,8 +294,13 @@ impl Device {
         match self {
             #[cfg(feature = "cuda")]
             Device::Cuda(c) => c.timeline_finish(),
-            _ => Err(crate::Error::Tensor(format!("{} records no device timeline (only CUDA devices do)", self.describe()))),
+            _ => Err(self.no_timeline()),
         }
+    }
+
+    /// What a device without a timeline answers `timeline_start` and `_finish`.
+    fn no_timeline(&self) -> crate::Error {
+        crate::Error::Tensor(format!("{} records no device timeline (only CUDA devices do)", self.describe()))
     }
 
     /// Give back the memory of captured steps (their graphs must be gone).

@@ -120,7 +120,7 @@ fn pool_get(ctx: &CudaContext, attr: sys::CUmemPool_attribute) -> Result<u64> {
     Ok(v)
 }
 
-fn device_err(call: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+pub(super) fn device_err(call: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
     move |e| Error::Device { backend: BACKEND, call: call.to_string(), message: e.to_string() }
 }
 
@@ -261,18 +261,21 @@ impl CudaBackend {
     /// use, PyTorch's `max_memory_allocated`). `None` on a driver without
     /// stream-ordered allocation.
     pub fn memory_peak(&self) -> Result<Option<u64>> {
-        if !self.ctx.has_async_alloc() {
-            return Ok(None);
-        }
-        pool_get(&self.ctx, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH).map(Some)
+        self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH)
     }
 
     /// The device memory tensors hold now (bytes; as `memory_peak`).
     pub fn memory_in_use(&self) -> Result<Option<u64>> {
+        self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+    }
+
+    /// A 64-bit attribute of the pool tensors come from; `None` without
+    /// stream-ordered allocation (no pool).
+    fn pool_attribute(&self, attr: sys::CUmemPool_attribute) -> Result<Option<u64>> {
         if !self.ctx.has_async_alloc() {
             return Ok(None);
         }
-        pool_get(&self.ctx, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT).map(Some)
+        pool_get(&self.ctx, attr).map(Some)
     }
 
     /// Start the high-water mark again from the memory in use now.

@@ -3,6 +3,7 @@
 //! Off, it costs a launch one relaxed atomic load. Events come from a pool
 //! kept across recordings (creating one costs about as much as a launch).
 
+use super::cuda::device_err;
 use crate::timeline::{Span, Timeline};
 use crate::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream};
@@ -37,10 +38,6 @@ struct Recording {
 pub(crate) struct Recorder {
     on: AtomicBool,
     recording: Mutex<Recording>,
-}
-
-fn device_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Device { backend: "CUDA", call: call.to_string(), message: e.to_string() }
 }
 
 impl Recording {
