@@ -13,10 +13,16 @@
 # without, alternating.
 # Needs target/abx/split.tar.xz (bin/tokitai-gpucheck,
 # bin/tokitai-bench-kernels, bin/tokitai-bench-moe; stripped release
-# binaries built on the CPU machine).
+# binaries built on the CPU machine), or the tarball TARBALL names.
+# The narrow form (`schedule::narrow`, `<kernel>_nw`) is measured by the
+# same script: SHAPES="nw nw4x2 nw8x2 nw4x4d256 ks32" WITHOUT=nw (the
+# forms each forced, and the choice without them).
 source "$(dirname "$0")/gpu_env.sh"
 BIN=/tmp/split-bin
-mkdir -p "$BIN" && tar -C "$BIN" -xJf target/abx/split.tar.xz
+mkdir -p "$BIN" && tar -C "$BIN" -xJf "${TARBALL:-target/abx/split.tar.xz}"
+# The forms checked and timed, and those skipped for the `without` run.
+SHAPES="${SHAPES:-ks16 ks32 ks16x16}"
+WITHOUT="${WITHOUT:-ks16,ks32}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --format=csv > "$OUT/gpu.txt" 2>&1
 forms() { echo linear_fwd_$1,linear_gelu_fwd_$1,linear_bwd_x_$1,linear_bwd_w_$1; }
 # PARTS: which of check, time and step to run (one device call may not
@@ -26,7 +32,7 @@ if [[ $PARTS == *check* ]]; then
 {
   echo "## gpucheck --only linear (the choice)"
   TOKITAI_CONTRACTS=off timeout 300 "$BIN/bin/tokitai-gpucheck" --only linear 2>&1 | grep -E "FAIL|ERROR|split sums|passed|failed" | tail -30
-  for shape in ks16 ks32 ks16x16; do
+  for shape in $SHAPES; do
     echo "## gpucheck --only linear, forced: $(forms $shape)"
     TOKITAI_FORCE=$(forms $shape) TOKITAI_CONTRACTS=off timeout 300 "$BIN/bin/tokitai-gpucheck" --only linear 2>&1 | grep -E "FAIL|ERROR|split sums|passed|failed" | tail -30
     for tool in memcheck racecheck synccheck; do
@@ -41,10 +47,9 @@ if [[ $PARTS == *time* ]]; then
 ONLY=("head" "router" "narrow")
 bench() { TOKITAI_CONTRACTS=off "$BIN/bin/tokitai-bench-kernels" --only "${@:2}" --json "$OUT/$1.json" 2>&1 | tee -a "$OUT/bench.log"; }
 bench chosen "${ONLY[@]}"
-TOKITAI_SKIP_VARIANTS=ks16,ks32 bench without "${ONLY[@]}"
+TOKITAI_SKIP_VARIANTS=$WITHOUT bench without "${ONLY[@]}"
 TOKITAI_FORCE=linear_fwd_t16,linear_bwd_w_t16 bench t16 "${ONLY[@]}"
 # Each shape of the form forced (`split_sum::SHAPES`, `TUNING`).
-SHAPES="${SHAPES:-ks16 ks32 ks16x16}"
 for shape in $SHAPES; do
   TOKITAI_FORCE=linear_fwd_$shape,linear_bwd_w_$shape bench $shape "${ONLY[@]}"
 done
@@ -60,8 +65,8 @@ if [[ $PARTS == *step* ]]; then
 # The tiny step (sparse, the GPU default), with the form and without.
 for pass in ${STEP_PASSES:-1 2}; do
   for mode in with without; do
-    skip=""; [ $mode = without ] && skip=ks16,ks32
-    echo "## ${STEP_CONFIGS:-tiny:4096} step, $mode the split-sum form, pass $pass"
+    skip=""; [ $mode = without ] && skip=$WITHOUT
+    echo "## ${STEP_CONFIGS:-tiny:4096} step, $mode the forms skipped by the without run ($WITHOUT), pass $pass"
     TOKITAI_SKIP_VARIANTS=$skip timeout 200 "$BIN/bin/tokitai-bench-moe" --configs ${STEP_CONFIGS:-tiny:4096} --steps 20 --curve-steps 2 --contracts off 2>&1 | grep -E "ms/step"
   done
 done > "$OUT/step.log" 2>&1

@@ -748,6 +748,11 @@ pub enum Schedule {
     /// groups == g`; the groups' partial tiles meet in a tree in shared
     /// memory (`schedule::split_sum`).
     SplitContraction { bm: u32, bn: u32, bk: u32, tm: u32, tn: u32, groups: u32 },
+    /// Contraction for outputs at most `cols` wide with the warp's lanes
+    /// along the sum (`schedule::narrow`): `warps` warps a block, `rows`
+    /// output rows a warp, B's slabs `bk` deep in shared memory, the
+    /// lanes' partials summed by a butterfly.
+    NarrowContraction { warps: u32, rows: u32, cols: u32, bk: u32 },
 }
 
 impl Schedule {
@@ -762,6 +767,7 @@ impl Schedule {
             Schedule::Warpgroup { .. } => "warpgroup tensor-core contraction",
             Schedule::ColumnReduction { .. } => "column reduction",
             Schedule::SplitContraction { .. } => "split-sum contraction",
+            Schedule::NarrowContraction { .. } => "narrow contraction",
         }
     }
 
@@ -778,6 +784,7 @@ impl Schedule {
             Schedule::Warpgroup { bm, bn, bk, n } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("n", n)],
             Schedule::ColumnReduction { lanes, chains } => vec![("lanes", lanes), ("chains", chains)],
             Schedule::SplitContraction { bm, bn, bk, tm, tn, groups } => vec![("bm", bm), ("bn", bn), ("bk", bk), ("tm", tm), ("tn", tn), ("groups", groups)],
+            Schedule::NarrowContraction { warps, rows, cols, bk } => vec![("warps", warps), ("rows", rows), ("cols", cols), ("bk", bk)],
         }
     }
 }

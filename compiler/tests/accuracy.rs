@@ -384,6 +384,29 @@ fn sampled_column_form_launches_stay_within_their_bound() {
 #[test]
 fn sampled_split_sum_launches_stay_within_their_bound() {
     use tokitai_compiler::kir::{ReductionOrder, Schedule};
+    sampled_keyed_forms_stay_within_their_bound("ks", &["linear_fwd", "linear_gelu_fwd", "linear_bwd_w"], &|ir| {
+        assert!(matches!(ir.schedule, Schedule::SplitContraction { groups: 4, .. }));
+        assert!(ir.reduction_order.values().all(|o| matches!(o, ReductionOrder::Columns { groups: 4, chains: 1 })));
+    });
+}
+
+/// The narrow form (`<kernel>_nw`, the warp's lanes along the sum):
+/// sampled launches (under its guard: sums of at least 256, outputs of at
+/// most 32 columns) stay within the bound derived for its order, a chain
+/// of `K / 32` a lane and the lanes' tree.
+#[test]
+fn sampled_narrow_launches_stay_within_their_bound() {
+    use tokitai_compiler::kir::{ReductionOrder, Schedule};
+    sampled_keyed_forms_stay_within_their_bound("nw", &["linear_fwd", "linear_gelu_fwd", "linear_bwd_x"], &|ir| {
+        assert!(matches!(ir.schedule, Schedule::NarrowContraction { cols: 32, .. }));
+        assert!(ir.reduction_order.values().all(|o| matches!(o, ReductionOrder::Columns { groups: 32, chains: 1 })));
+    });
+}
+
+/// linear.tk's keyed variants named `<kernel>_<form>...` (each checked by
+/// `check`), `kernels` among their kernels: 20,000 sampled launches each
+/// under the variant's guard, no element's error above the proved bound.
+fn sampled_keyed_forms_stay_within_their_bound(form: &str, kernels: &[&str], check: &dyn Fn(&tokitai_compiler::kir::KernelIr)) {
     let mut sampled = Vec::new();
     let (name, text) = ops().into_iter().find(|(n, _)| n.ends_with("linear.tk")).expect("linear.tk");
     let program = tokitai_compiler::driver::check_source(&SourceFile::new(&name, &text)).program.expect("checks");
@@ -392,14 +415,13 @@ fn sampled_split_sum_launches_stay_within_their_bound() {
     for (k, ir) in program.kernels.iter().zip(&irs) {
         let variants = tokitai_compiler::schedule::schedule_variants(k, &target, ir).unwrap();
         // The shapes an untuned launch takes (keyed).
-        for v in variants.iter().filter(|v| v.ir.name.starts_with(&format!("{}_ks", k.name)) && v.keys.0 <= v.keys.1) {
-            assert!(matches!(v.ir.schedule, Schedule::SplitContraction { groups: 4, .. }));
-            assert!(v.ir.reduction_order.values().all(|o| matches!(o, ReductionOrder::Columns { groups: 4, chains: 1 })));
+        for v in variants.iter().filter(|v| v.ir.name.starts_with(&format!("{}_{}", k.name, form)) && v.keys.0 <= v.keys.1) {
+            check(&v.ir);
             sampled.push((v.kernel(k).into_owned(), v.ir.clone()));
         }
     }
     let names: Vec<&str> = sampled.iter().map(|(k, _)| k.name.as_str()).collect();
-    assert!(["linear_fwd", "linear_gelu_fwd", "linear_bwd_w"].iter().all(|n| names.contains(n)), "{:?}", names);
+    assert!(kernels.iter().all(|n| names.contains(n)), "{:?}", names);
     let rows: Vec<_> = sampled.par_iter().flat_map(|(k, ir)| tokitai_compiler::soundness::sample(k, ir, 20_000)).collect();
     assert!(rows.len() >= 3, "{} rows", rows.len());
     for r in &rows {

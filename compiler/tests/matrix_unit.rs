@@ -117,15 +117,19 @@ fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
     // the first variant that admits it; the form on 128-row tiles after
     // it is taken only in its place, by the waves each would run).
     // (Their observing twins, for the contract monitor, share the guards;
-    // the warp-specialised form has none.) The split-sum form for narrow
-    // outputs (`N <= 32`, sums of at least 64) comes before them all.
+    // the warp-specialised form has none.) The narrow form for narrow
+    // outputs (`N <= 32`, sums of at least 256), then the split-sum form
+    // (sums of at least 64), come before them all.
     let names: Vec<&str> = arts.variants[0].iter().filter(|v| v.guard.is_some()).map(|v| v.ir.name.as_str()).collect();
     // Sums of 64 to 127 take mma.sync, after them.
-    assert_eq!(names, ["lin_ks16", "lin_ks32", "lin_ks16x16", "lin_ws8", "lin_ws", "lin_ws128", "lin_wg4", "lin_wg", "lin_mma", "lin_ks16_obs", "lin_ks32_obs", "lin_wg4_obs", "lin_wg_obs", "lin_mma_obs"]);
+    assert_eq!(names, ["lin_nw", "lin_nw4x4", "lin_nw8x1", "lin_nw8x2d256", "lin_ks16", "lin_ks32", "lin_ks16x16", "lin_ws8", "lin_ws", "lin_ws128", "lin_wg4", "lin_wg", "lin_mma", "lin_nw_obs", "lin_ks16_obs", "lin_ks32_obs", "lin_wg4_obs", "lin_wg_obs", "lin_mma_obs"]);
+    let narrow = arts.variants[0].iter().find(|v| v.ir.name == "lin_nw").expect("the narrow form");
+    let g = narrow.guard.expect("guarded");
+    assert_eq!((k.dims[g.dim].name.as_str(), g.at_least, g.also_at_most.map(|(d, most)| (k.dims[d].name.as_str(), most))), ("K", 256, Some(("N", 32))));
     let split = arts.variants[0].iter().find(|v| v.ir.name == "lin_ks16").expect("the split-sum form");
     let g = split.guard.expect("guarded");
     assert_eq!((k.dims[g.dim].name.as_str(), g.at_least, g.also_at_most.map(|(d, most)| (k.dims[d].name.as_str(), most))), ("K", 64, Some(("N", 32))));
-    for wide in &arts.variants[0][3..7] {
+    for wide in &arts.variants[0][7..11] {
         assert_eq!(wide.guard.map(|g| g.at_least), Some(192), "{}", wide.ir.name);
         assert_eq!(wide.ir.reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }], "{}", wide.ir.name);
     }
@@ -160,10 +164,13 @@ fn a_contraction_that_admits_short_sums_gets_the_unit_as_a_guarded_variant() {
     assert!(matches!(long.kernels[0].schedule, Schedule::Warpgroup { .. }));
     // (Then the observing twins of the kernel and of each of these.)
     let names: Vec<(&str, Option<i64>)> = long.variants[0].iter().map(|v| (v.ir.name.as_str(), v.guard.map(|g| g.at_least))).collect();
-    // (The split-sum form first, for narrow outputs: see above.)
-    assert_eq!(names, [("lin_ks16", Some(64)), ("lin_ks32", Some(64)), ("lin_ks16x16", Some(64)), ("lin_ws8", Some(192)), ("lin_ws", Some(192)), ("lin_ws128", Some(192)), ("lin_wg4", Some(192)), ("lin_obs", None), ("lin_ks16_obs", Some(64)), ("lin_ks32_obs", Some(64)), ("lin_wg4_obs", Some(192))]);
+    // (The narrow and split-sum forms first, for narrow outputs: see above.)
+    let narrow = [("lin_nw", Some(256)), ("lin_nw4x4", Some(256)), ("lin_nw8x1", Some(256)), ("lin_nw8x2d256", Some(256)), ("lin_ks16", Some(64)), ("lin_ks32", Some(64)), ("lin_ks16x16", Some(64))];
+    assert_eq!(names[..7], narrow);
+    assert_eq!(names[7..], [("lin_ws8", Some(192)), ("lin_ws", Some(192)), ("lin_ws128", Some(192)), ("lin_wg4", Some(192)), ("lin_obs", None), ("lin_nw_obs", Some(256)), ("lin_ks16_obs", Some(64)), ("lin_ks32_obs", Some(64)), ("lin_wg4_obs", Some(192))]);
     let longer = compile(&linear(192, "f16"));
     let names: Vec<(&str, Option<i64>)> = longer.variants[0].iter().map(|v| (v.ir.name.as_str(), v.guard.map(|g| g.at_least))).collect();
-    assert_eq!(names, [("lin_ks16", Some(64)), ("lin_ks32", Some(64)), ("lin_ks16x16", Some(64)), ("lin_ws8", None), ("lin_ws", None), ("lin_ws128", None), ("lin_obs", None), ("lin_ks16_obs", Some(64)), ("lin_ks32_obs", Some(64))]);
+    assert_eq!(names[..7], narrow);
+    assert_eq!(names[7..], [("lin_ws8", None), ("lin_ws", None), ("lin_ws128", None), ("lin_obs", None), ("lin_nw_obs", Some(256)), ("lin_ks16_obs", Some(64)), ("lin_ks32_obs", Some(64))]);
     assert_eq!(longer.kernels[0].reduction_order.values().copied().collect::<Vec<_>>(), [ReductionOrder::MatrixUnit { k: 16, per_promotion: 4 }]);
 }

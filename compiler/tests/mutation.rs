@@ -1092,3 +1092,95 @@ fn the_split_sum_form_is_proved_and_its_mutants_refuted() {
     assert!(groups > 1);
 }
 
+
+/// The narrow form of a contraction (`<kernel>_nw`, the warp's lanes along
+/// the sum): proved, its tolerance included, and each mutant refuted; the
+/// completeness of its sum asked among the threads of one warp (its
+/// team): with no team, or a finer or coarser one, the proof fails; a
+/// butterfly level that skips a slot leaves the next level reading an
+/// unset register.
+#[test]
+fn the_narrow_form_is_proved_and_its_mutants_refuted() {
+    use tokitai_compiler::kir::{Cond, IExpr, KStmt, Schedule};
+    use tokitai_compiler::verify::mutate::mutants;
+    let cfg = Config { timeout_ms: 10_000 };
+    let arts = compile_example("linear.tk", &Target::default_cuda());
+    let i = arts.program.kernels.iter().position(|k| k.name == "linear_fwd").expect("the kernel");
+    let k = &arts.program.kernels[i];
+    let v = arts.variants[i].iter().find(|v| v.ir.name == "linear_fwd_nw").expect("the narrow form is emitted: proved, its tolerance included");
+    let Schedule::NarrowContraction { rows, cols, .. } = v.ir.schedule else { panic!("{:?}", v.ir.schedule) };
+    let guarded = v.kernel(k);
+    // Equivalent mutants under the guard (N <= 32 = cols, one warp of 32
+    // lanes): a slab loop one iteration longer loads zeros and visits no
+    // index (its steps' guard is false); the store's column loop one
+    // iteration longer stores nothing (no lane is column 32).
+    let equivalent = |m: &tokitai_compiler::verify::mutate::Mutant| m.description.ends_with("loop `k0` runs one iteration too far") || m.description.ends_with("loop `col` runs one iteration too far");
+    let all: Vec<_> = mutants(&guarded, &v.ir).into_iter().filter(|m| !equivalent(m)).collect();
+    assert!(all.len() >= 25, "only {} mutants", all.len());
+    let survivors: Vec<String> = all.iter().filter(|m| first_refutation(&guarded, &m.ir, &cfg).is_none()).map(|m| format!("{}: {}", m.operator, m.description)).collect();
+    assert!(survivors.is_empty(), "{} of {} mutants survived:\n{}", survivors.len(), all.len(), survivors.join("\n"));
+    let refuted_by = |ir: &tokitai_compiler::kir::KernelIr, what: &str, kind: tokitai_contracts::ObligationKind| {
+        let r = first_refutation(&guarded, ir, &cfg).unwrap_or_else(|| panic!("{} was proved", what));
+        assert_eq!(r.obligation.kind, kind, "{} refuted by {}", what, r.obligation.description);
+        r.obligation.description.clone()
+    };
+    let complete = tokitai_contracts::ObligationKind::ReductionComplete;
+    let steps = v.ir.reduction_loops.iter().find(|r| r.visits.is_some()).expect("the lanes' steps visit the sum").var;
+    // A lane one step short of its share of each slab.
+    let mut short = v.ir.clone();
+    assert_eq!(edit(&mut short.body, &|s| matches!(s, KStmt::For { var, .. } if *var == steps) && { if let KStmt::For { end, .. } = s { *end = end.clone().sub(IExpr::c(1)); } true }), 1);
+    let why = refuted_by(&short, "a step short", complete);
+    assert!(why.contains("visit every index"), "{}", why);
+    // The visit's guard one index short of the sum's end.
+    let mut early = v.ir.clone();
+    let cut = |s: &mut KStmt| {
+        let KStmt::For { var, body, .. } = s else { return false };
+        if *var != steps {
+            return false;
+        }
+        let Some(KStmt::If { cond: Cond::Lt(_, end), .. }) = body.first_mut() else { return false };
+        *end = end.clone().sub(IExpr::c(1));
+        true
+    };
+    assert_eq!(edit(&mut early.body, &cut), 1);
+    refuted_by(&early, "a guard that stops one index early", complete);
+    // The team: none (the block as one sum), finer or coarser.
+    for (team, what) in [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.div(IExpr::c(64))), "a team of two warps")] {
+        let mut ir = v.ir.clone();
+        for r in ir.reduction_loops.iter_mut() {
+            if let Some(visits) = r.visits.as_mut() {
+                visits.team = team.clone();
+            }
+        }
+        refuted_by(&ir, what, complete);
+    }
+    // Each butterfly level one slot short: the next level (or the store)
+    // reads the slot it left unset.
+    let slots = (rows * cols) as i64;
+    let levels = |s: &KStmt| matches!(s, KStmt::For { end: IExpr::Const(n), body, .. } if *n == slots && matches!(body.as_slice(), [KStmt::ArraySet { value, .. }] if format!("{:?}", value).contains("ShflXor")));
+    let mut count = 0;
+    loop {
+        let mut ir = v.ir.clone();
+        let seen = std::cell::Cell::new(0);
+        let n = edit(&mut ir.body, &|s| {
+            if !levels(s) {
+                return false;
+            }
+            seen.set(seen.get() + 1);
+            if seen.get() != count + 1 {
+                return false;
+            }
+            if let KStmt::For { end, .. } = s {
+                *end = IExpr::c(slots - 1);
+            }
+            true
+        });
+        if n == 0 {
+            break;
+        }
+        let why = refuted_by(&ir, &format!("butterfly level {} one slot short", count), tokitai_contracts::ObligationKind::Initialized);
+        assert!(why.contains("acc"), "{}", why);
+        count += 1;
+    }
+    assert_eq!(count, 5, "a level for each of the warp's five masks");
+}

@@ -137,31 +137,43 @@ mod tests {
     }
 
     #[test]
-    fn narrow_outputs_of_long_sums_take_the_split_sum_form() {
+    fn narrow_outputs_of_long_sums_take_the_narrow_or_split_sum_form() {
         use crate::kernels::linear::linear_bwd_x;
         let ran = |k: &crate::call::KernelDef, d: &[i64]| k.choose(d).name;
         // linear_fwd's dims: M, K, N. The tiny expert's head (20 columns)
-        // and router (4), summed over 2048: 16-row tiles up to 33 default
-        // tiles (M = 2112), 32-row tiles up to 256 (M = 16384).
-        assert_eq!(ran(&linear_fwd::KERNEL, &[2112, 2048, 20]), "linear_fwd_ks16");
-        assert_eq!(ran(&linear_fwd::KERNEL, &[3072, 2048, 20]), "linear_fwd_ks32");
-        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 4]), "linear_fwd_ks32");
+        // and router (4), summed over 2048: the narrow form (sums of at
+        // least 256) up to 128 default tiles (M = 8192), then 32-row
+        // split-sum tiles up to 256 (M = 16384).
+        assert_eq!(ran(&linear_fwd::KERNEL, &[2112, 2048, 20]), "linear_fwd_nw");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[3072, 2048, 20]), "linear_fwd_nw");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[4096, 2048, 4]), "linear_fwd_nw");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[8192, 2048, 20]), "linear_fwd_nw");
+        assert_eq!(ran(&linear_fwd::KERNEL, &[8192 + 64, 2048, 20]), "linear_fwd_ks32");
+        // Sums of 64 to 255: the split-sum form, 16-row tiles up to 33
+        // default tiles, 32-row tiles up to 256.
+        assert_eq!(ran(&linear_fwd::KERNEL, &[2112, 255, 20]), "linear_fwd_ks16");
         assert_eq!(ran(&linear_fwd::KERNEL, &[16384, 64, 32]), "linear_fwd_ks32");
-        // Past the guard (sums shorter than 64, outputs wider than 32) or
+        // Past the guards (sums shorter than 64, outputs wider than 32) or
         // the keys (more rows): as before.
         assert_eq!(ran(&linear_fwd::KERNEL, &[16384 + 64, 2048, 20]), "linear_fwd_wg4");
         assert!(!ran(&linear_fwd::KERNEL, &[3072, 63, 20]).contains("_ks"));
         assert!(!ran(&linear_fwd::KERNEL, &[3072, 2048, 33]).contains("_ks"));
-        // The weight gradient sums over M (dims M, K, N): the head's is
-        // 2048 x 20; the input gradient's columns are K (dims M, N, K),
-        // its sum N, 20 long.
+        assert!(!ran(&linear_fwd::KERNEL, &[3072, 2048, 33]).contains("_nw"));
+        // The weight gradient sums over M (dims M, K, N) down A's columns,
+        // which the narrow form does not take: the head's is 2048 x 20;
+        // the input gradient's columns are K (dims M, N, K), its sum N, 20
+        // long.
         assert_eq!(ran(&linear_bwd_w::KERNEL, &[3072, 2048, 20]), "linear_bwd_w_ks16");
         assert!(!ran(&linear_bwd_x::KERNEL, &[3072, 20, 2048]).contains("_ks"));
+        assert!(!ran(&linear_bwd_x::KERNEL, &[3072, 20, 2048]).contains("_nw"));
         // A tuning shape is never an untuned choice; the guard decides
         // where any shape of the form may run.
         let ks = linear_fwd::KERNEL.variants.iter().find(|v| v.name == "linear_fwd_ks16x16").expect("emitted");
         assert!(ks.min_row > ks.max_row);
         assert!(ks.admits(&[3072, 64, 32]) && !ks.admits(&[3072, 63, 32]) && !ks.admits(&[3072, 64, 33]));
+        let nw = linear_fwd::KERNEL.variants.iter().find(|v| v.name == "linear_fwd_nw4x4").expect("emitted");
+        assert!(nw.min_row > nw.max_row);
+        assert!(nw.admits(&[3072, 256, 32]) && !nw.admits(&[3072, 255, 32]) && !nw.admits(&[3072, 256, 33]));
     }
 
     #[test]

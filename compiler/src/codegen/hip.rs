@@ -775,6 +775,7 @@ fn describe(s: &Schedule) -> String {
         Schedule::Warpgroup { bm, bn, bk, n } => format!("warpgroup tensor-core contraction, {}x{} tiles, k-slabs of {}, wgmma m64n{}k16 instructions", bm, bn, bk, n),
         Schedule::ColumnReduction { lanes, chains } => format!("column reduction, a block per {} columns, its thread groups splitting the rows, {} chains a thread", lanes, chains),
         Schedule::SplitContraction { bm, bn, bk, tm, tn, groups } => format!("split-sum contraction, {}x{} tiles, k-slabs of {} split among {} thread groups, {}x{} per thread, the groups' partials summed in a tree", bm, bn, bk, groups, tm, tn),
+        Schedule::NarrowContraction { warps, rows, cols, bk } => format!("narrow contraction, {} warps a block, {} rows a warp, at most {} columns, the warp's lanes along the sum, B's slabs {} deep, the lanes' partials summed by a butterfly", warps, rows, cols, bk),
     }
 }
 

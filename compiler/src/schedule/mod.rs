@@ -12,6 +12,7 @@
 mod column;
 mod contraction;
 mod lower;
+mod narrow;
 pub mod observe;
 mod pointwise;
 mod producer_ring;
@@ -300,7 +301,8 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
         // On the unit already: warp specialisation for large outputs, the
         // wide promotion for long enough sums.
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = split_variant(k, target, &plan, ir)?;
+        let mut out: Vec<Variant> = narrow_variants(k, target, &plan, ir)?;
+        out.extend(split_variant(k, target, &plan, ir)?);
         out.extend(grouped_variant(k, target, &plan, ir)?);
         out.extend(warp_specialised_variants(k, target, &plan, ir)?);
         out.extend(wide_promotion_variant(k, target, &plan, (i64::MIN, i64::MAX), i64::MAX)?);
@@ -308,7 +310,8 @@ fn variants_of(k: &Kernel, target: &Target, ir: &KernelIr, rejected: &mut Vec<Re
     }
     if let Schedule::Contraction { .. } = ir.schedule {
         let Some(plan) = contraction::detect(k) else { return Ok(Vec::new()) };
-        let mut out: Vec<Variant> = split_variant(k, target, &plan, ir)?;
+        let mut out: Vec<Variant> = narrow_variants(k, target, &plan, ir)?;
+        out.extend(split_variant(k, target, &plan, ir)?);
         out.extend(matrix_unit_variant(k, target, &plan, ir)?);
         for &(tile, suffix, lo, hi) in contraction::SMALL_TILES {
             let mut v = contraction::schedule_with_tile(k, target, &plan, tile)?;
@@ -359,6 +362,51 @@ fn column_variants(k: &Kernel, target: &Target) -> Result<Vec<Variant>, Diagnost
         let mut ir = column::schedule(k, target, plan, shape)?;
         ir.name = format!("{}_col{}x{}x{}", k.name, shape.0, shape.1, shape.2);
         out.push(Variant { ir, keys: (1, 0), guard, in_place_of: None });
+    }
+    Ok(out)
+}
+
+/// When the narrow form (`narrow`) is chosen: outputs of at most its
+/// shape's columns and sums of at least `NARROW_MIN_SUM` (its guard, a
+/// choice the form is proved under), for outputs of at most
+/// `NARROW_MAX_TILES` default (64 x 64) tiles. Shorter sums leave most of
+/// a warp's lanes idle; they keep the split-sum form. Measured on the
+/// H200 (bench/run_split.sh, bench/RESULTS.md, thirty-seventh session),
+/// K = 2048: 3072 x 20 outputs 0.049 ms against the split-sum form's
+/// 0.057, the router's 4096 x 4 0.049 against 0.056, 8192 x 20 even
+/// (0.099), 16384 x 20 0.207 against 0.200.
+pub const NARROW_MIN_SUM: i64 = 256;
+pub const NARROW_MAX_TILES: i64 = 128;
+
+/// The narrow form of a contraction whose sum runs along A's contiguous
+/// axis (`<kernel>_nw`, `narrow::DEFAULT`), tried first: guarded by the
+/// output's columns and the sum's length (`NARROW_MIN_SUM`), keyed by
+/// the output's tiles (`NARROW_MAX_TILES`). Then the
+/// tuner's shapes (`narrow::TUNING`, empty keys). None where no launch
+/// can be that narrow and that long, or where the form does not apply
+/// (`narrow::applies`: a weight gradient sums down A's columns; AMD's
+/// 64-lane wavefronts).
+fn narrow_variants(k: &Kernel, target: &Target, plan: &contraction::Plan, base: &KernelIr) -> Result<Vec<Variant>, Diagnostic> {
+    if !narrow::applies(plan, target) {
+        return Ok(Vec::new());
+    }
+    // The keys count the kernel's own tiles (`base`'s grid).
+    let Some((bm, bn)) = own_tile(base) else { return Ok(Vec::new()) };
+    let most = (NARROW_MAX_TILES * 64 * 64 + bm * bn - 1) / (bm * bn);
+    let s = &k.stmts[0];
+    let (tir::Dim::Sym(cols), tir::Dim::Sym(sum)) = (k.vars[s.vars[1]].extent, k.vars[plan.kvar].extent) else { return Ok(Vec::new()) };
+    let (default, suffix) = narrow::DEFAULT;
+    if k.dim_upper_bound(tir::Dim::Sym(sum)).is_some_and(|most| most < NARROW_MIN_SUM) || crate::accuracy::dim_bounds(k, cols).0 > default.cols as i64 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (shape, suffix, keys) in std::iter::once((default, suffix, (1, most))).chain(narrow::TUNING.iter().map(|&(shape, suffix)| (shape, suffix, (1, 0)))) {
+        let guard = Guard { dim: sum, at_least: NARROW_MIN_SUM, at_most: i64::MAX, any_key_from: i64::MAX, also_at_most: Some((cols, shape.cols as i64)) };
+        let guarded = guard.kernel(k);
+        let Some(gplan) = contraction::detect(&guarded) else { return Ok(Vec::new()) };
+        let mut ir = narrow::schedule(&guarded, target, &gplan, shape)?;
+        ir.name = format!("{}_{}", k.name, suffix);
+        out.push(Variant { ir, keys, guard: Some(guard), in_place_of: None });
     }
     Ok(out)
 }

@@ -36,7 +36,7 @@ fn observes(schedule: &Schedule) -> bool {
 /// row reductions and the contractions (each output element stored once
 /// from registers in the epilogue).
 fn twin_observes(schedule: &Schedule) -> bool {
-    matches!(schedule, Schedule::RowReduction { .. } | Schedule::RowCached { .. } | Schedule::ColumnReduction { .. } | Schedule::Contraction { .. } | Schedule::SplitContraction { .. } | Schedule::TensorCore { .. } | Schedule::Warpgroup { .. })
+    matches!(schedule, Schedule::RowReduction { .. } | Schedule::RowCached { .. } | Schedule::ColumnReduction { .. } | Schedule::Contraction { .. } | Schedule::SplitContraction { .. } | Schedule::NarrowContraction { .. } | Schedule::TensorCore { .. } | Schedule::Warpgroup { .. })
 }
 
 /// The outputs of `ir` the monitor can observe: float ones written whole.
