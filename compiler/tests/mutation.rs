@@ -1034,7 +1034,7 @@ fn the_column_form_is_proved_and_its_mutants_refuted() {
 /// with no team, or a finer or coarser one, the proof fails.
 #[test]
 fn the_split_sum_form_is_proved_and_its_mutants_refuted() {
-    use tokitai_compiler::kir::{Cond, IExpr, KStmt, Schedule};
+    use tokitai_compiler::kir::{IExpr, Schedule};
     use tokitai_compiler::verify::mutate::mutants;
     let cfg = Config { timeout_ms: 10_000 };
     let arts = compile_example("linear.tk", &Target::default_cuda());
@@ -1060,35 +1060,7 @@ fn the_split_sum_form_is_proved_and_its_mutants_refuted() {
         assert_eq!(r.obligation.kind, tokitai_contracts::ObligationKind::ReductionComplete, "{} refuted by {}", what, r.obligation.description);
         r.obligation.description.clone()
     };
-    let steps = v.ir.reduction_loops.iter().find(|r| r.visits.is_some()).expect("the group's steps visit the sum").var;
-    // A group one step short of its share of each slab.
-    let mut short = v.ir.clone();
-    assert_eq!(edit(&mut short.body, &|s| matches!(s, KStmt::For { var, .. } if *var == steps) && { if let KStmt::For { end, .. } = s { *end = end.clone().sub(IExpr::c(1)); } true }), 1);
-    let why = refuted(&short, "a step short");
-    assert!(why.contains("visit every index"), "{}", why);
-    // The visit's guard one index short of the sum's end.
-    let mut early = v.ir.clone();
-    let cut = |s: &mut KStmt| {
-        let KStmt::For { var, body, .. } = s else { return false };
-        if *var != steps {
-            return false;
-        }
-        let Some(KStmt::If { cond: Cond::Lt(_, end), .. }) = body.first_mut() else { return false };
-        *end = end.clone().sub(IExpr::c(1));
-        true
-    };
-    assert_eq!(edit(&mut early.body, &cut), 1);
-    refuted(&early, "a guard that stops one index early");
-    // The team: none (the block as one sum), finer or coarser.
-    for (team, what) in [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.rem(IExpr::c(per / 2))), "a team of two slots")] {
-        let mut ir = v.ir.clone();
-        for r in ir.reduction_loops.iter_mut() {
-            if let Some(visits) = r.visits.as_mut() {
-                visits.team = team.clone();
-            }
-        }
-        refuted(&ir, what);
-    }
+    visits_mutants_are_refuted(&v.ir, &refuted, [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.rem(IExpr::c(per / 2))), "a team of two slots")]);
     assert!(groups > 1);
 }
 
@@ -1101,7 +1073,7 @@ fn the_split_sum_form_is_proved_and_its_mutants_refuted() {
 /// unset register.
 #[test]
 fn the_narrow_form_is_proved_and_its_mutants_refuted() {
-    use tokitai_compiler::kir::{Cond, IExpr, KStmt, Schedule};
+    use tokitai_compiler::kir::{IExpr, KStmt, Schedule};
     use tokitai_compiler::verify::mutate::mutants;
     let cfg = Config { timeout_ms: 10_000 };
     let arts = compile_example("linear.tk", &Target::default_cuda());
@@ -1125,35 +1097,7 @@ fn the_narrow_form_is_proved_and_its_mutants_refuted() {
         r.obligation.description.clone()
     };
     let complete = tokitai_contracts::ObligationKind::ReductionComplete;
-    let steps = v.ir.reduction_loops.iter().find(|r| r.visits.is_some()).expect("the lanes' steps visit the sum").var;
-    // A lane one step short of its share of each slab.
-    let mut short = v.ir.clone();
-    assert_eq!(edit(&mut short.body, &|s| matches!(s, KStmt::For { var, .. } if *var == steps) && { if let KStmt::For { end, .. } = s { *end = end.clone().sub(IExpr::c(1)); } true }), 1);
-    let why = refuted_by(&short, "a step short", complete);
-    assert!(why.contains("visit every index"), "{}", why);
-    // The visit's guard one index short of the sum's end.
-    let mut early = v.ir.clone();
-    let cut = |s: &mut KStmt| {
-        let KStmt::For { var, body, .. } = s else { return false };
-        if *var != steps {
-            return false;
-        }
-        let Some(KStmt::If { cond: Cond::Lt(_, end), .. }) = body.first_mut() else { return false };
-        *end = end.clone().sub(IExpr::c(1));
-        true
-    };
-    assert_eq!(edit(&mut early.body, &cut), 1);
-    refuted_by(&early, "a guard that stops one index early", complete);
-    // The team: none (the block as one sum), finer or coarser.
-    for (team, what) in [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.div(IExpr::c(64))), "a team of two warps")] {
-        let mut ir = v.ir.clone();
-        for r in ir.reduction_loops.iter_mut() {
-            if let Some(visits) = r.visits.as_mut() {
-                visits.team = team.clone();
-            }
-        }
-        refuted_by(&ir, what, complete);
-    }
+    visits_mutants_are_refuted(&v.ir, &|ir, what| refuted_by(ir, what, complete), [(None, "no team"), (Some(IExpr::Tid), "a team a thread"), (Some(IExpr::Tid.div(IExpr::c(64))), "a team of two warps")]);
     // Each butterfly level one slot short: the next level (or the store)
     // reads the slot it left unset.
     let slots = (rows * cols) as i64;
@@ -1183,4 +1127,42 @@ fn the_narrow_form_is_proved_and_its_mutants_refuted() {
         count += 1;
     }
     assert_eq!(count, 5, "a level for each of the warp's five masks");
+}
+
+/// The mutants of a sum whose visits are split among a team of threads
+/// (`kir::Visits::team`) that its form must refute, each as incomplete
+/// (`refuted` asserts how and returns the refutation): the visiting loop
+/// one step short, the visit's guard one index short of the sum's end,
+/// and each of `teams` in place of its own.
+fn visits_mutants_are_refuted(ir: &tokitai_compiler::kir::KernelIr, refuted: &dyn Fn(&tokitai_compiler::kir::KernelIr, &str) -> String, teams: [(Option<tokitai_compiler::kir::IExpr>, &str); 3]) {
+    use tokitai_compiler::kir::{Cond, IExpr, KStmt};
+    let steps = ir.reduction_loops.iter().find(|r| r.visits.is_some()).expect("a loop visits the sum").var;
+    // One step short of the thread's share of each slab.
+    let mut short = ir.clone();
+    assert_eq!(edit(&mut short.body, &|s| matches!(s, KStmt::For { var, .. } if *var == steps) && { if let KStmt::For { end, .. } = s { *end = end.clone().sub(IExpr::c(1)); } true }), 1);
+    let why = refuted(&short, "a step short");
+    assert!(why.contains("visit every index"), "{}", why);
+    // The visit's guard one index short of the sum's end.
+    let mut early = ir.clone();
+    let cut = |s: &mut KStmt| {
+        let KStmt::For { var, body, .. } = s else { return false };
+        if *var != steps {
+            return false;
+        }
+        let Some(KStmt::If { cond: Cond::Lt(_, end), .. }) = body.first_mut() else { return false };
+        *end = end.clone().sub(IExpr::c(1));
+        true
+    };
+    assert_eq!(edit(&mut early.body, &cut), 1);
+    refuted(&early, "a guard that stops one index early");
+    // The team: none (the block as one sum), finer or coarser.
+    for (team, what) in teams {
+        let mut other = ir.clone();
+        for r in other.reduction_loops.iter_mut() {
+            if let Some(visits) = r.visits.as_mut() {
+                visits.team = team.clone();
+            }
+        }
+        refuted(&other, what);
+    }
 }
