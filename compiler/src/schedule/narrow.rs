@@ -110,7 +110,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: &Plan, shape: Shape) -> Result<K
     // rows`), zero past M and K: a thread's loads of slab `k0`, all in
     // flight before the first is used.
     let steps = bk / warp;
-    let (kk_of, a_slot) = (|step: IExpr| step.mul(IExpr::c(warp as i64)).add(IExpr::Tid.rem(IExpr::c(warp as i64))), |step: IExpr, r: IExpr| step.mul(IExpr::c(rows as i64)).add(r));
+    let (kk_of, a_slot) = (|step: IExpr| step.mul(IExpr::c(warp as i64)).add(lane.clone()), |step: IExpr, r: IExpr| step.mul(IExpr::c(rows as i64)).add(r));
     let a_loads = |b: &mut Builder, arr: LocalId, k0: &IExpr, out: &mut Vec<KStmt>| -> Result<(Option<AccessId>, IVar, IVar), Diagnostic> {
         let (step_v, r_v, gm_v, gk_v) = (b.ivar("step"), b.ivar("r"), b.ivar(&k.vars[mvar].name.clone()), b.ivar(&k.vars[p.kvar].name.clone()));
         let mut env = Env::default();
@@ -242,7 +242,7 @@ pub fn schedule(k: &Kernel, target: &Target, p: &Plan, shape: Shape) -> Result<K
         (Witness::Var(ec_v), n),
     ];
     b.cover_axes(s.target, vec![xm, xn], vec![CoverCase { when: Cond::True, access, assign }]);
-    b.ir.grid = vec![GridDim::Exact(extent_expr(k.vars[mvar].extent).ceil_div(block_rows))];
+    b.ir.grid = vec![GridDim::Exact(mext.ceil_div(block_rows))];
     b.ir.body = body;
     Ok(b.finish())
 }
