@@ -102,6 +102,12 @@ def workloads():
     gyg = rand((2560, 2048), h)
     w["moe tiny layernorm_bwd 2560x2048"] = lambda: torch.ops.aten.native_layer_norm_backward(gyg, xg, (2048,), mg, rg_, gg, bg, [True, False, False])
     w["moe tiny gelu_bwd 2560x2048"] = lambda: torch.ops.aten.gelu_backward(gyg.view(-1), xg.view(-1), approximate="tanh")
+    # The fused backward's peer: GELU's backward then LayerNorm's (input
+    # gradient), as autograd runs them, on the normalised rows yg.
+    yg = F.layer_norm(xg, (2048,), gg, bg, 1e-5)
+    w["moe tiny layernorm_gelu_bwd 2560x2048"] = lambda: torch.ops.aten.native_layer_norm_backward(
+        torch.ops.aten.gelu_backward(gyg, yg, approximate="tanh"), xg, (2048,), mg, rg_, gg, bg, [True, False, False])
+    w["moe tiny layernorm_gelu_act 2560x2048"] = w["moe tiny layernorm_gelu_fwd 2560x2048"]
     # An expert's wide layers at the routed rows of a tiny step (the
     # warp-specialised form's wave tails, issue 20).
     for m in (2304, 2560, 2816, 3072, 3328):

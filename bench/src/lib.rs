@@ -71,6 +71,10 @@ pub const WORKLOADS: &[Workload] = &[
     Workload { label: "moe tiny gelu_fwd 2560x2048", kernel: "gelu_fwd", dims: &[("N", 2560 * 2048)] },
     Workload { label: "moe tiny layernorm_bwd 2560x2048", kernel: "layernorm_bwd", dims: &[("R", 2560), ("C", 2048)] },
     Workload { label: "moe tiny gelu_bwd 2560x2048", kernel: "gelu_bwd", dims: &[("N", 2560 * 2048)] },
+    // The fused backward of LayerNorm and GELU, and the forward that keeps
+    // no normalised rows for it (issue 20).
+    Workload { label: "moe tiny layernorm_gelu_bwd 2560x2048", kernel: "layernorm_gelu_bwd", dims: &[("R", 2560), ("C", 2048)] },
+    Workload { label: "moe tiny layernorm_gelu_act 2560x2048", kernel: "layernorm_gelu_act", dims: &[("R", 2560), ("C", 2048)] },
     Workload { label: "moe tiny bias_grad 2048x2048", kernel: "bias_grad", dims: &[("M", 2048), ("N", 2048)] },
     Workload { label: "moe tiny layernorm_bwd_params 2048x2048", kernel: "layernorm_bwd_params", dims: &[("R", 2048), ("C", 2048)] },
     Workload { label: "layernorm_bwd_params 4096x4096", kernel: "layernorm_bwd_params", dims: &[("R", 4096), ("C", 4096)] },

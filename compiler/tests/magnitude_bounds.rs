@@ -19,7 +19,11 @@ fn dot(tolerance: &str) -> String {
 }
 
 fn compile(text: &str) -> Result<tokitai_compiler::build::Artifacts, String> {
-    match compile_source(SourceFile::new("mag.tk", text), &Target::default_cuda()) {
+    compile_for(text, &Target::default_cuda())
+}
+
+fn compile_for(text: &str, target: &Target) -> Result<tokitai_compiler::build::Artifacts, String> {
+    match compile_source(SourceFile::new("mag.tk", text), target) {
         Ok(a) => Ok(a),
         Err(BuildError::Source { rendered, .. }) => Err(rendered),
         Err(e) => Err(format!("{:?}", e)),
@@ -171,7 +175,7 @@ fn division_and_rsqrt_outside_their_rules_are_named() {
 #[test]
 fn sampled_layernorm_launches_stay_within_their_bound() {
     let arts = compile(LAYERNORM).unwrap_or_else(|e| panic!("{}", e));
-    for name in ["layernorm_fwd", "layernorm_gelu_fwd", "layernorm_bwd"] {
+    for name in ["layernorm_fwd", "layernorm_gelu_fwd", "layernorm_bwd", "layernorm_gelu_bwd"] {
         let i = arts.program.kernels.iter().position(|k| k.name == name).unwrap();
         let rows = tokitai_compiler::soundness::sample(&arts.program.kernels[i], &arts.kernels[i], 20_000);
         assert!(!rows.is_empty());
@@ -180,6 +184,54 @@ fn sampled_layernorm_launches_stay_within_their_bound() {
             assert_eq!(r.violations, 0, "{}", r.worst);
         }
     }
+}
+
+/// A gradient times GELU's derivative (a function, as the fused backward
+/// `layernorm_gelu_bwd` writes it) at `bind`, as a one-kernel program
+/// with tolerance `tolerance`.
+fn gelu_slope(bind: &str, tolerance: &str) -> String {
+    format!(
+        "fn gelu_slope(w: f32) -> f32 {{\n    let t = tanh(0.7978845608 * (w + 0.044715 * w * w * w));\n    0.5 * (1.0 + t) + 0.5 * w * (1.0 - t * t) * (0.7978845608 * (1.0 + 0.134145 * w * w))\n}}\n\nkernel gs(x: f16[R], g: f16[R]) -> (y: f16[R])\n    requires R >= 1, R <= 1000000\n    domain   x in [-X, X], g in [-G, G]\n    tolerance y: {}\n{{\n    y[r] = f16(f32(g[r]) * gelu_slope({}));\n}}\n",
+        tolerance, bind
+    )
+}
+
+/// GELU's derivative is proved in magnitudes where its argument is clamped
+/// (`fp::gelu_slope`): the result is at most 1.13 G whatever X is, and its
+/// error a constant times G (the derivative's roundings; `w` is exact
+/// here). Unclamped, clamped beyond the lemma's 64, or of another shape,
+/// it gets no bound in magnitudes; a coefficient below the derived one is
+/// refuted.
+#[test]
+fn gelu_slope_is_proved_in_magnitudes_where_clamped() {
+    let clamped = "min(max(f32(x[r]), -8.0), 8.0)";
+    let right = "abs 5.1e-5 * G + 3e-8, rel 1e-3";
+    for target in [Target::default_cuda(), "hip-gfx942".parse().unwrap()] {
+        let arts = compile_for(&gelu_slope(clamped, right), &target).unwrap_or_else(|e| panic!("{}", e));
+        let a = magnitude::analyze(&arts.program.kernels[0], &arts.kernels[0]);
+        let o = &a.outputs[0];
+        assert!(o.failure.is_none(), "{:?}", o.failure);
+        let shown = a.show(&o.abs);
+        assert!(shown.contains("e-5*G") && !shown.contains('X'), "{}", shown);
+        // The f16 store's finiteness: 1.129 G.
+        assert!(o.conditions.iter().any(|c| a.show(&c.poly).starts_with("1.129")), "{:?}", o.conditions);
+    }
+    let rendered = compile(&gelu_slope(clamped, "abs 5e-6 * G + 3e-8, rel 1e-3")).err().expect("a coefficient ten times too small is refuted");
+    assert!(rendered.contains("E0913") && rendered.contains("exceeds the tolerance"), "{}", rendered);
+    for (bind, says) in [
+        ("f32(x[r])", "not clamped"),
+        ("min(max(f32(x[r]), -100.0), 100.0)", "the clamp must be in (0, 64]"),
+        ("max(f32(x[r]), -8.0)", "not clamped"),
+    ] {
+        let arts = compile(&gelu_slope(bind, right)).unwrap_or_else(|e| panic!("{}", e));
+        let failure = magnitude::analyze(&arts.program.kernels[0], &arts.kernels[0]).outputs[0].failure.clone();
+        assert!(failure.as_ref().is_some_and(|(why, _)| why.contains(says)), "{}: {:?}", bind, failure);
+    }
+    // `k w` where the derivative has `k w^2`: not the form.
+    let other = gelu_slope(clamped, right).replace("0.134145 * w * w", "0.134145 * w");
+    let arts = compile(&other).unwrap_or_else(|e| panic!("{}", e));
+    let failure = magnitude::analyze(&arts.program.kernels[0], &arts.kernels[0]).outputs[0].failure.clone();
+    assert!(failure.as_ref().is_some_and(|(why, _)| why.contains("`tanh` is not polynomial")), "{:?}", failure);
 }
 
 /// The linear layer with GELU in its epilogue (`linear_gelu_fwd`, the
@@ -202,11 +254,7 @@ fn linear_gelu(tolerance: &str) -> String {
 fn gelu_in_the_epilogue_is_proved_in_magnitudes() {
     let right = "abs 5e-7 * K * K * X * W + 4e-7 * B + 1e-6, rel 1e-3";
     for target in [Target::default_cuda(), "hip-gfx942".parse().unwrap()] {
-        let arts = match compile_source(SourceFile::new("lg.tk", linear_gelu(right)), &target) {
-            Ok(a) => a,
-            Err(BuildError::Source { rendered, .. }) => panic!("{}", rendered),
-            Err(e) => panic!("{:?}", e),
-        };
+        let arts = compile_for(&linear_gelu(right), &target).unwrap_or_else(|e| panic!("{}", e));
         let a = magnitude::analyze(&arts.program.kernels[0], &arts.kernels[0]);
         let o = &a.outputs[0];
         assert!(o.failure.is_none(), "{:?}", o.failure);

@@ -840,6 +840,46 @@ fn the_cached_row_form_is_proved_and_its_mutants_refuted() {
     assert_eq!(checked, 2, "softmax_fwd and softmax_bwd have the 256 x 2 form");
 }
 
+/// A costly element intermediate that the reductions and the outputs read
+/// (`layernorm_gelu_bwd`'s `g`, GELU's slope) is held in registers by the
+/// cached row form: computed once at each visited element
+/// (`row_cached::Layout::hold_intermediates`), where inlining computed
+/// `tanh` four times. Its generic mutants are refuted, and so is a hold
+/// that writes the slot after its own (the outputs read a slot no visit
+/// set, or the last one writes past the array).
+#[test]
+fn a_held_intermediate_is_computed_once_and_its_mutants_refuted() {
+    use tokitai_compiler::kir::{IExpr, KStmt};
+    use tokitai_compiler::verify::mutate::mutants;
+    let arts = compile_example("layernorm.tk", &Target::default_cuda());
+    let i = arts.program.kernels.iter().position(|k| k.name == "layernorm_gelu_bwd").expect("layernorm_gelu_bwd");
+    let v = arts.variants[i].iter().find(|v| v.ir.name == "layernorm_gelu_bwd_c256x2").expect("the 256 x 2 cached form");
+    let kernel = v.kernel(&arts.program.kernels[i]);
+    let hip = tokitai_compiler::codegen::hip::kernel_source(&v.ir);
+    assert_eq!(hip.matches("tanhf(").count(), 1, "{}", hip);
+    assert!(hip.contains("g_row"), "{}", hip);
+    let cfg = Config { timeout_ms: 10_000 };
+    // As for softmax's cached form: a run loop one longer does nothing
+    // under the variant's guard (C <= 256 * 2 * 8).
+    let equivalent = |m: &tokitai_compiler::verify::mutate::Mutant| m.description.ends_with("loop `run` runs one iteration too far");
+    let all: Vec<_> = mutants(&kernel, &v.ir).into_iter().filter(|m| !equivalent(m)).collect();
+    assert!(all.len() >= 30, "only {} mutants", all.len());
+    let survivors: Vec<String> = all.iter().filter(|m| first_refutation(&kernel, &m.ir, &cfg).is_none()).map(|m| format!("{}: {}", m.operator, m.description)).collect();
+    assert!(survivors.is_empty(), "{} of {} mutants survived:\n{}", survivors.len(), all.len(), survivors.join("\n"));
+    let g_row = v.ir.locals.iter().position(|l| l.name.starts_with("g_row")).expect("the held intermediate's registers");
+    let mut shifted = v.ir.clone();
+    let n = edit(&mut shifted.body, &|s| match s {
+        KStmt::ArraySet { arr, index, .. } if *arr == g_row => {
+            *index = index.clone().add(IExpr::c(1));
+            true
+        }
+        _ => false,
+    });
+    assert_eq!(n, 1, "one hold of `g`");
+    let r = first_refutation(&kernel, &shifted, &cfg).expect("a hold one slot late is refuted");
+    assert!(["that is read was set before", "stays within"].iter().any(|b| r.obligation.description.contains(b)), "refuted by {}", r.obligation.description);
+}
+
 /// The paired epilogue of the warp-specialised form (two outputs a 4-byte
 /// store) is proved only under its test: the output's base 4-byte aligned
 /// and its rows of even length. `linear_bwd_x`'s rows are `K` long, which

@@ -122,6 +122,44 @@ fn layernorm_gradients_match_finite_differences() {
     check_input("layernorm dbeta", &ins, 2, &values(&gb), 5e-3, f);
 }
 
+/// The fused backward of a hidden layer's LayerNorm and GELU
+/// (`layernorm_gelu_bwd`: GELU's slope at the recomputed normalised value,
+/// then LayerNorm's backward) against differences of the fused forward's
+/// `act`, for the input and both parameters. A row with an outlier
+/// reaches past the slope's clamp at 8 (its normalised value near
+/// sqrt(C - 1) = 5.4, times gamma near 2).
+#[test]
+fn fused_layernorm_gelu_gradients_match_finite_differences() {
+    let mut rng = Rng::new(5);
+    let (r, c) = (4, 30);
+    let mut xv: Vec<f64> = (0..r * c).map(|_| -2.0 + 4.0 * rng.unit()).collect();
+    xv[c - 1] = 30.0;
+    let x = Tensor::from_f64_as(&[r, c], DType::F16, &xv).unwrap();
+    let gamma = random(&mut rng, &[c], DType::F16, 1.0, 2.0);
+    let beta = random(&mut rng, &[c], DType::F16, 0.0, 2.0);
+    let gact = random(&mut rng, &[r, c], DType::F16, -1.0, 1.0);
+    let gv = values(&gact);
+    let eps = 1e-5f32;
+    let f = |ins: &[Tensor]| {
+        let out = |shape: &[usize], dt| Tensor::zeros(shape, dt, &REF).unwrap();
+        let (mut y, mut act, mut mean, mut rstd) = (out(&[r, c], DType::F16), out(&[r, c], DType::F16), out(&[r], DType::F32), out(&[r], DType::F32));
+        layernorm::layernorm_gelu_fwd::launch(&REF, &ins[0], &ins[1], &ins[2], eps, &mut y, &mut act, &mut mean, &mut rstd).unwrap();
+        weighted(&act, &gv)
+    };
+    let out = |shape: &[usize], dt| Tensor::zeros(shape, dt, &CPU).unwrap();
+    let (mut y, mut act, mut mean, mut rstd) = (out(&[r, c], DType::F16), out(&[r, c], DType::F16), out(&[r], DType::F32), out(&[r], DType::F32));
+    layernorm::layernorm_gelu_fwd::launch(&CPU, &x, &gamma, &beta, eps, &mut y, &mut act, &mut mean, &mut rstd).unwrap();
+    assert!(values(&y).iter().any(|v| v.abs() > 8.0), "some value is past the slope's clamp");
+    let (mut gx, mut xhat, mut gy) = (out(&[r, c], DType::F16), out(&[r, c], DType::F16), out(&[r, c], DType::F16));
+    layernorm::layernorm_gelu_bwd::launch(&CPU, &x, &gamma, &beta, &mean, &rstd, &gact, &mut gx, &mut xhat, &mut gy).unwrap();
+    let (mut gg, mut gb) = (out(&[c], DType::F16), out(&[c], DType::F16));
+    layernorm::layernorm_bwd_params::launch(&CPU, &xhat, &gy, &mut gg, &mut gb).unwrap();
+    let ins = [x, gamma, beta];
+    check_input("fused layernorm-gelu dx", &ins, 0, &values(&gx), 5e-3, f);
+    check_input("fused layernorm-gelu dgamma", &ins, 1, &values(&gg), 5e-3, f);
+    check_input("fused layernorm-gelu dbeta", &ins, 2, &values(&gb), 5e-3, f);
+}
+
 #[test]
 fn gelu_and_softmax_gradients_match_finite_differences() {
     let mut rng = Rng::new(3);

@@ -168,6 +168,9 @@ struct Walk<'a> {
     ir: &'a KernelIr,
     ranges: &'a [SymRange],
     locals: Vec<Option<PVal>>,
+    /// `|w| <= C` for a local bound to a clamp (computed and exact alike):
+    /// what GELU's derivative needs ([`Self::gelu_slope`]).
+    clamped: Vec<Option<f64>>,
     memo: StatementMemo<PVal>,
     conditions: Vec<Condition>,
     /// The target's library accuracy (division, `rsqrt`), or why none
@@ -259,6 +262,20 @@ impl<'a> Walk<'a> {
         Ok(out)
     }
 
+    /// The target's library where its `tanhf` is the accurate one (a
+    /// fast intrinsic's error grows with the argument, which no lemma of
+    /// GELU's here follows).
+    fn accurate_tanh(&self, span: Span) -> Result<&'a LibraryTable, Fail> {
+        let lib = match self.lib {
+            Ok(lib) => lib,
+            Err(why) => return fail(why.clone(), span),
+        };
+        if lib.grows(Function::Tanh).is_some() {
+            return fail("`tanh` as a fast intrinsic, in a bound stated in magnitudes", span);
+        }
+        Ok(lib)
+    }
+
     /// The tanh form of GELU over a local `v` ([`super::gelu`]), computed
     /// in f32, where `v` is known as `|v| <= mag`, `|v' - v| <= E`:
     ///
@@ -278,13 +295,7 @@ impl<'a> Walk<'a> {
         use tokitai_contracts::fp::tanh_gelu::{argument_cost, slope_bound};
         use tokitai_contracts::fp::{bound::gamma, div_up, down};
         let Some(v) = self.locals[g.v].clone() else { return fail("a local read before it is bound", span) };
-        let lib = match self.lib {
-            Ok(lib) => lib,
-            Err(why) => return fail(why.clone(), span),
-        };
-        if lib.grows(Function::Tanh).is_some() {
-            return fail("`tanh` as a fast intrinsic, in a bound stated in magnitudes", span);
-        }
+        let lib = self.accurate_tanh(span)?;
         let fmt = Format::F32;
         let (u, eta) = (fmt.unit_roundoff(), fmt.subnormal_abs());
         let failed = |why: tokitai_contracts::fp::FpError| (why.0, span);
@@ -305,6 +316,42 @@ impl<'a> Walk<'a> {
             Some(cast) => self.converted(out, Dtype::F32, cast),
             None => Ok(out),
         }
+    }
+
+    /// GELU's derivative over a clamped local `w` ([`super::gelu::GeluSlope`]),
+    /// computed in f32, where `|w| <= C` (the clamp) and `|w' - w| <= E`:
+    /// `|d| <= sup |d|`, and the error is `sup |d'| E` plus the
+    /// expression's roundings at `w'` (`tokitai_contracts::fp::gelu_slope`,
+    /// whose suprema are over `|w| <= C`: a local that is not a clamp is
+    /// refused).
+    fn gelu_slope(&mut self, g: &super::gelu::GeluSlope, span: Span) -> Result<PVal, Fail> {
+        use tokitai_contracts::fp::bound::gamma;
+        use tokitai_contracts::fp::gelu_slope::{SlopeForm, SlopeRoundings};
+        let Some(w) = self.locals[g.w].clone() else { return fail("a local read before it is bound", span) };
+        let Some(c) = self.clamped[g.w] else {
+            return fail("GELU's derivative of a value that is not clamped: bind it as `min(max(v, -8.0), 8.0)` (its bound in magnitudes holds where the value is bounded)", span);
+        };
+        let lib = self.accurate_tanh(span)?;
+        let fmt = Format::F32;
+        let (u, eta) = (fmt.unit_roundoff(), fmt.subnormal_abs());
+        let failed = |why: tokitai_contracts::fp::FpError| (why.0, span);
+        let form = SlopeForm { c1: g.c1, c2: g.c2, k: g.k, p: g.p, clamp: c };
+        let sup = form.suprema().map_err(failed)?;
+        let (tanh_rel, tanh_abs) = lib.cost(Function::Tanh, fmt);
+        let rounds = SlopeRoundings {
+            argument_rel: gamma(g.argument_roundings as f64, u).map_err(failed)?,
+            // Each of the argument's roundings may add `eta` before `c1`
+            // scales it (as in [`Self::gelu`]).
+            argument_abs: mul_up(mul_up((g.argument_roundings + 1) as f64, eta), g.c1.max(1.0)),
+            tanh_rel,
+            tanh_abs,
+            product_roundings: g.product_roundings,
+            u,
+            eta,
+        };
+        let cost = form.rounding_cost(&sup, &rounds).map_err(failed)?;
+        let err = w.abs_err().scale(sup.slope).add(&MagPoly::constant(cost));
+        Ok(PVal { mag: MagPoly::constant(sup.value), nonneg: false, err, rel: 0.0 })
     }
 
     /// `x / d` without rounding, for a divisor `d` that is a size (a dim,
@@ -482,8 +529,12 @@ impl<'a> Walk<'a> {
                 if let Some(g) = super::gelu::tanh_gelu(e) {
                     return self.gelu(&g, e.span);
                 }
+                if let Some(g) = super::gelu::gelu_slope(e) {
+                    return self.gelu_slope(&g, e.span);
+                }
                 let v = self.float(value)?;
                 self.locals[*local] = Some(v);
+                self.clamped[*local] = super::gelu::clamp(value).map(|(_, lo, hi)| clamp_bound(lo, hi, value.ty));
                 self.float(body)
             }
             TExprKind::Reduce { op, var, body } => self.reduce(*op, *var, body, e),
@@ -550,6 +601,17 @@ impl<'a> Walk<'a> {
             Builtin::Abs => {
                 let v = self.float(&args[0])?;
                 Ok(PVal { nonneg: true, ..v })
+            }
+            // A clamp to constants `lo < 0 < hi`: within `max(|lo|, |hi|)`
+            // computed and exact alike, and 1-Lipschitz (its constants'
+            // own roundings added).
+            Builtin::Min | Builtin::Max if e.ty.is_float() && super::gelu::clamp(e).is_some() => {
+                let Some((x, lo, hi)) = super::gelu::clamp(e) else { unreachable!("matched just above") };
+                let v = self.float(x)?;
+                let fmt = format_of(e.ty).unwrap_or(Format::F64);
+                let moved = |c: f64| (super::stored_literal(c, fmt) - c).abs();
+                let err = v.abs_err().add(&MagPoly::constant(moved(lo).max(moved(hi))));
+                Ok(PVal { mag: MagPoly::constant(clamp_bound(lo, hi, e.ty)), nonneg: false, err, rel: 0.0 })
             }
             Builtin::Min | Builtin::Max if e.ty.is_float() => {
                 let (x, y) = (self.float(&args[0])?, self.float(&args[1])?);
@@ -748,6 +810,13 @@ fn compare(d: &MagPoly, t: &MagPoly, ranges: &[SymRange]) -> Verdict {
 }
 
 /// Does `e` compute with a float anywhere (so a rounded value might decide it)?
+/// `|clamp(x)| <= C` for a clamp to `[lo, hi]`, its constants as written
+/// and as stored in `ty`.
+fn clamp_bound(lo: f64, hi: f64, ty: Dtype) -> f64 {
+    let fmt = format_of(ty).unwrap_or(Format::F64);
+    [lo, hi, super::stored_literal(lo, fmt), super::stored_literal(hi, fmt)].iter().fold(0.0f64, |m, c| m.max(c.abs()))
+}
+
 fn mentions_float(e: &TExpr) -> bool {
     let mut found = false;
     e.walk(&mut |x| found |= x.ty.is_float());
@@ -763,7 +832,7 @@ pub fn analyze(k: &Kernel, ir: &KernelIr) -> MagnitudeAnalysis {
     let mut outputs = Vec::new();
     for t in &k.tolerance {
         let tolerance = (tolerance_poly(k, t), t.rel);
-        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], memo: StatementMemo::new(), conditions: Vec::new(), lib: &lib };
+        let mut w = Walk { k, ir, ranges: &ranges, locals: vec![None; k.locals.len()], clamped: vec![None; k.locals.len()], memo: StatementMemo::new(), conditions: Vec::new(), lib: &lib };
         let name = k.tensors[t.tensor].name.clone();
         let mut out = OutputBound { tensor: t.tensor, output: name, span: t.span, abs: MagPoly::zero(), rel: 0.0, tolerance, conditions: Vec::new(), failure: None, verdict: None };
         match w.stmt_value(t.tensor, t.span) {

@@ -182,6 +182,9 @@ pub struct Layout {
     prefix: usize,
     /// Reduction terms held in registers for the element statements.
     held: Vec<Held>,
+    /// Costly element intermediates held in registers (see
+    /// [`Self::hold_intermediates`]): read there by every later pass.
+    intermediates: Vec<(TensorId, LocalId)>,
 }
 
 /// A reduction's term that an element statement computes again at the
@@ -217,7 +220,7 @@ impl Layout {
         }
         let vec_end = b.ivar("vec_end");
         top.push(KStmt::LetInt { var: vec_end, value: IExpr::Select(Box::new(whole), Box::new(extent.clone()), Box::new(IExpr::c(0))) });
-        Layout { slots, width: plan.width, extent, vec_end, cached: plan.cached.clone(), regs: Vec::new(), prefix, held: Vec::new() }
+        Layout { slots, width: plan.width, extent, vec_end, cached: plan.cached.clone(), regs: Vec::new(), prefix, held: Vec::new(), intermediates: Vec::new() }
     }
 
     /// `c0 = (j * block + tid) * width`: where run `j` of this thread starts.
@@ -286,7 +289,7 @@ impl Layout {
     /// element variable) at column `c0 + lane`.
     fn lane_env(&self, env: &Env, j: IVar, lane: IVar, c: IExpr, vars: &[tir::VarId]) -> Env {
         let mut inner = env.clone();
-        for &(t, arr) in &self.regs {
+        for &(t, arr) in self.regs.iter().chain(&self.intermediates) {
             inner.lane_arrays.insert(t, arr);
         }
         inner.lane = Some(self.slot(j, lane));
@@ -311,6 +314,7 @@ impl Layout {
         let mut inner = self.lane_env(env, j, lane, c.clone(), &vars);
         let mut visit = Vec::new();
         let held_from = self.held.len();
+        let held_intermediates = self.hold_intermediates(b, group, &mut inner, j, lane, c.clone(), &mut visit, out)?;
         for a in group {
             b.ir.reduction_order.insert(a.var, ReductionOrder::BlockRuns { threads: b.ir.block, warp: b.warp(), width: self.width, slots: self.slots });
             if let Some(nodes) = self.recomputed_at_elements(k, a) {
@@ -332,10 +336,71 @@ impl Layout {
             (Witness::Tid, e.clone().div(IExpr::c(w)).rem(IExpr::c(block))),
             (Witness::Var(lane), e.rem(IExpr::c(w))),
         ];
-        let visits = Visits { outer: j, at: c, elem, witness, held: self.held[held_from..].iter().map(|h| h.arr).collect(), team: None };
+        let held = self.held[held_from..].iter().map(|h| h.arr).chain(held_intermediates).collect();
+        let visits = Visits { outer: j, at: c, elem, witness, held, team: None };
         let span = k.vars[var].span;
         b.ir.reduction_loops.push(ReductionLoop { var: lane, extent: self.extent.clone(), cooperative: true, granule: 1, name: format!("`{}`", name), span, visits: Some(visits) });
         Ok(())
+    }
+
+    /// The costly element intermediates (a call or a division in their
+    /// value: `layernorm_gelu_bwd`'s `g`, GELU's slope) that this group's
+    /// terms read, directly or through other intermediates, and that no
+    /// earlier pass holds: each computed once at the visited element, in
+    /// dependency order, into registers at the element's slot, and read
+    /// there by the group's terms and by every later pass (the other
+    /// groups, the element statements), where inlining computed it at
+    /// every read (four times a pass, twice over, for the fused backward).
+    /// The same operations on the same operands: nothing the accuracy
+    /// analysis sees changes. Returns the arrays (written one slot a
+    /// visit: `Visits::held`).
+    #[allow(clippy::too_many_arguments)]
+    fn hold_intermediates(&mut self, b: &mut Builder, group: &[&Acc], inner: &mut Env, j: IVar, lane: IVar, c: IExpr, visit: &mut Vec<KStmt>, out: &mut Vec<KStmt>) -> Result<Vec<LocalId>, Diagnostic> {
+        let k = b.k;
+        let mut wanted = Vec::new();
+        for a in group {
+            self.costly_intermediates(k, a.body, &mut wanted);
+        }
+        let mut arrays = Vec::new();
+        for t in wanted {
+            let Some(w) = k.writer(t) else { continue };
+            let stmt = &k.stmts[w];
+            let ty = k.tensors[t].dtype;
+            let arr = b.local(&format!("{}_row", k.tensors[t].name), ty);
+            out.push(KStmt::DeclArray { arr, len: self.slots * self.width, init: None });
+            let mut at = inner.clone();
+            at.vars.insert(stmt.vars[self.prefix], c.clone());
+            let v = b.lower(&stmt.value, &mut at, visit)?;
+            visit.push(KStmt::ArraySet { arr, index: self.slot(j, lane), value: v.cast(ty) });
+            inner.lane_arrays.insert(t, arr);
+            self.intermediates.push((t, arr));
+            arrays.push(arr);
+        }
+        Ok(arrays)
+    }
+
+    /// The costly element intermediates `e` reads (through other
+    /// intermediates too), dependencies first, not yet held.
+    fn costly_intermediates(&self, k: &Kernel, e: &TExpr, found: &mut Vec<TensorId>) {
+        let mut loads = Vec::new();
+        e.walk(&mut |x| {
+            if let TExprKind::Load { tensor, .. } = &x.kind {
+                if k.tensors[*tensor].role == TensorRole::Intermediate && !loads.contains(tensor) {
+                    loads.push(*tensor);
+                }
+            }
+        });
+        for t in loads {
+            let Some(w) = k.writer(t) else { continue };
+            let stmt = &k.stmts[w];
+            if stmt.vars.len() != self.prefix + 1 || found.contains(&t) || self.intermediates.iter().any(|(h, _)| *h == t) {
+                continue;
+            }
+            self.costly_intermediates(k, &stmt.value, found);
+            if costly(&stmt.value) && !found.contains(&t) {
+                found.push(t);
+            }
+        }
     }
 
     /// Where the element statements compute `a`'s term again at their

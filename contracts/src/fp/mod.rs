@@ -14,6 +14,7 @@
 //!   as a sum of named contributions, with sound propagation rules for
 //!   every operation a kernel performs (second-order terms included, not
 //!   dropped), and summation bounds that depend on the summation order.
+//! - [`gelu_slope`]: the same for its derivative (a fused backward).
 //! - [`tanh_gelu`]: the constants that carry a bound through the tanh form
 //!   of GELU (its slope, and what an argument's relative error costs).
 //!
@@ -28,6 +29,7 @@ pub mod interval;
 pub mod library;
 pub mod magpoly;
 pub mod matrix_unit;
+pub mod gelu_slope;
 pub mod tanh_gelu;
 
 pub use bound::{logistic_slopes, AVal, Contribution, ErrBound, FpError, SourceId};

@@ -125,8 +125,9 @@ pub enum Kind {
 /// Activations of one MLP that its backward pass reads.
 struct MlpTape {
     z: Vec<Tensor>,
-    /// LayerNorm outputs (GELU inputs), flat.
-    normed: Vec<Tensor>,
+    /// LayerNorm outputs (GELU inputs), flat; none where the backward is
+    /// fused (`layernorm_gelu_bwd` recomputes them).
+    normed: Vec<Option<Tensor>>,
     mean: Vec<Tensor>,
     rstd: Vec<Tensor>,
     act: Vec<Tensor>,
@@ -150,13 +151,25 @@ impl Forward {
     }
 }
 
-/// Is a hidden layer's LayerNorm and GELU one launch
-/// (`layernorm_gelu_fwd`)? Yes unless `TOKITAI_UNFUSED=layernorm_gelu`: an
+/// The fusions `TOKITAI_UNFUSED` turns off (a comma-separated list): an
 /// ablation switch, so that a benchmark can time one step both ways in one
 /// run. Read once.
+fn unfused() -> &'static [String] {
+    static UNFUSED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    UNFUSED.get_or_init(|| std::env::var("TOKITAI_UNFUSED").map_or(Vec::new(), |v| v.split(',').map(|s| s.trim().to_string()).collect()))
+}
+
+/// Is a hidden layer's LayerNorm and GELU one launch
+/// (`layernorm_gelu_fwd`, or `layernorm_gelu_act` where the backward is
+/// fused too)? Yes unless `TOKITAI_UNFUSED=layernorm_gelu`.
 fn fused_layernorm_gelu() -> bool {
-    static FUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FUSED.get_or_init(|| std::env::var("TOKITAI_UNFUSED").map_or(true, |v| !v.split(',').any(|s| s.trim() == "layernorm_gelu")))
+    !unfused().iter().any(|s| s == "layernorm_gelu")
+}
+
+/// Is a hidden layer's GELU and LayerNorm backward one launch
+/// (`layernorm_gelu_bwd`)? Yes unless `TOKITAI_UNFUSED=layernorm_gelu_bwd`.
+fn fused_layernorm_gelu_bwd() -> bool {
+    !unfused().iter().any(|s| s == "layernorm_gelu_bwd")
 }
 
 /// One expert's share of a forward pass: its rows of the stacked output.
@@ -368,23 +381,31 @@ impl Model {
         for (lin, norm) in &mlp.layers {
             let z = self.linear(dev, *lin, tape.act.last().unwrap_or(x))?;
             let width = z.shape()[1];
-            let mut normed = Tensor::output(&[n, width], DType::F16, dev)?;
             let mut act = Tensor::output(&[n, width], DType::F16, dev)?;
             let mut mean = Tensor::output(&[n], DType::F32, dev)?;
             let mut rstd = Tensor::output(&[n], DType::F32, dev)?;
             let (gamma, beta) = (self.tensor(norm.gamma), self.tensor(norm.beta));
-            if fused_layernorm_gelu() {
-                // LayerNorm and GELU in one pass over each row.
-                layernorm::layernorm_gelu_fwd::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut normed, &mut act, &mut mean, &mut rstd)?;
+            let normed = if fused_layernorm_gelu() && fused_layernorm_gelu_bwd() {
+                // LayerNorm and GELU in one pass over each row; the fused
+                // backward recomputes the normalised rows, so they are
+                // neither written nor kept.
+                layernorm::layernorm_gelu_act::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut act, &mut mean, &mut rstd)?;
+                None
             } else {
-                layernorm::layernorm_fwd::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
-                normed.set_shape(&[n * width])?;
-                act.set_shape(&[n * width])?;
-                gelu::gelu_fwd::launch(dev, &normed, &mut act)?;
-                act.set_shape(&[n, width])?;
-            }
+                let mut normed = Tensor::output(&[n, width], DType::F16, dev)?;
+                if fused_layernorm_gelu() {
+                    layernorm::layernorm_gelu_fwd::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut normed, &mut act, &mut mean, &mut rstd)?;
+                } else {
+                    layernorm::layernorm_fwd::launch(dev, &z, gamma, beta, LAYERNORM_EPS, &mut normed, &mut mean, &mut rstd)?;
+                    normed.set_shape(&[n * width])?;
+                    act.set_shape(&[n * width])?;
+                    gelu::gelu_fwd::launch(dev, &normed, &mut act)?;
+                    act.set_shape(&[n, width])?;
+                }
+                Some(normed.reshape(&[n * width])?)
+            };
             tape.z.push(z);
-            tape.normed.push(normed.reshape(&[n * width])?);
+            tape.normed.push(normed);
             tape.mean.push(mean);
             tape.rstd.push(rstd);
             tape.act.push(act);
@@ -567,13 +588,23 @@ impl Model {
         for (l, (lin, norm)) in mlp.layers.iter().enumerate().rev() {
             let width = tape.z[l].shape()[1];
             // GELU, then LayerNorm (input and parameters), then the linear.
-            let mut gn = Tensor::output(&[n * width], DType::F16, dev)?;
-            let g_act = g.take().expect("set before every layer").reshape(&[n * width])?;
-            gelu::gelu_bwd::launch(dev, &tape.normed[l], &g_act, &mut gn)?;
-            let gn = gn.reshape(&[n, width])?;
+            let g_act = g.take().expect("set before every layer");
             let mut gz = Tensor::output(&[n, width], DType::F16, dev)?;
             let mut xhat = Tensor::output(&[n, width], DType::F16, dev)?;
-            layernorm::layernorm_bwd::launch(dev, &tape.z[l], self.tensor(norm.gamma), &tape.mean[l], &tape.rstd[l], &gn, &mut gz, &mut xhat)?;
+            let (gamma, beta) = (self.tensor(norm.gamma), self.tensor(norm.beta));
+            let gn = if fused_layernorm_gelu_bwd() {
+                // One pass: GELU's slope at the recomputed normalised value.
+                let mut gn = Tensor::output(&[n, width], DType::F16, dev)?;
+                layernorm::layernorm_gelu_bwd::launch(dev, &tape.z[l], gamma, beta, &tape.mean[l], &tape.rstd[l], &g_act, &mut gz, &mut xhat, &mut gn)?;
+                gn
+            } else {
+                let mut gn = Tensor::output(&[n * width], DType::F16, dev)?;
+                let normed = tape.normed[l].as_ref().ok_or_else(|| Error::Tensor("the unfused GELU backward without the normalised rows on the tape".into()))?;
+                gelu::gelu_bwd::launch(dev, normed, &g_act.reshape(&[n * width])?, &mut gn)?;
+                let gn = gn.reshape(&[n, width])?;
+                layernorm::layernorm_bwd::launch(dev, &tape.z[l], gamma, &tape.mean[l], &tape.rstd[l], &gn, &mut gz, &mut xhat)?;
+                gn
+            };
             let (ggamma, gbeta) = grads.pair(norm.gamma, norm.beta);
             layernorm::layernorm_bwd_params::launch(dev, &xhat, &gn, ggamma, gbeta)?;
             let input = if l == 0 { x } else { &tape.act[l - 1] };
