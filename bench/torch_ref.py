@@ -92,6 +92,12 @@ def workloads():
     w["moe tiny router linear_bwd_w 4096x2048x4"] = lambda: rx.t() @ rg
     fx, fw, fb = rand((3072, 96), h), rand((96, 2048), h, -0.125, 0.125), rand(2048, h)
     w["moe tiny first linear_fwd 3072x96x2048"] = lambda: torch.addmm(fb, fx, fw)
+    # The same at an expert's average routed rows (2048).
+    h2x, h2w, h2b, h2g = hx[:2048], hw, hb, hg[:2048]
+    w["moe tiny head linear_fwd 2048x2048x20"] = lambda: torch.addmm(h2b, h2x, h2w)
+    w["moe tiny head linear_bwd_w 2048x2048x20"] = lambda: h2x.t() @ h2g
+    f2x, f2g = fx[:2048], rand((2048, 2048), h)
+    w["moe tiny first linear_bwd_w 2048x96x2048"] = lambda: f2x.t() @ f2g
     # A hidden layer's LayerNorm then GELU at an expert's routed rows, as
     # a PyTorch user writes it (two kernels), and each alone.
     xg, gg, bg = rand((2560, 2048), h, -4, 4), rand(2048, h, 0.5, 1.5), rand(2048, h, -0.5, 0.5)

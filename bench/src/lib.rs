@@ -54,6 +54,14 @@ pub const WORKLOADS: &[Workload] = &[
     // An expert's first layer (`Linear(96, 2048)`): a sum too short for
     // the warpgroup unit's bound.
     Workload { label: "moe tiny first linear_fwd 3072x96x2048", kernel: "linear_fwd", dims: &[("M", 3072), ("K", 96), ("N", 2048)] },
+    // The same at an expert's average routed rows in a tiny b4096 step
+    // (8192 / 4): the head's two contractions and the first layer's
+    // weight gradient (an output of 96 x 2048, one row of 128-row tiles),
+    // the step's least efficient launches in the thirty-eighth session's
+    // timeline (about 50 us each for 8 MB read).
+    Workload { label: "moe tiny head linear_fwd 2048x2048x20", kernel: "linear_fwd", dims: &[("M", 2048), ("K", 2048), ("N", 20)] },
+    Workload { label: "moe tiny head linear_bwd_w 2048x2048x20", kernel: "linear_bwd_w", dims: &[("M", 2048), ("K", 2048), ("N", 20)] },
+    Workload { label: "moe tiny first linear_bwd_w 2048x96x2048", kernel: "linear_bwd_w", dims: &[("M", 2048), ("K", 96), ("N", 2048)] },
     // An expert's wide layers at the routed rows a tiny step gives them
     // (2048 on average, 1400-3400 in a run): where the 256-row tiles of the
     // warp-specialised form leave a thin last wave on 132 SMs (issue 20).

@@ -17,7 +17,9 @@
 //! served a stale choice. A launch takes the table's choice for its class
 //! where that choice admits its dims, else the compiler's order
 //! (`KernelDef::choose`). `TOKITAI_TUNING=off` ignores the table (an
-//! ablation switch, as `TOKITAI_SKIP_VARIANTS` is).
+//! ablation switch, as `TOKITAI_SKIP_VARIANTS` is); `TOKITAI_TUNING=auto`
+//! fills it as a run goes, tuning each kernel's shape class at its first
+//! launch ([`Mode::Auto`]).
 
 use crate::call::{Chosen, KernelDef};
 use crate::{Error, Result};
@@ -136,10 +138,33 @@ pub struct Tuned {
     choices: RwLock<HashMap<String, Choices>>,
 }
 
-/// Is the table used? Yes unless `TOKITAI_TUNING=off`. Read once.
+/// How launches use the table (`TOKITAI_TUNING`, read once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `off`: the compiler's order, the table ignored (an ablation switch).
+    Off,
+    /// Unset (or anything else): the table's choice where it has one.
+    Table,
+    /// `auto`: also, the first launch of a kernel in a shape class the
+    /// table lacks times every candidate that launch admits first and
+    /// records the fastest (`CudaBackend::launch`), so that a training
+    /// run is tuned for the launches it makes. Not while a step is
+    /// captured or rehearsed (its first eager step tunes).
+    Auto,
+}
+
+pub fn mode() -> Mode {
+    static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("TOKITAI_TUNING").as_deref() {
+        Ok("off") => Mode::Off,
+        Ok("auto") => Mode::Auto,
+        _ => Mode::Table,
+    })
+}
+
+/// Is the table used? Yes unless `TOKITAI_TUNING=off`.
 fn tuning_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TOKITAI_TUNING").map_or(true, |v| v != "off"))
+    mode() != Mode::Off
 }
 
 /// Candidates named in `TOKITAI_FORCE` (comma-separated): a launch of the
@@ -216,6 +241,13 @@ impl Tuned {
             return None;
         }
         candidate(k, name)
+    }
+
+    /// Has the table a choice for this launch's class of `k` (tuned for the
+    /// kernel as built)? `TOKITAI_TUNING=auto` tunes a class once.
+    pub fn has_class(&self, k: &KernelDef, dims: &[i64]) -> bool {
+        let Ok(choices) = self.choices.read() else { return false };
+        choices.get(k.info.name).filter(|c| c.fingerprint == k.fingerprint).is_some_and(|c| c.by_class.contains_key(&class_of(dims)))
     }
 
     /// Keep `t` as the choice of its class for `k`, in memory and on disk
@@ -354,6 +386,11 @@ mod tests {
         assert_eq!(again.choice(k, &[2048, 100, 128]).map(|c| c.name), None);
         // Another class, another GPU, another driver: nothing stored.
         assert_eq!(again.choice(k, &[4096, 128, 128]).map(|c| c.name), None);
+        // What `TOKITAI_TUNING=auto` asks before it tunes a launch: the
+        // class is known (a choice that the guard refuses included: it
+        // was tuned; the compiler's order serves it), another is not.
+        assert!(again.has_class(k, &[2000, 128, 100]) && again.has_class(k, &[2048, 100, 128]));
+        assert!(!again.has_class(k, &[4096, 128, 128]) && !again.has_class(&softmax_fwd::KERNEL, &[2048, 128]));
         assert_eq!(Tuned::load(&dir, "GPU Y", 13000).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
         assert_eq!(Tuned::load(&dir, "GPU X", 12080).choice(k, &[2048, 128, 128]).map(|c| c.name), None);
         // A table made for other code (another fingerprint) is not used.

@@ -145,7 +145,7 @@ pub(crate) struct GeluSlope {
 pub(crate) fn gelu_slope(e: &TExpr) -> Option<GeluSlope> {
     let TExprKind::Let { local: t, value, body } = &e.kind else { return None };
     let TExprKind::Call(Builtin::Tanh, args) = &value.kind else { return None };
-    let (c1, c2, w, argument_roundings) = argument(&args[0])?;
+    let (c1, c2, w, argument_roundings) = argument(args.first()?)?;
     if value.ty != Dtype::F32 || body.ty != Dtype::F32 {
         return None;
     }
@@ -235,7 +235,11 @@ pub(crate) fn clamp(e: &TExpr) -> Option<(&TExpr, f64, f64)> {
         _ => None,
     };
     let TExprKind::Call(outer, args) = &e.kind else { return None };
-    let TExprKind::Call(inner, inner_args) = &args[0].kind else { return None };
+    let TExprKind::Call(inner, inner_args) = &args.first()?.kind else { return None };
+    // Two operands each (the fuzzer's input 30 called `min` with one).
+    if args.len() != 2 || inner_args.len() != 2 {
+        return None;
+    }
     let (x, c_inner, c_outer) = (&inner_args[0], constant(&inner_args[1])?, constant(&args[1])?);
     let (lo, hi) = match (outer, inner) {
         (Builtin::Min, Builtin::Max) => (c_inner, c_outer),

@@ -19,6 +19,10 @@ use std::sync::{Arc, Mutex};
 
 const BACKEND: &str = "CUDA";
 
+/// Timed launches of each candidate when `TOKITAI_TUNING=auto` tunes a
+/// shape class (after two untimed): the median of five.
+const AUTO_TUNE_REPS: usize = 5;
+
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -412,6 +416,9 @@ impl CudaBackend {
     /// `observed`: what the contract monitor chose to run, observing, and
     /// its words; else the launch's own choice, with null words.
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
+        if crate::tune::mode() == crate::tune::Mode::Auto && !self.tuned.has_class(k, &bound.dims) && crate::tune::forced(k, &bound.dims).is_none() && self.may_tune() {
+            self.tune(k, bound, args, AUTO_TUNE_REPS)?;
+        }
         let (chosen, words) = observed.map_or_else(|| (self.chosen(k, &bound.dims), 0), |o| (o.chosen, o.words));
         self.launch_chosen(&self.stream, k, bound, args, chosen, words)
     }
@@ -450,6 +457,12 @@ impl CudaBackend {
         &self.tuned
     }
 
+    /// May a launch be tuned now: not while a step is captured or
+    /// rehearsed (its kernels must be the step's own).
+    fn may_tune(&self) -> bool {
+        self.arena.lock().map(|a| a.mode() == crate::backend::arena::Mode::Off).unwrap_or(false)
+    }
+
     /// Time every candidate of `k` that this launch admits (median of
     /// `reps` launches after two, each timed alone by events) and record
     /// the fastest for the launch's shape class. Inouts are copied aside
@@ -457,7 +470,7 @@ impl CudaBackend {
     /// candidate sees the same inputs and the caller finds its tensors as
     /// they were. Not while a step is captured or rehearsed.
     pub(crate) fn tune(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], reps: usize) -> Result<crate::tune::ClassTuning> {
-        if self.arena.lock().map(|a| a.mode() != crate::backend::arena::Mode::Off).unwrap_or(true) {
+        if !self.may_tune() {
             return Err(Error::Argument { kernel: k.info.name.into(), message: "cannot tune while a step is captured or rehearsed".into() });
         }
         self.ctx.bind_to_thread().map_err(device_err("cuCtxSetCurrent"))?;

@@ -473,9 +473,12 @@ impl Model {
                 let mut plan = sparse_plan(&ints(i0h)?, &ints(i1h)?, &w0h.to_f32(), &w1h.to_f32())?;
                 // The device idles from the read-back until the first
                 // launch: `src` goes up first and every expert's rows are
-                // gathered (a view of `src` each), then the other maps go
-                // up while the gathers run; no upload waits between the
-                // experts' launches.
+                // gathered (a view of `src` each); the other maps go up
+                // once every expert's layers are queued (only the combine
+                // reads them), so no upload waits before or between the
+                // experts' launches (the timeline showed 40 us of host
+                // queueing before the first expert while they went up
+                // first).
                 let upload_i32 = |v: Vec<i32>| -> Result<Tensor> { Tensor::from_i32(&[v.len()], v)?.to_device(dev) };
                 let slots = plan.src.len();
                 let src = upload_i32(plan.src.clone())?;
@@ -487,14 +490,14 @@ impl Model {
                     moe::gather_rows::launch(dev, x, &idx, &mut xe)?;
                     inputs.push((e, xe));
                 }
-                let (pos0, pos1, ws) = (std::mem::take(&mut plan.pos0), std::mem::take(&mut plan.pos1), std::mem::take(&mut plan.ws));
-                let maps = SparseMaps { pos0: upload_i32(pos0)?, pos1: upload_i32(pos1)?, src, ws: Tensor::from_f32(&[slots], ws)?.to_device(dev)? };
                 let mut h = Tensor::output(&[slots, OUTPUT_DIM], DType::F16, dev)?;
                 for (e, xe) in inputs {
                     let at = plan.start[e];
                     let tape = self.expert_into(dev, e, &xe, &mut h, at)?;
                     runs.push(ExpertRun { expert: e, at, rows: plan.members(e).len(), input: Some(xe), tape });
                 }
+                let (pos0, pos1, ws) = (std::mem::take(&mut plan.pos0), std::mem::take(&mut plan.pos1), std::mem::take(&mut plan.ws));
+                let maps = SparseMaps { pos0: upload_i32(pos0)?, pos1: upload_i32(pos1)?, src, ws: Tensor::from_f32(&[slots], ws)?.to_device(dev)? };
                 moe::combine2::launch(dev, &h, &maps.pos0, &maps.pos1, &w0, &w1, &mut y)?;
                 (h, Some(maps))
             }
