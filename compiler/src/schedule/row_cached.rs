@@ -16,6 +16,12 @@
 //! column is visited by exactly one thread and lane, and nothing past the
 //! row.
 //!
+//! Terms computed again where the row is read (`Held`): a reduction's
+//! costly term that the outputs recompute (softmax's `exp(x - m)`), and a
+//! costly element intermediate that a reduction reads (GELU's slope in
+//! `layernorm_gelu_bwd`), are computed once, in the pass that first needs
+//! them, into registers at the element's slot, and read there afterwards.
+//!
 //! A kernel fits when its row tensors are read only at the statement's own
 //! element (`x[r, c]` in an element statement, `x[r, k]` in a reduction
 //! over `k`), element statements hold no reductions, and no output is
