@@ -23,6 +23,18 @@ const BACKEND: &str = "CUDA";
 /// shape class (after two untimed): the median of five.
 const AUTO_TUNE_REPS: usize = 5;
 
+/// `TOKITAI_TUNING=auto` leaves launches whose inouts hold more than this
+/// to the compiler's order: tuning copies them aside, and the optimizer's
+/// (parameters and both moments, 850 MB at tiny) raised a run's peak
+/// memory above PyTorch's (bench/RESULTS.md, thirty-eighth session).
+/// `tokitai-bench-kernels --tune` still tunes them.
+const AUTO_TUNE_MAX_INOUT_BYTES: usize = 64 << 20;
+
+/// Bytes of `k`'s inout tensors in this launch (what tuning copies aside).
+fn inout_bytes(k: &KernelDef, args: &[Arg]) -> usize {
+    k.info.tensors.iter().zip(args.iter().filter_map(|a| a.tensor())).filter(|(p, _)| p.role == "inout").map(|(_, t)| t.size_bytes()).sum()
+}
+
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -416,7 +428,7 @@ impl CudaBackend {
     /// `observed`: what the contract monitor chose to run, observing, and
     /// its words; else the launch's own choice, with null words.
     pub(crate) fn launch(&self, k: &KernelDef, bound: &Bound, args: &mut [Arg], observed: Option<Observed>) -> Result<()> {
-        if crate::tune::mode() == crate::tune::Mode::Auto && !self.tuned.has_class(k, &bound.dims) && crate::tune::forced(k, &bound.dims).is_none() && self.may_tune() {
+        if crate::tune::mode() == crate::tune::Mode::Auto && !self.tuned.has_class(k, &bound.dims) && crate::tune::forced(k, &bound.dims).is_none() && self.may_tune() && inout_bytes(k, args) <= AUTO_TUNE_MAX_INOUT_BYTES {
             self.tune(k, bound, args, AUTO_TUNE_REPS)?;
         }
         let (chosen, words) = observed.map_or_else(|| (self.chosen(k, &bound.dims), 0), |o| (o.chosen, o.words));
