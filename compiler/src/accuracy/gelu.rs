@@ -84,19 +84,7 @@ fn argument(e: &TExpr) -> Option<(f64, f64, LocalId, u32)> {
         (_, TExprKind::Local(v)) => (*v, p.as_ref()),
         _ => return None,
     };
-    let mut factors = Vec::new();
-    let muls = factors_of(cube, &mut factors);
-    let (mut c2, mut power, mut constants) = (1.0, 0, 0);
-    for f in factors {
-        match &f.kind {
-            TExprKind::Const(Const::Float(c)) => {
-                c2 *= c;
-                constants += 1;
-            }
-            TExprKind::Local(l) if *l == v => power += 1,
-            _ => return None,
-        }
-    }
+    let Monomial { coefficient: c2, power, constants, muls } = monomial(cube, v)?;
     // The cube's roundings, the sum's (no cancellation: both terms have
     // v's sign), the product by c1 and c1's own.
     (c1 > 0.0 && c2 > 0.0 && power == 3).then_some((c1, c2, v, muls + constants + 1 + 2))
@@ -207,20 +195,38 @@ fn half_one_plus(e: &TExpr, t: LocalId) -> bool {
 /// `k * w * w` (any grouping, one positive constant): `k` and the
 /// roundings of `1 + k w^2` (the multiplications, `k`'s own, the sum).
 fn k_w_squared(e: &TExpr, w: LocalId) -> Option<(f64, u32)> {
+    let Monomial { coefficient: k, power, constants, muls } = monomial(e, w)?;
+    (k > 0.0 && power == 2).then_some((k, muls + constants + 1))
+}
+
+/// A product of constants and a local `v` (`c * v * v * v`, any grouping).
+struct Monomial {
+    /// The constants' product.
+    coefficient: f64,
+    /// How many times `v` is a factor.
+    power: u32,
+    /// How many constants (each rounded into the format once).
+    constants: u32,
+    /// How many multiplications the product performs.
+    muls: u32,
+}
+
+/// `e` as a [`Monomial`] in `v`, where it is one.
+fn monomial(e: &TExpr, v: LocalId) -> Option<Monomial> {
     let mut factors = Vec::new();
     let muls = factors_of(e, &mut factors);
-    let (mut k, mut constants, mut power) = (1.0, 0, 0);
+    let mut m = Monomial { coefficient: 1.0, power: 0, constants: 0, muls };
     for f in factors {
         match &f.kind {
             TExprKind::Const(Const::Float(c)) => {
-                k *= c;
-                constants += 1;
+                m.coefficient *= c;
+                m.constants += 1;
             }
-            TExprKind::Local(l) if *l == w => power += 1,
+            TExprKind::Local(l) if *l == v => m.power += 1,
             _ => return None,
         }
     }
-    (k > 0.0 && power == 2).then_some((k, muls + constants + 1))
+    Some(m)
 }
 
 /// `min(max(x, lo), hi)` or `max(min(x, hi), lo)` with constants `lo < 0 <
